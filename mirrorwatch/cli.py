@@ -1,0 +1,224 @@
+"""The `mirrorwatch` command (see ARCHITECTURE.md, "CLI contract"). Exit codes: 0 ok, 1 runtime failure, 2 bad usage
+or config. Errors mirrorwatch raises on purpose are printed as one clear message, never as a traceback."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from mirrorwatch import __version__
+from mirrorwatch.errors import ConfigError, MirrorwatchError
+
+__all__ = ["main"]
+
+log = logging.getLogger("mirrorwatch")
+
+STATE_DIR_HELP = "Where the clusters' data, logs, state and generated mirrorwatch.yaml live."
+
+
+def _fail(exc: MirrorwatchError) -> NoReturn:
+    if isinstance(exc, ConfigError):
+        if exc.source:
+            click.echo(f"mirrorwatch: invalid config {exc.source}:", err=True)
+        for problem in exc.problems:
+            click.echo(str(problem), err=True)
+    else:
+        click.echo(f"mirrorwatch: error: {exc}", err=True)
+    sys.exit(exc.exit_code)
+
+
+class _Group(click.Group):
+    """Turns mirrorwatch's own errors into a message and the contract's exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except MirrorwatchError as exc:
+            _fail(exc)
+
+
+def _stop_event() -> threading.Event:
+    """An event set by SIGINT or SIGTERM: long-running commands stop, flush and clean up instead of dying."""
+    stop = threading.Event()
+
+    def handler(signum: int, _frame: object) -> None:
+        if stop.is_set():  # a second Ctrl-C while stopping: the user means it
+            raise KeyboardInterrupt
+        click.echo(f"\nmirrorwatch: {signal.Signals(signum).name} received, stopping cleanly ...", err=True)
+        stop.set()
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+    return stop
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, prog_name="mirrorwatch")
+@click.option(
+    "--log-level",
+    default="INFO",
+    show_default=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+)
+def cli(log_level: str) -> None:
+    """Mirror Apache Kafka topics between clusters and tell, with numbers you can trust, whether the mirror is healthy.
+
+    \b
+    Start here:
+      mirrorwatch demo                      two local clusters, sample traffic, everything running
+      mirrorwatch local up                  just the two local clusters (source, target)
+      mirrorwatch config check FILE         validate a config file
+    """
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+
+
+# -- local ------------------------------------------------------------------------------------------------------------
+
+
+@cli.group(cls=_Group)
+def local() -> None:
+    """Two real local Apache Kafka 4.1 clusters (KRaft), `source` and `target`, for development and tests.
+
+    Jars come from Maven Central (fetched once with mvn into ~/.cache/mirrorwatch/jars, or $MIRRORWATCH_JAR_CACHE).
+    Each cluster has its own cluster id, data directory and free ports; `up` writes STATE_DIR/mirrorwatch.yaml.
+    """
+
+
+def _state_dir_option(f: Any) -> Any:
+    from mirrorwatch.local import default_state_dir
+
+    return click.option(
+        "--state-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=default_state_dir,
+        show_default=True,
+        help=STATE_DIR_HELP,
+    )(f)
+
+
+@local.command("up")
+@_state_dir_option
+def local_up(state_dir: Path) -> None:
+    """Start both clusters (creating them the first time) and wait until each answers."""
+    from mirrorwatch.local import LocalClusters
+
+    clusters = LocalClusters(state_dir)
+    clusters.up()
+    click.echo(f"config: {clusters.config_path}")
+    click.echo(f"stop them with: mirrorwatch local down --state-dir {clusters.state_dir}")
+
+
+@local.command("down")
+@_state_dir_option
+def local_down(state_dir: Path) -> None:
+    """Stop both clusters (SIGTERM, then SIGKILL after 30 s). Their data stays for the next `up`."""
+    from mirrorwatch.local import LocalClusters
+
+    for line in LocalClusters(state_dir).down():
+        click.echo(line)
+
+
+@local.command("status")
+@_state_dir_option
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+def local_status(state_dir: Path, as_json: bool) -> None:
+    """Say what runs where. Exits 0 when both clusters run, 1 otherwise."""
+    from mirrorwatch.local import LocalClusters, describe
+
+    clusters = LocalClusters(state_dir)
+    statuses = clusters.status()
+    if as_json:
+        click.echo(json.dumps(describe(clusters), indent=2))
+    elif not statuses:
+        click.echo(f"no local clusters in {clusters.state_dir} (start them with: mirrorwatch local up)")
+    for s in [] if as_json else statuses:
+        state = f"running (pid {s.pid})" if s.is_running else "stopped"
+        click.echo(
+            f"{s.cluster.alias:<7} {state:<20} {s.cluster.bootstrap_servers:<16} "
+            f"cluster id {s.cluster.cluster_id}  log {s.cluster.log_path}"
+        )
+    if not statuses or not all(s.is_running for s in statuses):
+        sys.exit(1)
+
+
+@local.command("fetch")
+def local_fetch() -> None:
+    """Fetch the Kafka jars from Maven Central into the cache now (setup does this; `up` does it when needed)."""
+    from mirrorwatch.jars import KAFKA, require_java, resolve_jars
+
+    require_java()
+    click.echo(resolve_jars(KAFKA))
+
+
+# -- config -----------------------------------------------------------------------------------------------------------
+
+
+@cli.group(cls=_Group)
+def config() -> None:
+    """Validate and show a mirrorwatch config file."""
+
+
+@config.command("check")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+def config_check(file: Path) -> None:
+    """Exit 0 when FILE is valid; otherwise print each problem as `path: message` and exit 2."""
+    from mirrorwatch.config import load_config
+
+    cfg = load_config(file)
+    click.echo(f"{file}: ok ({len(cfg.clusters)} cluster(s), {len(cfg.links)} link(s))")
+
+
+@config.command("show")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+def config_show(file: Path) -> None:
+    """Print the effective config of FILE (defaults filled in) with every secret masked."""
+    from mirrorwatch.config import load_config, render_config
+
+    click.echo(render_config(load_config(file)), nl=False)
+
+
+# -- demo -------------------------------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where the demo's clusters live [default: the local state dir's sibling 'demo'].",
+)
+@click.option("--duration", type=click.FloatRange(min=1), default=None, help="Stop after this many seconds.")
+@click.option(
+    "--rate",
+    type=click.FloatRange(min=0.1, max=10_000),
+    default=20,
+    show_default=True,
+    help="Sample records per second per cluster.",
+)
+def demo(state_dir: Path | None, duration: float | None, rate: float) -> None:
+    """Start two local clusters and sample traffic and show it flowing; Ctrl-C stops everything cleanly."""
+    from mirrorwatch.demo import DemoOptions, run_demo
+    from mirrorwatch.local import default_state_dir
+
+    stop = _stop_event()
+    options = DemoOptions(
+        state_dir=state_dir or default_state_dir().parent / "demo", duration_s=duration, records_per_second=rate
+    )
+    sys.exit(run_demo(options, stop, out=click.echo))
+
+
+def main() -> None:
+    cli()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,415 @@
+"""The one config model every command loads (see ARCHITECTURE.md, "Config contract").
+
+`load_config(path)` reads YAML, expands `${ENV_VAR}` in the `clusters` section, validates the whole document and
+reports *every* problem at once as `path: message` lines (`links[0].topics.include[1]: invalid regex '(': ...`).
+Models are frozen, unknown keys are errors, regexes are compiled here, secrets become `SecretStr` so that no
+repr, log line or `config show` ever prints them.
+
+Pure: no Kafka clients, no clock. The environment is passed in (defaults to `os.environ`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    SecretStr,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from mirrorwatch.errors import ConfigError, ConfigProblem
+
+__all__ = [
+    "CanaryConfig",
+    "ClusterConfig",
+    "FormatRename",
+    "HttpConfig",
+    "IdentityRename",
+    "LinkConfig",
+    "MapRename",
+    "MirrorwatchConfig",
+    "MonitorConfig",
+    "PrefixRename",
+    "RenameConfig",
+    "TopicSelection",
+    "is_secret_property",
+    "load_config",
+    "parse_config",
+    "render_config",
+]
+
+# A property is a secret when its name mentions a password, secret, token, credential or key material. Masking a
+# harmless value (a key file's path) costs nothing; printing a real secret once is a security incident.
+_SECRET_NAME = re.compile(
+    r"password|passwd|secret|token|credential|jaas|keytab|keystore|truststore|private|oauthbearer\.config"
+    r"|(^|[._-])key($|[._-])",
+    re.IGNORECASE,
+)
+
+
+def is_secret_property(name: str) -> bool:
+    """True when a client property of this name must never be printed."""
+    return bool(_SECRET_NAME.search(name))
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _compile_regex(value: object) -> re.Pattern[str]:
+    if isinstance(value, re.Pattern):
+        return value
+    if not isinstance(value, str):
+        raise PydanticCustomError("regex_type", "a regex must be a string, got {value}", {"value": repr(value)})
+    try:
+        return re.compile(value)
+    except re.error as exc:
+        raise PydanticCustomError(
+            "invalid_regex", "invalid regex {pattern}: {reason}", {"pattern": repr(value), "reason": exc.msg}
+        ) from None
+
+
+# A regex compiled at load time; written back as its source text.
+Regex = Annotated[
+    re.Pattern[str],
+    BeforeValidator(_compile_regex),
+    PlainSerializer(lambda p: p.pattern, return_type=str),
+]
+
+Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=200)]
+TopicName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]+$", max_length=249)]
+
+
+class ClusterConfig(_Model):
+    """How to reach one cluster. `properties` are librdkafka properties (values may come from `${ENV_VAR}`)."""
+
+    bootstrap_servers: Annotated[str, StringConstraints(min_length=1)]
+    properties: dict[str, str | SecretStr] = Field(default_factory=dict)
+
+    @field_validator("properties", mode="before")
+    @classmethod
+    def _stringify_and_hide(cls, value: object) -> object:
+        if not isinstance(value, Mapping):
+            return value  # pydantic reports the type error
+        out: dict[str, object] = {}
+        for name, raw in value.items():
+            if name == "bootstrap.servers":
+                raise PydanticCustomError(
+                    "duplicate_bootstrap", "set bootstrap_servers, not properties.bootstrap.servers"
+                )
+            if isinstance(raw, bool):  # YAML true/false; librdkafka wants "true"/"false"
+                text: object = "true" if raw else "false"
+            elif isinstance(raw, int | float):
+                text = str(raw)
+            elif isinstance(raw, SecretStr):
+                text = raw.get_secret_value()
+            else:
+                text = raw
+            out[str(name)] = SecretStr(text) if isinstance(text, str) and is_secret_property(str(name)) else text
+        return out
+
+    def client_properties(self) -> dict[str, str]:
+        """librdkafka properties with secrets revealed: for the client factory only, never for output."""
+        props = {"bootstrap.servers": self.bootstrap_servers}
+        for name, value in self.properties.items():
+            props[name] = value.get_secret_value() if isinstance(value, SecretStr) else value
+        return props
+
+
+class TopicSelection(_Model):
+    """Which source topics a link mirrors: full-match regexes; a topic must match an include and no exclude."""
+
+    include: tuple[Regex, ...] = Field(default=(re.compile(".*"),), min_length=1)
+    exclude: tuple[Regex, ...] = ()
+
+    def matches(self, topic: str) -> bool:
+        return any(p.fullmatch(topic) for p in self.include) and not any(p.fullmatch(topic) for p in self.exclude)
+
+
+class IdentityRename(_Model):
+    """Target topic = source topic (MirrorMaker 1, IdentityReplicationPolicy)."""
+
+    policy: Literal["identity"] = "identity"
+
+
+class PrefixRename(_Model):
+    """Target topic = `<source alias><separator><topic>` (MirrorMaker 2's DefaultReplicationPolicy)."""
+
+    policy: Literal["prefix"]
+    separator: Annotated[str, StringConstraints(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")] = "."
+
+
+class FormatRename(_Model):
+    """Target topic from a template with `${topic}` (and optionally `${source}`), as Confluent Replicator does."""
+
+    policy: Literal["format"]
+    format: str
+
+    @field_validator("format")
+    @classmethod
+    def _has_topic(cls, value: str) -> str:
+        if "${topic}" not in value:
+            raise PydanticCustomError(
+                "format_without_topic", "must contain {topic}, got {value}", {"topic": "${topic}", "value": value}
+            )
+        leftover = re.sub(r"\$\{(topic|source)\}", "", value)
+        if "${" in leftover:
+            raise PydanticCustomError(
+                "format_placeholder",
+                "only {topic} and {source} may be used, got {value}",
+                {"topic": "${topic}", "source": "${source}", "value": value},
+            )
+        return value
+
+
+class MapRename(_Model):
+    """Explicit `source topic: target topic` pairs; unlisted topics keep their name. Must be one-to-one."""
+
+    policy: Literal["map"]
+    map: dict[TopicName, TopicName] = Field(min_length=1)
+
+    @field_validator("map")
+    @classmethod
+    def _one_to_one(cls, value: dict[str, str]) -> dict[str, str]:
+        seen: dict[str, str] = {}
+        for src, dst in value.items():
+            if dst in seen:
+                raise PydanticCustomError(
+                    "map_not_injective",
+                    "topics {a} and {b} both map to {dst}: the map must be one-to-one so it can be inverted",
+                    {"a": repr(seen[dst]), "b": repr(src), "dst": repr(dst)},
+                )
+            seen[dst] = src
+        return value
+
+
+RenameConfig = Annotated[
+    IdentityRename | PrefixRename | FormatRename | MapRename,
+    Field(discriminator="policy"),
+]
+
+
+class LinkConfig(_Model):
+    """A directed flow `source -> target` with its topic selection, rename policy, engine and delivery mode."""
+
+    name: Name
+    source: Name
+    target: Name
+    topics: TopicSelection = TopicSelection()
+    rename: RenameConfig = IdentityRename()
+    engine: Literal["python", "spark"] = "python"
+    delivery: Literal["at-least-once", "exactly-once"] = "at-least-once"
+
+
+class MonitorConfig(_Model):
+    interval_seconds: Annotated[float, Field(gt=0)] = 10
+    window: Annotated[int, Field(ge=2, le=1000)] = 10
+
+
+class CanaryConfig(_Model):
+    interval_seconds: Annotated[float, Field(gt=0)] = 60
+    topic: TopicName = "mirrorwatch.canary"
+
+
+class HttpConfig(_Model):
+    port: Annotated[int, Field(ge=0, le=65535)] = 8000
+
+
+class MirrorwatchConfig(_Model):
+    clusters: dict[Name, ClusterConfig] = Field(min_length=1)
+    links: tuple[LinkConfig, ...] = ()
+    monitor: MonitorConfig = MonitorConfig()
+    canary: CanaryConfig = CanaryConfig()
+    http: HttpConfig = HttpConfig()
+
+    def link(self, name: str) -> LinkConfig:
+        for link in self.links:
+            if link.name == name:
+                return link
+        known = ", ".join(link.name for link in self.links) or "none"
+        raise ConfigError([ConfigProblem("links", f"no link named {name!r} (links: {known})")])
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Loading
+
+
+Loc = tuple[str | int, ...]
+
+
+def _format_loc(loc: Loc) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _loc_sort_key(loc: Loc) -> tuple[tuple[int, int, str], ...]:
+    return tuple((1, part, "") if isinstance(part, int) else (0, 0, part) for part in loc)
+
+
+_ENV_REF = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def _expand_env(value: object, env: Mapping[str, str], loc: Loc, problems: list[tuple[Loc, str]]) -> object:
+    """Replace `${VAR}` and `${VAR:-default}` in every string below `value`; `$$` is a literal `$`."""
+    if isinstance(value, str):
+
+        def substitute(match: re.Match[str]) -> str:
+            if match.group(0) == "$$":
+                return "$"
+            name, default = match.group(1), match.group(2)
+            if name in env:
+                return env[name]
+            if default is not None:
+                return default
+            problems.append((loc, f"environment variable {name!r} is not set"))
+            return ""
+
+        return _ENV_REF.sub(substitute, value)
+    if isinstance(value, dict):
+        return {k: _expand_env(v, env, (*loc, str(k)), problems) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand_env(v, env, (*loc, i), problems) for i, v in enumerate(value)]
+    return value
+
+
+def _check_references(doc: object) -> list[tuple[Loc, str]]:
+    """Cross-field checks run on the raw document, so they are reported together with every schema problem."""
+    problems: list[tuple[Loc, str]] = []
+    if not isinstance(doc, dict):
+        return problems
+    clusters = doc.get("clusters")
+    links = doc.get("links")
+    aliases = set(clusters) if isinstance(clusters, dict) else None
+    if not isinstance(links, list):
+        return problems
+    names: dict[str, int] = {}
+    for i, link in enumerate(links):
+        if not isinstance(link, dict):
+            continue
+        for side in ("source", "target"):
+            alias = link.get(side)
+            if aliases is not None and isinstance(alias, str) and alias not in aliases:
+                known = ", ".join(sorted(aliases)) or "none"
+                problems.append((("links", i, side), f"unknown cluster {alias!r} (clusters: {known})"))
+        name = link.get("name")
+        if isinstance(name, str):
+            if name in names:
+                problems.append((("links", i, "name"), f"duplicate link name {name!r} (also links[{names[name]}])"))
+            else:
+                names[name] = i
+    return problems
+
+
+def _all_field_names() -> set[str]:
+    models: list[type[BaseModel]] = [
+        MirrorwatchConfig,
+        ClusterConfig,
+        TopicSelection,
+        IdentityRename,
+        PrefixRename,
+        FormatRename,
+        MapRename,
+        LinkConfig,
+        MonitorConfig,
+        CanaryConfig,
+        HttpConfig,
+    ]
+    return {name for model in models for name in model.model_fields}
+
+
+_RENAME_TAGS = ("identity", "prefix", "format", "map")
+
+
+def _strip_union_tags(loc: Loc) -> Loc:
+    """Discriminated unions put the tag after `rename` in the loc (`rename.prefix.x`): not a key the user wrote."""
+    out: list[str | int] = []
+    for i, part in enumerate(loc):
+        if i > 0 and loc[i - 1] == "rename" and part in _RENAME_TAGS and i + 1 < len(loc):
+            continue
+        out.append(part)
+    return tuple(out)
+
+
+def _problem_message(error: Any, loc: Loc) -> str:
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        key = str(loc[-1]) if loc else ""
+        close = difflib.get_close_matches(key, _all_field_names(), n=1)
+        return f"unknown key {key!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+    if kind == "missing":
+        return "required key is missing"
+    if kind == "union_tag_invalid":
+        ctx = error.get("ctx", {})
+        discriminator = str(ctx.get("discriminator", "tag")).strip("'")
+        return f"unknown {discriminator} {ctx.get('tag')!r} (expected one of {ctx.get('expected_tags')})"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    value = error.get("input")
+    secret = any(isinstance(part, str) and is_secret_property(part) for part in loc)
+    custom = kind.startswith(("invalid_regex", "regex_type", "format_", "map_", "duplicate_"))
+    if not custom and not secret and isinstance(value, str | int | float | bool) and value is not None:
+        message += f" (got {value!r})"
+    return message
+
+
+def parse_config(doc: object, *, source: str | None = None, env: Mapping[str, str] | None = None) -> MirrorwatchConfig:
+    """Validate an already-parsed YAML document; raise `ConfigError` listing every problem."""
+    environment = os.environ if env is None else env
+    problems: list[tuple[Loc, str]] = []
+    if isinstance(doc, dict) and "clusters" in doc:
+        doc = {**doc, "clusters": _expand_env(doc["clusters"], environment, ("clusters",), problems)}
+    problems.extend(_check_references(doc))
+    config: MirrorwatchConfig | None = None
+    if not isinstance(doc, dict):
+        problems.append(((), f"the config must be a mapping with a 'clusters' key, got {type(doc).__name__}"))
+    else:
+        try:
+            config = MirrorwatchConfig.model_validate(doc)
+        except ValidationError as exc:
+            for error in exc.errors():
+                loc = _strip_union_tags(error["loc"])
+                problems.append((loc, _problem_message(error, loc)))
+    if problems or config is None:
+        problems.sort(key=lambda item: _loc_sort_key(item[0]))
+        raise ConfigError([ConfigProblem(_format_loc(loc), msg) for loc, msg in problems], source)
+    return config
+
+
+def load_config(path: str | Path, *, env: Mapping[str, str] | None = None) -> MirrorwatchConfig:
+    """Read and validate a mirrorwatch YAML file."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([ConfigProblem("", f"cannot read config file: {exc.strerror}")], source) from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        reason = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError([ConfigProblem("", f"not valid YAML: {where}{reason}")], source) from None
+    return parse_config(doc, source=source, env=env)
+
+
+def render_config(config: MirrorwatchConfig) -> str:
+    """The effective config (defaults filled in) as YAML, with every secret masked."""
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False, default_flow_style=False)

@@ -1,0 +1,79 @@
+"""The one Kafka client factory: a cluster section in, a confluent-kafka client out. Nothing else builds clients.
+
+Clients are created when asked for (never at import or in constructors elsewhere), and their librdkafka log lines go
+to Python logging under `mirrorwatch.kafka.<cluster alias>` instead of stderr.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+
+from mirrorwatch.config import ClusterConfig
+from mirrorwatch.errors import KafkaClientError
+
+__all__ = ["client_config", "create_topics", "kafka_error", "new_admin", "new_consumer", "new_producer"]
+
+ConfigValue = str | int | float | bool
+Overrides = Mapping[str, ConfigValue] | None
+
+
+def client_config(cluster: ClusterConfig, alias: str, overrides: Overrides = None) -> dict[str, Any]:
+    """librdkafka configuration for a cluster; `overrides` (set by the caller's role) win over the file's properties."""
+    config: dict[str, Any] = dict(cluster.client_properties())
+    config.setdefault("client.id", f"mirrorwatch-{alias}")
+    config["logger"] = logging.getLogger(f"mirrorwatch.kafka.{alias}")
+    if overrides:
+        config.update(overrides)
+    return config
+
+
+def new_producer(cluster: ClusterConfig, alias: str, overrides: Overrides = None) -> Producer:
+    return Producer(client_config(cluster, alias, overrides))
+
+
+def new_consumer(cluster: ClusterConfig, alias: str, group_id: str, overrides: Overrides = None) -> Consumer:
+    return Consumer(client_config(cluster, alias, {"group.id": group_id, **(overrides or {})}))
+
+
+def new_admin(cluster: ClusterConfig, alias: str, overrides: Overrides = None) -> AdminClient:
+    config = client_config(cluster, alias, overrides)
+    return AdminClient(config)
+
+
+def kafka_error(exc: KafkaException | KafkaError, context: str) -> KafkaClientError:
+    """Wrap a confluent-kafka error, keeping its code name and whether retrying can help."""
+    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else exc
+    if isinstance(error, KafkaError):
+        return KafkaClientError(f"{context}: {error.str()}", code=error.name(), retriable=error.retriable())
+    return KafkaClientError(f"{context}: {exc}")
+
+
+def create_topics(
+    admin: AdminClient,
+    partitions_by_topic: Mapping[str, int],
+    *,
+    config: Mapping[str, str] | None = None,
+    timeout_s: float = 30.0,
+) -> list[str]:
+    """Create topics that do not exist yet (replication factor: the broker's default); returns the ones created."""
+    from confluent_kafka.cimpl import NewTopic
+
+    if not partitions_by_topic:
+        return []
+    new = [NewTopic(name, num_partitions=n, config=dict(config or {})) for name, n in partitions_by_topic.items()]
+    created = []
+    for name, future in admin.create_topics(new, operation_timeout=timeout_s, request_timeout=timeout_s).items():
+        try:
+            future.result(timeout=timeout_s)
+            created.append(name)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                continue
+            raise kafka_error(exc, f"creating topic {name!r}") from None
+    return created

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Everything a fresh machine needs, idempotent and quick when already done:
+#   1. Debian packages for the commands mirrorwatch runs (java, mvn), installed only when missing;
+#   2. the virtualenv .venv with the pinned Python dependencies of requirements.lock and mirrorwatch itself;
+#   3. the Kafka jars from Maven Central into the jar cache.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf 'setup: %s\n' "$*" >&2; }
+
+# command -> Debian package that provides it
+declare -A NEEDED=(
+  [java]=openjdk-17-jre-headless
+  [mvn]=maven
+)
+missing=()
+for cmd in "${!NEEDED[@]}"; do
+  command -v "$cmd" >/dev/null 2>&1 || missing+=("${NEEDED[$cmd]}")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null 2>&1; then
+    say "missing Debian packages: ${missing[*]} (install them with: apt-get install ${missing[*]})"
+    exit 1
+  fi
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  say "installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PYTHON=${PYTHON:-python3}
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  say "Python 3.11 or newer is needed ($PYTHON is $("$PYTHON" --version 2>&1))"
+  exit 1
+fi
+
+stamp_want=$(cat requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)
+stamp_file=.venv/.mirrorwatch-installed
+if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp_want" ]; then
+  say "creating .venv with the pinned dependencies of requirements.lock"
+  "$PYTHON" -m venv .venv
+  .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.lock
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+  echo "$stamp_want" > "$stamp_file"
+fi
+
+.venv/bin/mirrorwatch local fetch >/dev/null

@@ -1,0 +1,77 @@
+"""Fixtures shared by every test.
+
+Integration tests ask for `local_clusters` (or a fixture built on it): two real Kafka clusters started once per
+session and always stopped, also on Ctrl-C and failures (and, should pytest itself be killed, by the kernel through
+PR_SET_PDEATHSIG). To run against clusters already up (`mirrorwatch local up --state-dir DIR`), pass
+`--clusters DIR` or set MIRRORWATCH_TEST_CLUSTERS=DIR: the suite then neither starts nor stops them.
+Unit tests ask for none of this and need no broker.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from mirrorwatch.config import MirrorwatchConfig, load_config
+from mirrorwatch.kafka import create_topics, new_admin
+from mirrorwatch.local import ALIASES, LocalClusters
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--clusters",
+        metavar="DIR",
+        default=os.environ.get("MIRRORWATCH_TEST_CLUSTERS"),
+        help="state dir of clusters already started with `mirrorwatch local up` (env MIRRORWATCH_TEST_CLUSTERS)",
+    )
+
+
+@pytest.fixture(scope="session")
+def local_clusters(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClusters]:
+    existing = request.config.getoption("--clusters")
+    if existing:
+        clusters = LocalClusters(Path(existing), progress=lambda _line: None)
+        down = [s.cluster.alias for s in clusters.status() if not s.is_running]
+        if len(clusters.status()) != len(ALIASES) or down:
+            pytest.exit(f"--clusters {existing}: clusters not running ({down or 'none defined'})", returncode=2)
+        yield clusters
+        return
+    clusters = LocalClusters(tmp_path_factory.mktemp("clusters"), progress=lambda _line: None)
+    try:
+        clusters.up(tie_to_parent=True)
+        yield clusters
+    finally:
+        clusters.down()
+
+
+@pytest.fixture(scope="session")
+def clusters_config(local_clusters: LocalClusters) -> MirrorwatchConfig:
+    return load_config(local_clusters.config_path)
+
+
+@pytest.fixture
+def unique(request: pytest.FixtureRequest) -> Callable[[str], str]:
+    """Names no other test (or earlier run against the same clusters) uses: `<prefix>-<test>-<random>`."""
+    test = re.sub(r"[^A-Za-z0-9]+", "-", request.node.name)[:60].strip("-")
+
+    def make(prefix: str) -> str:
+        return f"{prefix}-{test}-{uuid.uuid4().hex[:8]}"
+
+    return make
+
+
+@pytest.fixture
+def make_topic(clusters_config: MirrorwatchConfig, unique: Callable[[str], str]) -> Callable[..., str]:
+    """Create a topic with a unique name on a cluster; returns its name."""
+
+    def make(alias: str, partitions: int = 1, *, name: str | None = None, config: dict[str, str] | None = None) -> str:
+        topic = name or unique("t")
+        create_topics(new_admin(clusters_config.clusters[alias], alias), {topic: partitions}, config=config)
+        return topic
+
+    return make

@@ -1,0 +1,116 @@
+"""Helpers for integration tests on real clusters: records to produce, and reading a topic back completely."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import cast
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+from mirrorwatch.config import ClusterConfig
+from mirrorwatch.kafka import new_consumer, new_producer
+from mirrorwatch.wait import wait_until
+
+
+@dataclass(frozen=True)
+class Record:
+    value: bytes | None
+    key: bytes | None = None
+    partition: int | None = None
+    headers: tuple[tuple[str, bytes], ...] = ()
+    timestamp_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class ReadRecord:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...]
+    timestamp_ms: int
+
+
+@dataclass
+class Delivered:
+    positions: list[tuple[int, int]] = field(default_factory=list)  # (partition, offset) per record, in order
+    errors: list[str] = field(default_factory=list)
+
+
+def produce(cluster: ClusterConfig, alias: str, topic: str, records: list[Record]) -> Delivered:
+    """Produce with acks=all and wait for every delivery report; the test fails if any record was not written."""
+    producer = new_producer(cluster, alias, {"acks": "all", "enable.idempotence": True, "linger.ms": 5})
+    delivered = Delivered()
+    slots: list[tuple[int, int] | None] = [None] * len(records)
+
+    for i, rec in enumerate(records):
+
+        def report(err: object, msg: object, i: int = i) -> None:
+            if err is not None:
+                delivered.errors.append(str(err))
+            else:
+                slots[i] = (msg.partition(), msg.offset())  # type: ignore[attr-defined]
+
+        kwargs: dict[str, object] = {"value": rec.value, "key": rec.key, "on_delivery": report}
+        if rec.partition is not None:
+            kwargs["partition"] = rec.partition
+        if rec.headers:
+            kwargs["headers"] = list(rec.headers)
+        if rec.timestamp_ms is not None:
+            kwargs["timestamp"] = rec.timestamp_ms
+        while True:
+            try:
+                producer.produce(topic, **kwargs)  # type: ignore[arg-type]
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+    remaining = producer.flush(60)
+    assert remaining == 0, f"{remaining} records still undelivered after 60 s"
+    assert not delivered.errors, delivered.errors[:5]
+    delivered.positions = [s for s in slots if s is not None]
+    assert len(delivered.positions) == len(records)
+    return delivered
+
+
+def read_all(
+    cluster: ClusterConfig,
+    alias: str,
+    topic: str,
+    expected: int,
+    *,
+    timeout_s: float = 60.0,
+    partitions: int | None = None,
+) -> list[ReadRecord]:
+    """Read a topic from the beginning (no group offsets) until `expected` records arrived; fail after `timeout_s`."""
+    consumer: Consumer = new_consumer(cluster, alias, "mirrorwatch-test-reader", {"enable.auto.commit": False})
+    try:
+        if partitions is None:
+            metadata = consumer.list_topics(topic, timeout=10)
+            partitions = len(metadata.topics[topic].partitions)
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        out: list[ReadRecord] = []
+
+        def enough() -> bool:
+            for msg in consumer.consume(num_messages=10_000, timeout=0.5):
+                err = msg.error()
+                assert err is None, err
+                _, ts = msg.timestamp()
+                out.append(
+                    ReadRecord(
+                        msg.topic() or "",
+                        msg.partition() or 0,
+                        msg.offset() or 0,
+                        msg.key(),
+                        msg.value(),
+                        tuple(cast(list[tuple[str, bytes]], msg.headers() or [])),
+                        ts,
+                    )
+                )
+            return len(out) >= expected
+
+        wait_until(enough, timeout_s=timeout_s, interval_s=0, description=f"{expected} records on {alias}:{topic}")
+        return out
+    finally:
+        consumer.close()

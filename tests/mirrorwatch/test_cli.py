@@ -1,0 +1,118 @@
+"""The CLI contract without a broker: config check/show exit codes and output, clear set-up errors."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from mirrorwatch.cli import cli
+
+BAD_CONFIG = r"""
+clusters:
+  source: {bootstrap_servers: "localhost:19092"}
+  target: {bootstrap_servers: "localhost:29092", colour: red}
+links:
+  - name: orders
+    source: source
+    target: nyc
+    topics: {include: ["orders\\..*", "("]}
+"""
+
+SECRET_CONFIG = """
+clusters:
+  source:
+    bootstrap_servers: localhost:19092
+    properties: {security.protocol: SASL_SSL, sasl.username: mirror, sasl.password: "${MW_TEST_PW}",
+                 ssl.key.password: literal-key-secret}
+  target: {bootstrap_servers: "localhost:29092"}
+"""
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_config_check_prints_each_problem_as_path_message_and_exits_2(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(BAD_CONFIG)
+    code, out, err = run("config", "check", str(path))
+    assert code == 2
+    assert out == ""
+    assert err.splitlines() == [
+        f"mirrorwatch: invalid config {path}:",
+        "clusters.target.colour: unknown key 'colour'",
+        "links[0].target: unknown cluster 'nyc' (clusters: source, target)",
+        "links[0].topics.include[1]: invalid regex '(': missing ), unterminated subpattern",
+    ]
+
+
+def test_config_check_ok(tmp_path: Path) -> None:
+    path = tmp_path / "ok.yaml"
+    path.write_text(SECRET_CONFIG)
+    code, out, _ = run("config", "check", str(path), env={"MW_TEST_PW": "pw"})
+    assert (code, out) == (0, f"{path}: ok (2 cluster(s), 0 link(s))\n")
+
+
+def test_config_show_never_prints_a_secret(tmp_path: Path) -> None:
+    path = tmp_path / "secret.yaml"
+    path.write_text(SECRET_CONFIG)
+    code, out, err = run("config", "show", str(path), env={"MW_TEST_PW": "from-the-environment"})
+    assert code == 0, err
+    assert "from-the-environment" not in out and "literal-key-secret" not in out
+    assert "sasl.password: '**********'" in out
+    assert "ssl.key.password: '**********'" in out
+    assert "sasl.username: mirror" in out
+
+
+def test_config_check_missing_file_exits_2(tmp_path: Path) -> None:
+    code, _, err = run("config", "check", str(tmp_path / "absent.yaml"))
+    assert code == 2
+    assert "cannot read config file: No such file or directory" in err
+
+
+def _mirrorwatch(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mirrorwatch.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_missing_java_is_one_clear_line(tmp_path: Path) -> None:
+    env = {**os.environ, "PATH": str(tmp_path)}  # no java, no mvn
+    result = _mirrorwatch(["local", "up", "--state-dir", str(tmp_path / "state")], env)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        "mirrorwatch: error: Java 17+ is needed to run Kafka but 'java' is not on PATH; "
+        "install it with: apt-get install openjdk-17-jre-headless"
+    ]
+    assert not (tmp_path / "state").exists()
+
+
+def test_missing_maven_is_one_clear_line(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    java = shutil.which("java")
+    assert java is not None
+    (bin_dir / "java").symlink_to(java)
+    env = {**os.environ, "PATH": str(bin_dir), "MIRRORWATCH_JAR_CACHE": str(tmp_path / "empty-cache")}
+    result = _mirrorwatch(["local", "up", "--state-dir", str(tmp_path / "state")], env)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        "mirrorwatch: error: Maven ('mvn') is needed once to fetch the kafka-4.1.1 jars from Maven Central; "
+        "install it with: apt-get install maven"
+    ]
+
+
+def test_unknown_command_is_usage_error() -> None:
+    result = CliRunner().invoke(cli, ["frobnicate"])
+    assert result.exit_code == 2

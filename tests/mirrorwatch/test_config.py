@@ -1,0 +1,378 @@
+"""The config model: a table of valid and invalid documents, secrets, env expansion. No broker needed."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import SecretStr
+
+from mirrorwatch.config import (
+    FormatRename,
+    IdentityRename,
+    MapRename,
+    PrefixRename,
+    is_secret_property,
+    load_config,
+    parse_config,
+    render_config,
+)
+from mirrorwatch.errors import ConfigError
+
+TWO_CLUSTERS: dict[str, Any] = {
+    "source": {"bootstrap_servers": "localhost:19092"},
+    "target": {"bootstrap_servers": "localhost:29092"},
+}
+
+
+def doc(**overrides: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {"clusters": TWO_CLUSTERS, "links": [{"name": "l", "source": "source", "target": "target"}]}
+    base.update(overrides)
+    return base
+
+
+def link(**fields: Any) -> dict[str, Any]:
+    return {"name": "l", "source": "source", "target": "target", **fields}
+
+
+def problems_of(document: object, env: dict[str, str] | None = None) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        parse_config(document, env=env or {})
+    return [str(p) for p in info.value.problems]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Valid documents and the defaults they get
+
+
+def test_the_architecture_example_is_valid_and_gets_its_defaults() -> None:
+    text = r"""
+clusters:
+  source:
+    bootstrap_servers: localhost:19092
+    properties: {}
+  target:
+    bootstrap_servers: localhost:29092
+links:
+  - name: source-to-target
+    source: source
+    target: target
+    topics: {include: ["orders\\..*"], exclude: []}
+    rename: {policy: identity}
+    engine: python
+    delivery: at-least-once
+monitor: {interval_seconds: 10, window: 10}
+canary: {interval_seconds: 60, topic: mirrorwatch.canary}
+http: {port: 8000}
+"""
+    config = parse_config(yaml.safe_load(text), env={})
+    (only,) = config.links
+    assert only.topics.matches("orders.eu")
+    assert not only.topics.matches("orders")  # full match: "orders\..*" needs the dot
+    assert not only.topics.matches("xorders.eu")
+    assert config.monitor.window == 10
+    assert config.canary.topic == "mirrorwatch.canary"
+
+
+def test_minimal_document_defaults() -> None:
+    config = parse_config({"clusters": {"a": {"bootstrap_servers": "h:1"}}}, env={})
+    assert config.links == ()
+    assert config.monitor.interval_seconds == 10
+    assert config.monitor.window == 10
+    assert config.canary.interval_seconds == 60
+    assert config.http.port == 8000
+
+
+@pytest.mark.parametrize(
+    ("rename", "expected"),
+    [
+        ({"policy": "identity"}, IdentityRename()),
+        ({"policy": "prefix"}, PrefixRename(policy="prefix", separator=".")),
+        ({"policy": "prefix", "separator": "_"}, PrefixRename(policy="prefix", separator="_")),
+        ({"policy": "format", "format": "${topic}.replica"}, FormatRename(policy="format", format="${topic}.replica")),
+        (
+            {"policy": "format", "format": "${source}-${topic}"},
+            FormatRename(policy="format", format="${source}-${topic}"),
+        ),
+        ({"policy": "map", "map": {"a": "b", "c": "d"}}, MapRename(policy="map", map={"a": "b", "c": "d"})),
+    ],
+)
+def test_rename_policies_parse(rename: dict[str, Any], expected: object) -> None:
+    config = parse_config(doc(links=[link(rename=rename)]), env={})
+    assert config.links[0].rename == expected
+
+
+def test_default_topic_selection_is_everything() -> None:
+    selection = parse_config(doc(), env={}).links[0].topics
+    assert selection.matches("anything") and selection.matches("orders.eu")
+
+
+def test_excludes_win_over_includes() -> None:
+    config = parse_config(doc(links=[link(topics={"include": ["orders.*"], "exclude": [r"orders\.test"]})]), env={})
+    assert config.links[0].topics.matches("orders.eu")
+    assert not config.links[0].topics.matches("orders.test")
+
+
+def test_config_is_frozen() -> None:
+    config = parse_config(doc(), env={})
+    with pytest.raises(ValueError, match="frozen"):
+        config.links[0].name = "other"  # type: ignore[misc]
+
+
+def test_regexes_are_compiled_at_load() -> None:
+    config = parse_config(doc(links=[link(topics={"include": ["a.*", "b"]})]), env={})
+    assert all(isinstance(p, re.Pattern) for p in config.links[0].topics.include)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Invalid documents: each case is (document, the exact problem lines). The first three are the issue's example.
+
+INVALID: list[tuple[str, object, list[str]]] = [
+    (
+        "unknown key at top level",
+        {**doc(), "clusterz": {}},
+        ["clusterz: unknown key 'clusterz' (did you mean 'clusters'?)"],
+    ),
+    (
+        "invalid regex names its index",
+        doc(links=[link(topics={"include": ["ok", "("]})]),
+        ["links[0].topics.include[1]: invalid regex '(': missing ), unterminated subpattern"],
+    ),
+    (
+        "link naming an unknown cluster",
+        doc(links=[link(target="nyc")]),
+        ["links[0].target: unknown cluster 'nyc' (clusters: source, target)"],
+    ),
+    (
+        "misspelled cluster key suggests the right one",
+        {"clusters": {"a": {"bootstrap_server": "h:1"}}},
+        [
+            "clusters.a.bootstrap_server: unknown key 'bootstrap_server' (did you mean 'bootstrap_servers'?)",
+            "clusters.a.bootstrap_servers: required key is missing",
+        ],
+    ),
+    ("no clusters at all", {"links": []}, ["clusters: required key is missing"]),
+    ("empty clusters", {"clusters": {}}, ["clusters: Dictionary should have at least 1 item after validation, not 0"]),
+    ("not a mapping", ["a", "b"], ["the config must be a mapping with a 'clusters' key, got list"]),
+    (
+        "unknown rename policy",
+        doc(links=[link(rename={"policy": "mirror"})]),
+        ["links[0].rename: unknown policy 'mirror' (expected one of 'identity', 'prefix', 'format', 'map')"],
+    ),
+    (
+        "format without ${topic}",
+        doc(links=[link(rename={"policy": "format", "format": "replica"})]),
+        ["links[0].rename.format: must contain ${topic}, got replica"],
+    ),
+    (
+        "format with an unknown placeholder",
+        doc(links=[link(rename={"policy": "format", "format": "${topic}.${dc}"})]),
+        ["links[0].rename.format: only ${topic} and ${source} may be used, got ${topic}.${dc}"],
+    ),
+    (
+        "map that is not one-to-one",
+        doc(links=[link(rename={"policy": "map", "map": {"a": "x", "b": "x"}})]),
+        ["links[0].rename.map: topics 'a' and 'b' both map to 'x': the map must be one-to-one so it can be inverted"],
+    ),
+    (
+        "map key named like the policy is still reported under map",
+        doc(links=[link(rename={"policy": "map", "map": {"a": "b"}, "mapp": 1})]),
+        ["links[0].rename.mapp: unknown key 'mapp' (did you mean 'map'?)"],
+    ),
+    (
+        "prefix separator with a slash",
+        doc(links=[link(rename={"policy": "prefix", "separator": "/"})]),
+        ["links[0].rename.separator: String should match pattern '^[A-Za-z0-9._-]+$' (got '/')"],
+    ),
+    (
+        "unknown engine",
+        doc(links=[link(engine="flink")]),
+        ["links[0].engine: Input should be 'python' or 'spark' (got 'flink')"],
+    ),
+    (
+        "unknown delivery",
+        doc(links=[link(delivery="at-most-once")]),
+        ["links[0].delivery: Input should be 'at-least-once' or 'exactly-once' (got 'at-most-once')"],
+    ),
+    ("duplicate link names", doc(links=[link(), link()]), ["links[1].name: duplicate link name 'l' (also links[0])"]),
+    (
+        "negative interval",
+        doc(monitor={"interval_seconds": -1}),
+        ["monitor.interval_seconds: Input should be greater than 0 (got -1)"],
+    ),
+    (
+        "window of one sample",
+        doc(monitor={"window": 1}),
+        ["monitor.window: Input should be greater than or equal to 2 (got 1)"],
+    ),
+    (
+        "port out of range",
+        doc(http={"port": 70000}),
+        ["http.port: Input should be less than or equal to 65535 (got 70000)"],
+    ),
+    (
+        "invalid canary topic",
+        doc(canary={"topic": "has space"}),
+        ["canary.topic: String should match pattern '^[A-Za-z0-9._-]+$' (got 'has space')"],
+    ),
+    (
+        "bootstrap.servers inside properties",
+        {"clusters": {"a": {"bootstrap_servers": "h:1", "properties": {"bootstrap.servers": "h:2"}}}},
+        ["clusters.a.properties: set bootstrap_servers, not properties.bootstrap.servers"],
+    ),
+    (
+        "links indexed past ten are sorted by number",
+        doc(links=[link(name=f"l{i}", target="nyc" if i in (2, 10) else "target") for i in range(11)]),
+        [
+            "links[2].target: unknown cluster 'nyc' (clusters: source, target)",
+            "links[10].target: unknown cluster 'nyc' (clusters: source, target)",
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "document", "expected"), INVALID, ids=[c[0] for c in INVALID])
+def test_invalid_documents(case: str, document: object, expected: list[str]) -> None:
+    assert problems_of(document) == expected, case
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    document = {
+        **doc(links=[link(target="nowhere", topics={"include": ["orders\\..*", "("]})]),
+        "clusters": {**TWO_CLUSTERS, "target": {"bootstrap_servers": "h:2", "colour": "red"}},
+    }
+    assert problems_of(document) == [
+        "clusters.target.colour: unknown key 'colour'",
+        "links[0].target: unknown cluster 'nowhere' (clusters: source, target)",
+        "links[0].topics.include[1]: invalid regex '(': missing ), unterminated subpattern",
+    ]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Environment variables and secrets
+
+
+def test_env_vars_are_expanded_in_cluster_sections_only() -> None:
+    document = doc(links=[link(rename={"policy": "format", "format": "${topic}.replica"})])
+    document["clusters"] = {
+        "source": {"bootstrap_servers": "${BROKERS}", "properties": {"sasl.username": "${USER:-mirror}"}},
+        "target": {"bootstrap_servers": "host:$${literal}"},
+    }
+    config = parse_config(document, env={"BROKERS": "kafka-1:9092,kafka-2:9092"})
+    assert config.clusters["source"].bootstrap_servers == "kafka-1:9092,kafka-2:9092"
+    assert config.clusters["source"].properties["sasl.username"] == "mirror"
+    assert config.clusters["target"].bootstrap_servers == "host:${literal}"
+    assert config.links[0].rename == FormatRename(policy="format", format="${topic}.replica")  # not an env var
+
+
+def test_unset_env_var_names_the_path() -> None:
+    document = {"clusters": {"a": {"bootstrap_servers": "h:1", "properties": {"sasl.password": "${KAFKA_PW}"}}}}
+    assert problems_of(document) == ["clusters.a.properties.sasl.password: environment variable 'KAFKA_PW' is not set"]
+
+
+@pytest.mark.parametrize(
+    ("name", "secret"),
+    [
+        ("sasl.password", True),
+        ("ssl.key.password", True),
+        ("ssl.keystore.password", True),
+        ("ssl.key.pem", True),
+        ("sasl.jaas.config", True),
+        ("sasl.oauthbearer.client.secret", True),
+        ("sasl.kerberos.keytab", True),
+        ("sasl.oauthbearer.config", True),
+        ("api.token", True),
+        ("ssl.keystore.location", True),
+        ("sasl.username", False),
+        ("security.protocol", False),
+        ("linger.ms", False),
+        ("compression.type", False),
+        ("ssl.endpoint.identification.algorithm", False),
+        ("partition.assignment.strategy", False),
+        ("client.id", False),
+    ],
+)
+def test_secret_property_names(name: str, secret: bool) -> None:
+    assert is_secret_property(name) is secret
+
+
+def test_secrets_are_masked_in_show_and_repr_but_reach_the_client() -> None:
+    document = {
+        "clusters": {
+            "a": {
+                "bootstrap_servers": "h:1",
+                "properties": {
+                    "sasl.password": "${PW}",
+                    "sasl.username": "u",
+                    "linger.ms": 5,
+                    "enable.idempotence": True,
+                },
+            }
+        }
+    }
+    config = parse_config(document, env={"PW": "hunter2"})
+    cluster = config.clusters["a"]
+    assert isinstance(cluster.properties["sasl.password"], SecretStr)
+    assert "hunter2" not in render_config(config)
+    assert "hunter2" not in repr(config) and "hunter2" not in str(config)
+    assert cluster.client_properties() == {
+        "bootstrap.servers": "h:1",
+        "sasl.password": "hunter2",
+        "sasl.username": "u",
+        "linger.ms": "5",
+        "enable.idempotence": "true",
+    }
+
+
+@given(secret=st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=1))
+def test_rendered_output_does_not_depend_on_secret_values(secret: str) -> None:
+    def rendered(value: str) -> str:
+        document = {
+            "clusters": {
+                "a": {
+                    "bootstrap_servers": "h:1",
+                    "properties": {"ssl.key.password": "${S}", "sasl.jaas.config": "${S}"},
+                }
+            }
+        }
+        config = parse_config(document, env={"S": value})
+        return render_config(config) + repr(config)
+
+    assert rendered(secret) == rendered("reference-value")
+
+
+def test_render_round_trips() -> None:
+    config = parse_config(doc(links=[link(topics={"include": ["orders\\..*"]}, rename={"policy": "prefix"})]), env={})
+    again = parse_config(yaml.safe_load(render_config(config)), env={})
+    assert again == config
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Files
+
+
+def test_load_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path / "nope.yaml")
+    assert [str(p) for p in info.value.problems] == ["cannot read config file: No such file or directory"]
+
+
+def test_load_invalid_yaml_says_where(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("clusters:\n  a: [unclosed\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    (problem,) = info.value.problems
+    assert problem.message.startswith("not valid YAML: line 3, column 1:")
+
+
+def test_link_lookup_names_known_links() -> None:
+    config = parse_config(doc(), env={})
+    assert config.link("l").name == "l"
+    with pytest.raises(ConfigError, match=r"no link named 'x' \(links: l\)"):
+        config.link("x")
