@@ -186,6 +186,136 @@ def config_show(file: Path) -> None:
     click.echo(render_config(load_config(file)), nl=False)
 
 
+# -- mirror -----------------------------------------------------------------------------------------------------------
+
+
+@cli.command(context_settings={"max_content_width": 120})
+@click.option(
+    "--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), help="mirrorwatch YAML config."
+)
+@click.option("--link", "link_name", help="Run only this link of the config.")
+@click.option(
+    "--consumer.config",
+    "consumer_config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="MirrorMaker 1: source consumer properties (bootstrap.servers and group.id required).",
+)
+@click.option(
+    "--producer.config",
+    "producer_config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="MirrorMaker 1: target producer properties (bootstrap.servers required).",
+)
+@click.option("--whitelist", help="MirrorMaker 1: topics to mirror, a regex; '|' (or ',') separates several topics.")
+@click.option("--include", help="MirrorMaker 1: the newer name of --whitelist.")
+@click.option(
+    "--num.streams",
+    "num_streams",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="MirrorMaker 1: worker processes in the consumer group.",
+)
+@click.option(
+    "--offset.commit.interval.ms",
+    "offset_commit_interval_ms",
+    type=click.IntRange(100, 3_600_000),
+    help="MirrorMaker 1: how often acknowledged offsets are committed [default: 5000].",
+)
+@click.option(
+    "--abort.on.send.failure",
+    "abort_on_send_failure",
+    type=click.Choice(["true", "false"]),
+    default="true",
+    show_default=True,
+    help="MirrorMaker 1: stop the link when the target refuses a record "
+    "(false needs --dead.letter.topic: mirrorwatch never drops a record).",
+)
+@click.option(
+    "--message.handler",
+    "message_handler",
+    help="MirrorMaker 1: 'package.module:factory' (or com.opencore.RenameTopicHandler).",
+)
+@click.option("--message.handler.args", "message_handler_args", help="MirrorMaker 1: the handler's argument string.")
+@click.option("--dead.letter.topic", "dead_letter_topic", help="Topic on the target for records it refuses.")
+@click.option("--consumer.rebalance.listener", "rebalance_listener", hidden=True)
+@click.option("--rebalance.listener.args", "rebalance_listener_args", hidden=True)
+def mirror(  # noqa: PLR0917 - one parameter per MirrorMaker 1 flag
+    config_path: Path | None,
+    link_name: str | None,
+    consumer_config: Path | None,
+    producer_config: Path | None,
+    whitelist: str | None,
+    include: str | None,
+    num_streams: int,
+    offset_commit_interval_ms: int | None,
+    abort_on_send_failure: str,
+    message_handler: str | None,
+    message_handler_args: str | None,
+    dead_letter_topic: str | None,
+    rebalance_listener: str | None,
+    rebalance_listener_args: str | None,
+) -> None:
+    """Mirror topics from a source cluster to a target cluster.
+
+    \b
+    With a config:      mirrorwatch mirror --config mirrorwatch.yaml [--link NAME]
+    MirrorMaker 1 style: mirrorwatch mirror --consumer.config consumer.properties \\
+                            --producer.config producer.properties --whitelist 'orders.*' [--num.streams 3]
+
+    Records keep key, value, headers, timestamp and partition; offsets are committed to the source group only when
+    the target acknowledged everything below them. SIGTERM or Ctrl-C stops cleanly: flush, commit, exit 0.
+    """
+    from mirror.runner import python_links, run_links
+    from mirrorwatch.config import load_config
+
+    mm1_given = any(
+        v is not None
+        for v in (
+            consumer_config,
+            producer_config,
+            whitelist,
+            include,
+            message_handler,
+            dead_letter_topic,
+            offset_commit_interval_ms,
+            rebalance_listener,
+        )
+    )
+    if config_path is not None and mm1_given:
+        raise click.UsageError("use either --config or the MirrorMaker 1 options, not both")
+    if rebalance_listener is not None or rebalance_listener_args is not None:
+        raise click.UsageError("--consumer.rebalance.listener: Java rebalance listeners cannot run in mirrorwatch")
+    if config_path is not None:
+        config = load_config(config_path)
+    elif mm1_given:
+        from mirror.mm1 import MM1Options, config_from_mm1
+
+        if whitelist and include:
+            raise click.UsageError("--whitelist and --include are the same option; give one")
+        if consumer_config is None or producer_config is None or not (whitelist or include):
+            raise click.UsageError("MirrorMaker 1 style needs --consumer.config, --producer.config and --whitelist")
+        config, warnings = config_from_mm1(
+            MM1Options(
+                consumer_config=consumer_config,
+                producer_config=producer_config,
+                whitelist=whitelist or include or "",
+                num_streams=num_streams,
+                offset_commit_interval_ms=offset_commit_interval_ms,
+                abort_on_send_failure=abort_on_send_failure == "true",
+                message_handler=message_handler,
+                message_handler_args=message_handler_args,
+                dead_letter_topic=dead_letter_topic,
+            )
+        )
+        for warning in warnings:
+            log.warning("%s", warning)
+    else:
+        raise click.UsageError("give --config FILE, or the MirrorMaker 1 options (see --help)")
+    links = python_links(config, link_name)
+    sys.exit(run_links(config, links, _stop_event()))
+
+
 # -- demo -------------------------------------------------------------------------------------------------------------
 
 

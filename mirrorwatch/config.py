@@ -94,6 +94,26 @@ Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
 TopicName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]+$", max_length=249)]
 
 
+def _normalize_properties(value: object, reserved: Mapping[str, str]) -> object:
+    """Client properties as librdkafka wants them (text), with secret-named values wrapped in `SecretStr`."""
+    if not isinstance(value, Mapping):
+        return value  # pydantic reports the type error
+    out: dict[str, object] = {}
+    for name, raw in value.items():
+        if name in reserved:
+            raise PydanticCustomError("reserved_property", "{name}: {why}", {"name": name, "why": reserved[name]})
+        if isinstance(raw, bool):  # YAML true/false; librdkafka wants "true"/"false"
+            text: object = "true" if raw else "false"
+        elif isinstance(raw, int | float):
+            text = str(raw)
+        elif isinstance(raw, SecretStr):
+            text = raw.get_secret_value()
+        else:
+            text = raw
+        out[str(name)] = SecretStr(text) if isinstance(text, str) and is_secret_property(str(name)) else text
+    return out
+
+
 class ClusterConfig(_Model):
     """How to reach one cluster. `properties` are librdkafka properties (values may come from `${ENV_VAR}`)."""
 
@@ -102,25 +122,8 @@ class ClusterConfig(_Model):
 
     @field_validator("properties", mode="before")
     @classmethod
-    def _stringify_and_hide(cls, value: object) -> object:
-        if not isinstance(value, Mapping):
-            return value  # pydantic reports the type error
-        out: dict[str, object] = {}
-        for name, raw in value.items():
-            if name == "bootstrap.servers":
-                raise PydanticCustomError(
-                    "duplicate_bootstrap", "set bootstrap_servers, not properties.bootstrap.servers"
-                )
-            if isinstance(raw, bool):  # YAML true/false; librdkafka wants "true"/"false"
-                text: object = "true" if raw else "false"
-            elif isinstance(raw, int | float):
-                text = str(raw)
-            elif isinstance(raw, SecretStr):
-                text = raw.get_secret_value()
-            else:
-                text = raw
-            out[str(name)] = SecretStr(text) if isinstance(text, str) and is_secret_property(str(name)) else text
-        return out
+    def _normalize(cls, value: object) -> object:
+        return _normalize_properties(value, reserved={"bootstrap.servers": "set bootstrap_servers instead"})
 
     def client_properties(self) -> dict[str, str]:
         """librdkafka properties with secrets revealed: for the client factory only, never for output."""
@@ -203,6 +206,16 @@ RenameConfig = Annotated[
 ]
 
 
+_SET_BY_MIRRORWATCH = dict.fromkeys(
+    ("bootstrap.servers", "group.id", "transactional.id", "enable.auto.commit"),
+    "set by mirrorwatch itself (see the link's group_id and delivery)",
+)
+ClientProperties = Annotated[
+    dict[str, str | SecretStr], BeforeValidator(lambda v: _normalize_properties(v, _SET_BY_MIRRORWATCH))
+]
+HandlerRef = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")]
+
+
 class LinkConfig(_Model):
     """A directed flow `source -> target` with its topic selection, rename policy, engine and delivery mode."""
 
@@ -213,6 +226,27 @@ class LinkConfig(_Model):
     rename: RenameConfig = IdentityRename()
     engine: Literal["python", "spark"] = "python"
     delivery: Literal["at-least-once", "exactly-once"] = "at-least-once"
+    # The source consumer group holding the link's progress (default mirrorwatch-<name>).
+    group_id: Annotated[str, StringConstraints(min_length=1)] | None = None
+    # preserve: target partition = source partition (needs as many partitions); hash: by key (Java's murmur2);
+    # modulo: source partition modulo the target's partition count.
+    partitioning: Literal["preserve", "hash", "modulo"] = "preserve"
+    offset_commit_interval_ms: Annotated[int, Field(ge=100, le=3_600_000)] = 5000
+    refresh_topics_interval_seconds: Annotated[float, Field(gt=0)] = 30
+    # Where records the target refuses go (on the target cluster). Unset: such a record stops the link.
+    dead_letter_topic: TopicName | None = None
+    handler: HandlerRef | None = None
+    handler_args: str | None = None
+    num_streams: Annotated[int, Field(ge=1, le=64)] = 1
+    exclude_internal_topics: bool = True
+    replication_factor: Annotated[int, Field(ge=1, le=32)] | None = None
+    start_from: Literal["earliest", "latest"] = "earliest"
+    consumer_properties: ClientProperties = Field(default_factory=dict)
+    producer_properties: ClientProperties = Field(default_factory=dict)
+
+    @property
+    def consumer_group(self) -> str:
+        return self.group_id or f"mirrorwatch-{self.name}"
 
 
 class MonitorConfig(_Model):
@@ -364,7 +398,7 @@ def _problem_message(error: Any, loc: Loc) -> str:
     message = str(error["msg"]).removeprefix("Value error, ")
     value = error.get("input")
     secret = any(isinstance(part, str) and is_secret_property(part) for part in loc)
-    custom = kind.startswith(("invalid_regex", "regex_type", "format_", "map_", "duplicate_"))
+    custom = kind.startswith(("invalid_regex", "regex_type", "format_", "map_", "duplicate_", "reserved_"))
     if not custom and not secret and isinstance(value, str | int | float | bool) and value is not None:
         message += f" (got {value!r})"
     return message
@@ -384,8 +418,12 @@ def parse_config(doc: object, *, source: str | None = None, env: Mapping[str, st
         try:
             config = MirrorwatchConfig.model_validate(doc)
         except ValidationError as exc:
-            for error in exc.errors():
+            errors = exc.errors()
+            item_locs = {_strip_union_tags(e["loc"])[:-1] for e in errors if e["type"] != "too_short"}
+            for error in errors:
                 loc = _strip_union_tags(error["loc"])
+                if error["type"] == "too_short" and loc in item_locs:
+                    continue  # "too few items" only because an item failed: that item's error says it all
                 problems.append((loc, _problem_message(error, loc)))
     if problems or config is None:
         problems.sort(key=lambda item: _loc_sort_key(item[0]))

@@ -14,12 +14,12 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from mirrorwatch.config import ClusterConfig
-from mirrorwatch.errors import KafkaClientError
+from mirrorwatch.errors import ConfigError, ConfigProblem, KafkaClientError
 
 __all__ = ["client_config", "create_topics", "kafka_error", "new_admin", "new_consumer", "new_producer"]
 
 ConfigValue = str | int | float | bool
-Overrides = Mapping[str, ConfigValue] | None
+Overrides = Mapping[str, Any] | None
 
 
 def client_config(cluster: ClusterConfig, alias: str, overrides: Overrides = None) -> dict[str, Any]:
@@ -32,17 +32,32 @@ def client_config(cluster: ClusterConfig, alias: str, overrides: Overrides = Non
     return config
 
 
+def _rejected(exc: KafkaException, alias: str, role: str) -> ConfigError:
+    """librdkafka refuses unknown or invalid properties when a client is created: a config problem, not a crash."""
+    error = exc.args[0] if exc.args else exc
+    reason = error.str() if isinstance(error, KafkaError) else str(error)
+    return ConfigError([ConfigProblem(f"clusters.{alias}", f"the {role} configuration was rejected: {reason}")])
+
+
 def new_producer(cluster: ClusterConfig, alias: str, overrides: Overrides = None) -> Producer:
-    return Producer(client_config(cluster, alias, overrides))
+    try:
+        return Producer(client_config(cluster, alias, overrides))
+    except KafkaException as exc:
+        raise _rejected(exc, alias, "producer") from None
 
 
 def new_consumer(cluster: ClusterConfig, alias: str, group_id: str, overrides: Overrides = None) -> Consumer:
-    return Consumer(client_config(cluster, alias, {"group.id": group_id, **(overrides or {})}))
+    try:
+        return Consumer(client_config(cluster, alias, {"group.id": group_id, **(overrides or {})}))
+    except KafkaException as exc:
+        raise _rejected(exc, alias, "consumer") from None
 
 
 def new_admin(cluster: ClusterConfig, alias: str, overrides: Overrides = None) -> AdminClient:
-    config = client_config(cluster, alias, overrides)
-    return AdminClient(config)
+    try:
+        return AdminClient(client_config(cluster, alias, overrides))
+    except KafkaException as exc:
+        raise _rejected(exc, alias, "admin client") from None
 
 
 def kafka_error(exc: KafkaException | KafkaError, context: str) -> KafkaClientError:

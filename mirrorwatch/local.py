@@ -33,7 +33,7 @@ from mirrorwatch.errors import LocalClusterError
 from mirrorwatch.jars import KAFKA, require_java, resolve_jars
 from mirrorwatch.wait import WaitTimeout, wait_until
 
-__all__ = ["ALIASES", "BrokerStatus", "LocalCluster", "LocalClusters", "default_state_dir"]
+__all__ = ["ALIASES", "BrokerStatus", "LocalCluster", "LocalClusters", "default_state_dir", "die_with_parent"]
 
 ALIASES = ("source", "target")
 HEAP = ("-Xms128m", "-Xmx512m")
@@ -108,7 +108,7 @@ def _new_cluster_id() -> str:
             return text
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Runs in the child between fork and exec: ask the kernel for SIGTERM when the parent dies (PR_SET_PDEATHSIG)."""
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(1, signal.SIGTERM)
@@ -314,7 +314,7 @@ class LocalClusters:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # Ctrl-C in the terminal that ran `local up` must not reach the broker
-                preexec_fn=_die_with_parent if tie_to_parent else None,  # noqa: PLW1509 - only calls prctl
+                preexec_fn=die_with_parent if tie_to_parent else None,  # noqa: PLW1509 - only calls prctl
             )
         self._children[cluster.alias] = process
         return process

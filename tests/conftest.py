@@ -50,6 +50,12 @@ def local_clusters(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
 
 
 @pytest.fixture(scope="session")
+def owns_clusters(request: pytest.FixtureRequest) -> bool:
+    """True when this test run started the clusters (and so may tie restarted brokers to itself)."""
+    return not request.config.getoption("--clusters")
+
+
+@pytest.fixture(scope="session")
 def clusters_config(local_clusters: LocalClusters) -> MirrorwatchConfig:
     return load_config(local_clusters.config_path)
 

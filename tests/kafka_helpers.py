@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import cast
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from mirrorwatch.config import ClusterConfig
 from mirrorwatch.kafka import new_consumer, new_producer
@@ -86,9 +86,13 @@ def read_all(
     """Read a topic from the beginning (no group offsets) until `expected` records arrived; fail after `timeout_s`."""
     consumer: Consumer = new_consumer(cluster, alias, "mirrorwatch-test-reader", {"enable.auto.commit": False})
     try:
-        if partitions is None:
-            metadata = consumer.list_topics(topic, timeout=10)
-            partitions = len(metadata.topics[topic].partitions)
+        if partitions is None:  # the topic may not exist yet (a mirror creates it): wait for it
+
+            def partition_count() -> int:
+                metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
+                return len(metadata.partitions) if metadata is not None and metadata.error is None else 0
+
+            partitions = wait_until(partition_count, timeout_s=timeout_s, description=f"topic {alias}:{topic}")
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         out: list[ReadRecord] = []
 
@@ -114,3 +118,46 @@ def read_all(
         return out
     finally:
         consumer.close()
+
+
+def end_offsets(cluster: ClusterConfig, alias: str, topic: str, partitions: int) -> list[int]:
+    """High-watermark of each partition; 0 for a partition that does not exist yet (a mirror has yet to create it)."""
+    consumer = new_consumer(cluster, alias, "mirrorwatch-test-watermarks")
+    try:
+        out = []
+        for p in range(partitions):
+            try:
+                out.append(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1])
+            except KafkaException as exc:
+                if exc.args[0].code() not in (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART):
+                    raise
+                out.append(0)
+        return out
+    finally:
+        consumer.close()
+
+
+def committed_offsets(cluster: ClusterConfig, alias: str, group: str, topic: str, partitions: int) -> list[int]:
+    """The group's committed offset of each partition (-1001 when none)."""
+    consumer = new_consumer(cluster, alias, group, {"enable.auto.commit": False})
+    try:
+        result = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+        return [tp.offset for tp in sorted(result, key=lambda tp: tp.partition)]
+    finally:
+        consumer.close()
+
+
+def user_headers(record: ReadRecord) -> tuple[tuple[str, bytes], ...]:
+    """The record's headers without mirrorwatch's provenance."""
+    return tuple(h for h in record.headers if not h[0].startswith("mirrorwatch."))
+
+
+def provenance(record: ReadRecord, name: str) -> bytes:
+    return dict(record.headers)[f"mirrorwatch.{name}"]
+
+
+def by_partition(records: list[ReadRecord]) -> dict[int, list[ReadRecord]]:
+    out: dict[int, list[ReadRecord]] = {}
+    for r in sorted(records, key=lambda r: (r.partition, r.offset)):
+        out.setdefault(r.partition, []).append(r)
+    return out

@@ -223,7 +223,7 @@ INVALID: list[tuple[str, object, list[str]]] = [
     (
         "bootstrap.servers inside properties",
         {"clusters": {"a": {"bootstrap_servers": "h:1", "properties": {"bootstrap.servers": "h:2"}}}},
-        ["clusters.a.properties: set bootstrap_servers, not properties.bootstrap.servers"],
+        ["clusters.a.properties: bootstrap.servers: set bootstrap_servers instead"],
     ),
     (
         "links indexed past ten are sorted by number",
@@ -376,3 +376,52 @@ def test_link_lookup_names_known_links() -> None:
     assert config.link("l").name == "l"
     with pytest.raises(ConfigError, match=r"no link named 'x' \(links: l\)"):
         config.link("x")
+
+
+def test_a_single_bad_regex_is_one_problem() -> None:
+    assert problems_of(doc(links=[link(topics={"include": ["("]})])) == [
+        "links[0].topics.include[0]: invalid regex '(': missing ), unterminated subpattern"
+    ]
+
+
+def test_an_empty_include_list_is_reported() -> None:
+    assert problems_of(doc(links=[link(topics={"include": []})])) == [
+        "links[0].topics.include: Tuple should have at least 1 item after validation, not 0"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        (
+            {"partitioning": "random"},
+            ["links[0].partitioning: Input should be 'preserve', 'hash' or 'modulo' (got 'random')"],
+        ),
+        (
+            {"handler": "not a reference"},
+            [
+                "links[0].handler: String should match pattern '^[A-Za-z_][\\w.]*:[A-Za-z_][\\w.]*$' (got 'not a reference')"
+            ],
+        ),
+        (
+            {"consumer_properties": {"group.id": "x"}},
+            [
+                "links[0].consumer_properties: group.id: set by mirrorwatch itself (see the link's group_id and delivery)"
+            ],
+        ),
+        ({"num_streams": 0}, ["links[0].num_streams: Input should be greater than or equal to 1 (got 0)"]),
+        (
+            {"offset_commit_interval_ms": 10},
+            ["links[0].offset_commit_interval_ms: Input should be greater than or equal to 100 (got 10)"],
+        ),
+    ],
+)
+def test_invalid_link_settings(fields: dict[str, Any], expected: list[str]) -> None:
+    assert problems_of(doc(links=[link(**fields)])) == expected
+
+
+def test_link_defaults() -> None:
+    (only,) = parse_config(doc(), env={}).links
+    assert only.consumer_group == "mirrorwatch-l"
+    assert (only.partitioning, only.offset_commit_interval_ms, only.num_streams) == ("preserve", 5000, 1)
+    assert (only.dead_letter_topic, only.handler, only.start_from) == (None, None, "earliest")

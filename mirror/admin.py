@@ -1,0 +1,93 @@
+"""Admin I/O for the mirror: read topics and their configs, apply a `TopicPlan`, learn a cluster's id."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
+from confluent_kafka.cimpl import NewPartitions, NewTopic
+
+from mirror.topics import TopicInfo, TopicPlan
+from mirrorwatch.kafka import kafka_error
+
+__all__ = ["cluster_id", "describe_topics", "execute_plan", "list_topic_partitions"]
+
+log = logging.getLogger("mirrorwatch.mirror.admin")
+
+TIMEOUT_S = 30.0
+
+
+def cluster_id(admin: AdminClient, timeout_s: float = 10.0) -> str:
+    """The cluster's id (raises KafkaException when it cannot be reached in time)."""
+    metadata = admin.list_topics(timeout=timeout_s)
+    if not metadata.cluster_id:
+        raise KafkaException(KafkaError(KafkaError._TRANSPORT, "the cluster returned no cluster id"))
+    return metadata.cluster_id
+
+
+def list_topic_partitions(admin: AdminClient, timeout_s: float = TIMEOUT_S) -> dict[str, int]:
+    """Every topic of the cluster with its partition count (topics in error are left out)."""
+    metadata = admin.list_topics(timeout=timeout_s)
+    return {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}
+
+
+def describe_topics(admin: AdminClient, topics: Iterable[str], partitions: dict[str, int]) -> dict[str, TopicInfo]:
+    """Partition counts and explicitly set configs of `topics` (one batched DescribeConfigs request)."""
+    names = [t for t in topics if t in partitions]
+    if not names:
+        return {}
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, name) for name in names]
+    out: dict[str, TopicInfo] = {}
+    for resource, future in admin.describe_configs(resources, request_timeout=TIMEOUT_S).items():
+        try:
+            entries = future.result(timeout=TIMEOUT_S)
+        except KafkaException as exc:
+            raise kafka_error(exc, f"describing topic {resource.name!r}") from None
+        configs = {
+            name: entry.value
+            for name, entry in entries.items()
+            if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and entry.value is not None
+        }
+        limit = entries.get("max.message.bytes")
+        max_bytes = int(limit.value) if limit is not None and limit.value and limit.value.isdigit() else None
+        out[resource.name] = TopicInfo(partitions[resource.name], configs, max_bytes)
+    return out
+
+
+def execute_plan(admin: AdminClient, plan: TopicPlan) -> None:
+    """Create and grow target topics as planned. A topic somebody else created meanwhile is fine."""
+    if plan.create:
+        new = [
+            NewTopic(
+                c.topic,
+                num_partitions=c.partitions,
+                replication_factor=c.replication_factor or -1,
+                config=dict(c.configs),
+            )
+            for c in plan.create
+        ]
+        for name, future in admin.create_topics(new, operation_timeout=TIMEOUT_S, request_timeout=TIMEOUT_S).items():
+            try:
+                future.result(timeout=TIMEOUT_S)
+                log.info("created target topic %r", name)
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                if isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                    continue
+                raise kafka_error(exc, f"creating target topic {name!r}") from None
+    if plan.add_partitions:
+        grow = [NewPartitions(a.topic, a.total) for a in plan.add_partitions]
+        for name, future in admin.create_partitions(
+            grow, operation_timeout=TIMEOUT_S, request_timeout=TIMEOUT_S
+        ).items():
+            try:
+                future.result(timeout=TIMEOUT_S)
+                log.info(
+                    "grew target topic %r to %d partitions",
+                    name,
+                    next(a.total for a in plan.add_partitions if a.topic == name),
+                )
+            except KafkaException as exc:
+                raise kafka_error(exc, f"adding partitions to target topic {name!r}") from None

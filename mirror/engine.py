@@ -1,0 +1,709 @@
+"""The python mirror engine: one worker of one link (the I/O shell around progress, planner and provenance).
+
+Consume from the source with the link's consumer group (cooperative-sticky by default, batched `consume()`),
+produce to the target (acks=all, idempotent), and commit to the source group only offsets below which the target
+acknowledged every record (`PartitionProgress.acked`): on a timer, on revocation and at shutdown.
+
+What can go wrong, and what the worker does:
+- a cluster is unreachable at start: retried with a log line and back-off until it answers or the worker is stopped;
+- the target is down mid-stream: librdkafka retries for ever (message.timeout.ms=0); in-flight records pile up to
+  the producer's memory cap, then the source partitions are paused (back-pressure) until the target drains;
+- the target refuses a record (too large, policy, authorization): the record goes to the dead-letter topic if the
+  link has one, else the link stops with the reason; the committed offset stays below that record either way
+  until it is safe, so nothing is lost;
+- SIGTERM/SIGINT: stop fetching, flush (bounded), commit what the target acknowledged, leave the group.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from collections import deque
+from typing import Any, cast
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+
+from mirror.admin import cluster_id, describe_topics, execute_plan, list_topic_partitions
+from mirror.handler import Handler, MirrorRecord, load_handler, run_handler
+from mirror.progress import PartitionProgress
+from mirror.provenance import has_visited, with_provenance
+from mirror.rename import RenamePolicy, rename_policy
+from mirror.stats import LinkStats
+from mirror.topics import ConfigDrift, TopicPlan, plan_topics, select_topics
+from mirrorwatch.clock import Clock, SystemClock
+from mirrorwatch.config import LinkConfig, MirrorwatchConfig
+from mirrorwatch.errors import ConfigError, ConfigProblem, KafkaClientError, MirrorwatchError
+from mirrorwatch.kafka import new_admin, new_consumer, new_producer
+
+__all__ = ["CONSUMER_DEFAULTS", "PRODUCER_DEFAULTS", "LinkWorker", "MirrorFailure"]
+
+log = logging.getLogger("mirrorwatch.mirror")
+
+# Defaults a user may override per cluster or per link (`consumer_properties`, `producer_properties`).
+CONSUMER_DEFAULTS: dict[str, str | int | bool] = {
+    "partition.assignment.strategy": "cooperative-sticky",
+    # Aborted transactions on the source are not copied; committed ones are.
+    "isolation.level": "read_committed",
+    # Bounded memory: what librdkafka prefetches per partition and in total.
+    "queued.max.messages.kbytes": 32768,
+    "fetch.max.bytes": 16 * 1024 * 1024,
+    # A crashed worker's partitions move to the others after this long (librdkafka's default is 45 s).
+    "session.timeout.ms": 10_000,
+    "heartbeat.interval.ms": 1_000,
+}
+PRODUCER_DEFAULTS: dict[str, str | int | bool] = {
+    "linger.ms": 20,
+    "batch.size": 1024 * 1024,
+    "queue.buffering.max.kbytes": 65536,
+    "queue.buffering.max.messages": 200_000,
+    # Java-compatible key hashing for `partitioning: hash`, as MirrorMaker's producers did.
+    "partitioner": "murmur2_random",
+    # The target decides how large a record may be (its max.message.bytes), not a client-side default of 1 MB.
+    "message.max.bytes": 64 * 1024 * 1024,
+}
+# Safety settings nobody overrides: the no-loss guarantee rests on them.
+CONSUMER_FIXED: dict[str, str | int | bool] = {"enable.auto.commit": False, "enable.auto.offset.store": False}
+PRODUCER_FIXED: dict[str, str | int | bool] = {
+    "acks": "all",
+    "enable.idempotence": True,
+    # Never give up on a record because the target is slow or down: the link pauses instead (back-pressure).
+    "message.timeout.ms": 0,
+}
+
+SHUTDOWN_FLUSH_S = 30.0
+PROGRESS_EVERY_S = 10.0
+CONNECT_BACKOFF_MAX_S = 30.0
+TOPIC_NOT_READY_CODES = frozenset({KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC})
+
+
+class MirrorFailure(MirrorwatchError):
+    """The link stopped because continuing could lose or corrupt data; the message says why and what to do."""
+
+
+OutboxItem = tuple[
+    PartitionProgress, int, MirrorRecord, KafkaError | None
+]  # progress, source offset, record, DLQ cause
+
+
+class LinkWorker:
+    """Mirrors one link until `stop` is set or the link fails. `run()` returns the CLI exit code."""
+
+    def __init__(
+        self,
+        config: MirrorwatchConfig,
+        link: LinkConfig,
+        *,
+        stop: threading.Event,
+        worker: int = 0,
+        clock: Clock | None = None,
+    ) -> None:
+        self.config = config
+        self.link = link
+        self.worker = worker
+        self.stats = LinkStats()
+        self._stop = stop
+        self._clock = clock or SystemClock()
+        self._link_index = next(i for i, item in enumerate(config.links) if item.name == link.name)
+        self._rename: RenamePolicy = rename_policy(link.rename, link.source)
+        self._handler: Handler | None = None
+        self._progress: dict[tuple[str, int], PartitionProgress] = {}
+        self._outbox: deque[OutboxItem] = deque()
+        self._topic_map: dict[str, str] = {}
+        self._target_partitions: dict[str, int] = {}
+        self._known_source_partitions: dict[str, int] = {}
+        self._subscribed: tuple[str, ...] | None = None
+        self._drift: tuple[ConfigDrift, ...] = ()
+        self._failure: str | None = None
+        self._paused = False
+        self._refresh_requested = False
+        self._source_id = b""
+        self._target_id = b""
+        self._same_cluster = False
+        self._smallest_target_limit: int | None = None
+        self._batch_bytes = 0
+        self._topic_bytes: dict[str, bytes] = {}
+        self._partition_bytes: dict[int, bytes] = {}
+        # Clients are created in run(), never here.
+        self._consumer: Consumer | None = None
+        self._producer: Producer | None = None
+
+    # -- public view ------------------------------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.link.name if self.link.num_streams == 1 else f"{self.link.name}#{self.worker}"
+
+    def positions(self) -> list[dict[str, Any]]:
+        """Per source partition: consumed, acked and committed positions, in-flight records, last timestamp."""
+        return [
+            {
+                "topic": topic,
+                "partition": partition,
+                "target_topic": self._topic_map.get(topic, self._rename.target_topic(topic)),
+                "consumed": p.consumed,
+                "acked": p.acked,
+                "committed": p.committed,
+                "in_flight_records": p.in_flight_records,
+                "last_record_timestamp_ms": p.last_timestamp_ms,
+            }
+            for (topic, partition), p in sorted(self._progress.items())
+        ]
+
+    def config_drift(self) -> tuple[ConfigDrift, ...]:
+        return self._drift
+
+    # -- run --------------------------------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        link = self.link
+        source, target = self.config.clusters[link.source], self.config.clusters[link.target]
+        self._source_admin = new_admin(source, link.source)
+        self._target_admin = new_admin(target, link.target)
+        if not self._connect():
+            return 0  # stopped before both clusters answered: nothing was read, nothing to commit
+        self._check_loop_safety()
+        if link.handler:
+            self._handler = load_handler(link.handler, link.handler_args, path=f"links[{self._link_index}].handler")
+        consumer_overrides: dict[str, Any] = {
+            **CONSUMER_DEFAULTS,
+            **dict(source.client_properties()),
+            **_reveal(link.consumer_properties),
+            **CONSUMER_FIXED,
+            "auto.offset.reset": link.start_from,
+            "topic.metadata.refresh.interval.ms": int(link.refresh_topics_interval_seconds * 1000),
+            "on_commit": self._on_commit,
+        }
+        consumer_overrides.setdefault("client.id", f"mirrorwatch-{self.name}")
+        self._consumer = new_consumer(source, link.source, link.consumer_group, consumer_overrides)
+        try:
+            self.refresh_topics()  # before the producer: its batch size depends on the target topics
+            self._producer = self._new_producer()
+            self._loop()
+        finally:
+            self._shutdown()
+        if self._failure is not None:
+            raise MirrorFailure(self._failure)
+        return 0
+
+    def _new_producer(self) -> Producer:
+        link, target = self.link, self.config.clusters[self.link.target]
+        overrides: dict[str, Any] = {
+            **PRODUCER_DEFAULTS,
+            **dict(target.client_properties()),
+            **_reveal(link.producer_properties),
+            **PRODUCER_FIXED,
+        }
+        overrides.setdefault("client.id", f"mirrorwatch-{self.name}")
+        # A batch larger than a target topic's max.message.bytes is refused whole, good records with the bad one.
+        # librdkafka sends a record larger than batch.size alone, so capping batch.size at the smallest limit makes
+        # the broker refuse exactly the records that are too large and nothing else.
+        configured = int(overrides.get("batch.size", PRODUCER_DEFAULTS["batch.size"]))
+        if self._smallest_target_limit is not None and self._smallest_target_limit < configured:
+            overrides["batch.size"] = self._smallest_target_limit
+            log.info(
+                "link %s: producer batch.size %d (the smallest max.message.bytes of the target topics)",
+                self.name,
+                self._smallest_target_limit,
+            )
+        self._batch_bytes = int(overrides["batch.size"])
+        return new_producer(target, link.target, overrides)
+
+    def _connect(self) -> bool:
+        """Learn both cluster ids, retrying (with a log line, never a traceback) until they answer or we stop."""
+        ids: dict[str, str] = {}
+        for side, alias, admin in (
+            ("source", self.link.source, self._source_admin),
+            ("target", self.link.target, self._target_admin),
+        ):
+            backoff_s = 1.0
+            while side not in ids:
+                try:
+                    ids[side] = cluster_id(admin)
+                except KafkaException as exc:
+                    servers = self.config.clusters[alias].bootstrap_servers
+                    log.warning(
+                        "link %s: cannot reach %s cluster %r at %s (%s); retrying in %.0fs",
+                        self.name,
+                        side,
+                        alias,
+                        servers,
+                        _reason(exc),
+                        backoff_s,
+                    )
+                    if self._stop.wait(backoff_s):
+                        return False
+                    backoff_s = min(backoff_s * 2, CONNECT_BACKOFF_MAX_S)
+        self._source_id, self._target_id = ids["source"].encode(), ids["target"].encode()
+        log.info(
+            "link %s: source %r is cluster %s, target %r is cluster %s",
+            self.name,
+            self.link.source,
+            ids["source"],
+            self.link.target,
+            ids["target"],
+        )
+        return True
+
+    def _check_loop_safety(self) -> None:
+        self._same_cluster = self._source_id == self._target_id
+        if self._same_cluster and not self._rename.renames_every_topic:
+            raise ConfigError(
+                [
+                    ConfigProblem(
+                        f"links[{self._link_index}].rename",
+                        f"source {self.link.source!r} and target {self.link.target!r} are the same cluster "
+                        f"(id {self._source_id.decode()}): every record would be mirrored onto itself; "
+                        "use a rename policy that changes every topic name (prefix, or format with more than ${topic})",
+                    )
+                ]
+            )
+
+    # -- topics -----------------------------------------------------------------------------------------------------
+
+    def _always_topics(self) -> tuple[str, ...]:
+        return (self.config.canary.topic,)
+
+    def refresh_topics(self) -> TopicPlan:
+        """Select source topics, create/grow their targets, (re)subscribe when the selection changed."""
+        source_partitions = list_topic_partitions(self._source_admin)
+        selected = select_topics(
+            source_partitions,
+            self.link.topics,
+            exclude_internal=self.link.exclude_internal_topics,
+            always=self._always_topics(),
+        )
+        if self._same_cluster:  # never mirror our own output again (orders -> source.orders -> source.source.orders)
+            selected = [t for t in selected if self._rename.source_topic(t) is None]
+        target_partitions = list_topic_partitions(self._target_admin)
+        source_info = describe_topics(self._source_admin, selected, source_partitions)
+        target_names = [self._rename.target_topic(t) for t in selected]
+        target_info = describe_topics(self._target_admin, target_names, target_partitions)
+        plan = plan_topics(
+            source_info,
+            target_info,
+            selected,
+            self._rename,
+            partitioning=self.link.partitioning,
+            replication_factor=self.link.replication_factor,
+            known_source_partitions=self._known_source_partitions,
+            dead_letter_topic=self.link.dead_letter_topic,
+        )
+        if plan.problems:
+            raise MirrorFailure(f"link {self.name}: " + "; ".join(plan.problems))
+        if plan.changes_target:
+            execute_plan(self._target_admin, plan)
+            target_partitions = list_topic_partitions(self._target_admin)
+        if plan.drift != self._drift:
+            for d in plan.drift:
+                log.warning(
+                    "link %s: topic config drift %s -> %s: %s is %r on the source, %r on the target",
+                    self.name,
+                    d.source_topic,
+                    d.target_topic,
+                    d.config,
+                    d.source_value,
+                    d.target_value,
+                )
+            self._drift = plan.drift
+        limits = [info.max_message_bytes for info in target_info.values() if info.max_message_bytes]
+        limits += [int(c.configs["max.message.bytes"]) for c in plan.create if "max.message.bytes" in c.configs]
+        if limits:
+            smallest = min(limits)
+            if self._producer is not None and smallest < self._batch_bytes:
+                log.warning(
+                    "link %s: a target topic takes at most %d bytes per batch but the producer batches up to "
+                    "%d; restart the link so that one refused record cannot fail its neighbours",
+                    self.name,
+                    smallest,
+                    self._batch_bytes,
+                )
+            known = self._smallest_target_limit
+            self._smallest_target_limit = smallest if known is None else min(known, smallest)
+        self._known_source_partitions = dict(plan.source_partitions)
+        self._topic_map = dict(plan.mapping)
+        self._target_partitions = {t: target_partitions.get(t, 0) for t in plan.mapping.values()}
+        wanted = tuple(selected)
+        if wanted != self._subscribed:
+            self._subscribe(wanted)
+        return plan
+
+    def _subscribe(self, topics: tuple[str, ...]) -> None:
+        assert self._consumer is not None
+        if topics:
+            self._consumer.subscribe(
+                list(topics), on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+            )
+            log.info("link %s: mirroring %d topic(s): %s", self.name, len(topics), ", ".join(topics))
+        else:
+            self._consumer.unsubscribe()
+            log.warning(
+                "link %s: no source topic matches %s yet; checking again every %gs",
+                self.name,
+                [p.pattern for p in self.link.topics.include],
+                self.link.refresh_topics_interval_seconds,
+            )
+        self._subscribed = topics
+
+    # -- rebalance callbacks (run inside consume()) -----------------------------------------------------------------
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        committed = consumer.committed(partitions, timeout=30)
+        for tp in committed:
+            start = tp.offset if tp.offset >= 0 else None
+            self._progress[(tp.topic, tp.partition)] = PartitionProgress(start_offset=start, committed=start)
+            preserve = self.link.partitioning == "preserve"
+            if preserve and tp.partition >= self._target_partitions.get(self._topic_map.get(tp.topic, ""), 0):
+                self._refresh_requested = True  # a new source partition: the target must grow first
+        log.info("link %s: assigned %s", self.name, _tps(partitions))
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Before another worker takes these partitions: get what we sent acknowledged, commit it, forget them."""
+        revoked = {(tp.topic, tp.partition) for tp in partitions}
+        # Records not yet handed to the producer are read again by the next owner.
+        self._outbox = deque(item for item in self._outbox if _key_of(item) not in revoked)
+        if self._producer is not None:
+            self._producer.flush(SHUTDOWN_FLUSH_S)
+        self._commit(keys=revoked, asynchronous=False)
+        for key in revoked:
+            self._progress.pop(key, None)
+        log.info("link %s: revoked %s", self.name, _tps(partitions))
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Partitions taken away without a chance to commit (session timeout): the next owner re-reads them."""
+        lost = {(tp.topic, tp.partition) for tp in partitions}
+        self._outbox = deque(item for item in self._outbox if _key_of(item) not in lost)
+        for key in lost:
+            self._progress.pop(key, None)
+        log.warning(
+            "link %s: lost %s (records after the last commit will be mirrored again)", self.name, _tps(partitions)
+        )
+
+    # -- the loop ---------------------------------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        assert self._consumer is not None and self._producer is not None
+        consumer, producer = self._consumer, self._producer
+        clock = self._clock
+        refresh_every_s = self.link.refresh_topics_interval_seconds
+        commit_every_s = self.link.offset_commit_interval_ms / 1000
+        now = clock.monotonic_s()
+        next_refresh, next_commit, next_progress = now + refresh_every_s, now + commit_every_s, now + PROGRESS_EVERY_S
+        last_progress_records, last_progress_at = 0, now
+        while not self._stop.is_set() and self._failure is None:
+            if self._refresh_requested:
+                self._refresh_requested = False
+                self._refresh_safely()
+            self._drain_outbox()
+            if self._outbox:
+                # Back-pressure: the producer is full (target slow or down). Stop fetching, keep the group alive.
+                if not self._paused:
+                    consumer.pause(consumer.assignment())
+                    self._paused = True
+                producer.poll(0.05)
+                self._handle(consumer.consume(num_messages=500, timeout=0))
+            else:
+                if self._paused:
+                    consumer.resume(consumer.assignment())
+                    self._paused = False
+                self._handle(consumer.consume(num_messages=2000, timeout=0.1))
+                producer.poll(0)
+            now = clock.monotonic_s()
+            if now >= next_commit:
+                self._commit()
+                next_commit = now + commit_every_s
+            if now >= next_refresh:
+                self._refresh_safely()
+                next_refresh = now + refresh_every_s
+            if now >= next_progress:
+                rate = (self.stats.records_out_total - last_progress_records) / max(now - last_progress_at, 1e-9)
+                in_flight = sum(p.in_flight_records for p in self._progress.values())
+                log.info(
+                    "link %s: %d records mirrored (%.0f/s), %d in flight, %d partition(s)%s",
+                    self.name,
+                    self.stats.records_out_total,
+                    rate,
+                    in_flight,
+                    len(self._progress),
+                    " [paused: target not keeping up]" if self._paused else "",
+                )
+                last_progress_records, last_progress_at = self.stats.records_out_total, now
+                next_progress = now + PROGRESS_EVERY_S
+
+    def _refresh_safely(self) -> None:
+        try:
+            self.refresh_topics()
+        except KafkaClientError as exc:
+            log.warning("link %s: topic refresh failed (%s); the link keeps mirroring what it has", self.name, exc)
+        except KafkaException as exc:
+            log.warning(
+                "link %s: topic refresh failed (%s); the link keeps mirroring what it has", self.name, _reason(exc)
+            )
+
+    def _handle(self, messages: list[Message]) -> None:
+        if not messages:
+            return
+        stats, progress, outbox = self.stats, self._progress, self._outbox
+        target_id, source_id = self._target_id, self._source_id
+        handler = self._handler
+        for msg in messages:
+            err = msg.error()
+            if err is not None:
+                self._consumer_error(err)
+                continue
+            topic, partition, offset = msg.topic() or "", msg.partition() or 0, msg.offset() or 0
+            p = progress.get((topic, partition))
+            if p is None:  # revoked while this batch was in our hands
+                continue
+            key, value = msg.key(), msg.value()
+            headers = cast(list[tuple[str, bytes | None]] | None, msg.headers())  # a consumer returns a list
+            timestamp_ms = msg.timestamp()[1]
+            stats.records_in_total += 1
+            stats.bytes_in_total += (len(value) if value else 0) + (len(key) if key else 0)
+            if headers and has_visited(headers, target_id):  # it came from the target: writing it back would loop
+                stats.loop_skipped_total += 1
+                p.dispatch(offset, 0, timestamp_ms)
+                continue
+            record = MirrorRecord(
+                topic=self._target_topic(topic),
+                partition=self._target_partition(topic, partition),
+                key=key,
+                value=value,
+                headers=with_provenance(
+                    headers, source_id, self._bytes_of_topic(topic), self._bytes_of_partition(partition), offset
+                ),
+                timestamp_ms=timestamp_ms if timestamp_ms > 0 else 0,
+                source_topic=topic,
+                source_partition=partition,
+                source_offset=offset,
+            )
+            if handler is None:
+                p.dispatch(offset, 1, timestamp_ms)
+                outbox.append((p, offset, record, None))
+                continue
+            try:
+                records = run_handler(handler, record)
+            except Exception as exc:
+                self._fail(f"the handler {self.link.handler} failed on {topic}[{partition}]@{offset}: {exc!r}")
+                return
+            if not records:
+                stats.handler_dropped_total += 1
+            p.dispatch(offset, len(records), timestamp_ms)
+            outbox.extend((p, offset, r, None) for r in records)
+        self._drain_outbox()
+
+    def _target_topic(self, topic: str) -> str:
+        target = self._topic_map.get(topic)
+        if target is None:
+            target = self._topic_map[topic] = self._rename.target_topic(topic)
+        return target
+
+    def _target_partition(self, topic: str, partition: int) -> int | None:
+        mode = self.link.partitioning
+        if mode == "preserve":
+            return partition
+        if mode == "modulo":
+            count = self._target_partitions.get(self._target_topic(topic), 0)
+            return partition % count if count else partition
+        return None  # hash: the producer's murmur2 partitioner, by key
+
+    def _bytes_of_topic(self, topic: str) -> bytes:
+        cached = self._topic_bytes.get(topic)
+        if cached is None:
+            cached = self._topic_bytes[topic] = topic.encode()
+        return cached
+
+    def _bytes_of_partition(self, partition: int) -> bytes:
+        cached = self._partition_bytes.get(partition)
+        if cached is None:
+            cached = self._partition_bytes[partition] = str(partition).encode()
+        return cached
+
+    def _drain_outbox(self) -> None:
+        outbox = self._outbox
+        if not outbox:
+            return
+        assert self._producer is not None
+        produce = self._producer.produce
+        delivered = self._delivered
+        while outbox:
+            p, offset, rec, dead_letter_cause = outbox[0]
+            topic, headers = rec.topic, rec.headers
+            if dead_letter_cause is not None:
+                topic, headers = self.link.dead_letter_topic or "", _dead_letter_headers(rec, dead_letter_cause)
+            try:
+                produce(
+                    topic,
+                    value=rec.value,
+                    key=rec.key,
+                    partition=-1 if rec.partition is None or dead_letter_cause is not None else rec.partition,
+                    timestamp=rec.timestamp_ms,
+                    headers=headers,
+                    on_delivery=functools.partial(delivered, p, offset, rec, dead_letter_cause is not None),
+                )
+            except BufferError:
+                return  # full: the loop pauses fetching until delivery reports make room
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.code() in TOPIC_NOT_READY_CODES:
+                    # The target topic or partition is not known to the producer yet (just created or grown).
+                    self._refresh_requested = True
+                    self._producer.poll(0.2)
+                    return
+                outbox.popleft()
+                self._send_failed(p, offset, rec, error, dead_letter_cause is not None)
+                continue
+            outbox.popleft()
+
+    def _delivered(
+        self,
+        p: PartitionProgress,
+        offset: int,
+        rec: MirrorRecord,
+        to_dead_letter: bool,
+        err: KafkaError | None,
+        _msg: Message,
+    ) -> None:
+        if err is None:
+            p.ack(offset)
+            stats = self.stats
+            if to_dead_letter:
+                stats.dead_lettered_total += 1
+                return
+            stats.records_out_total += 1
+            stats.bytes_out_total += (len(rec.value) if rec.value else 0) + (len(rec.key) if rec.key else 0)
+            if rec.timestamp_ms > 0:
+                stats.observe_latency(max(0.0, time.time() - rec.timestamp_ms / 1000))
+            return
+        self._send_failed(p, offset, rec, err, to_dead_letter)
+
+    def _send_failed(
+        self, p: PartitionProgress, offset: int, rec: MirrorRecord, err: KafkaError, to_dead_letter: bool
+    ) -> None:
+        """The target refused a record for good (librdkafka already retried what can be retried)."""
+        self.stats.send_errors_total += 1
+        where = f"{rec.source_topic}[{rec.source_partition}]@{rec.source_offset}"
+        if err.fatal():
+            self._fail(f"the producer hit a fatal error on {where}: {err.str()} ({err.name()}); restart the link")
+        elif to_dead_letter:
+            self._fail(
+                f"the dead-letter topic {self.link.dead_letter_topic!r} refused {where} too: {err.str()} ({err.name()})"
+            )
+        elif self.link.dead_letter_topic:
+            log.error(
+                "link %s: the target refused %s for %s: %s (%s); sending it to the dead-letter topic %r",
+                self.name,
+                where,
+                rec.topic,
+                err.str(),
+                err.name(),
+                self.link.dead_letter_topic,
+            )
+            self._outbox.appendleft((p, offset, rec, err))
+        else:
+            self._fail(
+                f"the target refused {where} for topic {rec.topic!r}: {err.str()} ({err.name()}). The link stopped "
+                "without committing past this record, so nothing is lost; fix the target (e.g. the topic's "
+                "max.message.bytes) or set the link's dead_letter_topic, then start it again"
+            )
+
+    def _consumer_error(self, err: KafkaError) -> None:
+        if err.code() == KafkaError._PARTITION_EOF:
+            return
+        if err.fatal():
+            self._fail(f"the source consumer hit a fatal error: {err.str()} ({err.name()})")
+            return
+        log.warning("link %s: source consumer: %s (%s)", self.name, err.str(), err.name())
+
+    def _fail(self, message: str) -> None:
+        if self._failure is None:
+            self._failure = f"link {self.name}: {message}"
+            log.error("%s", self._failure)
+
+    # -- commits ----------------------------------------------------------------------------------------------------
+
+    def _commit(self, keys: set[tuple[str, int]] | None = None, *, asynchronous: bool = True) -> None:
+        if self._consumer is None:
+            return
+        offsets = []
+        for key, p in self._progress.items():
+            if keys is not None and key not in keys:
+                continue
+            offset = p.offset_to_commit()
+            if offset is not None:
+                offsets.append(TopicPartition(key[0], key[1], offset))
+        if not offsets:
+            return
+        try:
+            if asynchronous:
+                self._consumer.commit(offsets=offsets, asynchronous=True)  # marked in _on_commit
+            else:
+                self._mark_committed(self._consumer.commit(offsets=offsets, asynchronous=False))
+        except KafkaException as exc:
+            log.warning("link %s: commit failed (%s); it is retried at the next interval", self.name, _reason(exc))
+
+    def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        if err is not None and err.code() != KafkaError._NO_OFFSET:
+            log.warning("link %s: commit failed (%s); it is retried at the next interval", self.name, err.str())
+            return
+        self._mark_committed(partitions)
+
+    def _mark_committed(self, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            p = self._progress.get((tp.topic, tp.partition))
+            if p is not None and tp.error is None and tp.offset >= 0:
+                p.mark_committed(tp.offset)
+
+    # -- shutdown ---------------------------------------------------------------------------------------------------
+
+    def _shutdown(self) -> None:
+        consumer, producer = self._consumer, self._producer
+        if consumer is None or producer is None:
+            return
+        try:
+            assignment = consumer.assignment()
+            if assignment:
+                consumer.pause(assignment)  # stop fetching
+            self._outbox.clear()  # not handed to the producer: read again after restart
+            remaining = producer.flush(SHUTDOWN_FLUSH_S)
+            if remaining:
+                log.warning(
+                    "link %s: %d record(s) not acknowledged within %gs; they will be mirrored again after restart",
+                    self.name,
+                    remaining,
+                    SHUTDOWN_FLUSH_S,
+                )
+            self._commit(asynchronous=False)
+        finally:
+            consumer.close()  # leaves the group; on_revoke commits again (nothing new by now)
+            producer.flush(1)
+        log.info("link %s: stopped after mirroring %d records", self.name, self.stats.records_out_total)
+
+
+def _key_of(item: OutboxItem) -> tuple[str, int]:
+    rec = item[2]
+    return rec.source_topic, rec.source_partition
+
+
+def _dead_letter_headers(rec: MirrorRecord, cause: KafkaError) -> list[tuple[str, str | bytes | None]]:
+    return [
+        *rec.headers,
+        ("mirrorwatch.error.code", cause.name().encode()),
+        ("mirrorwatch.error.message", cause.str().encode()),
+        ("mirrorwatch.target.topic", rec.topic.encode()),
+        ("mirrorwatch.target.partition", str(rec.partition if rec.partition is not None else -1).encode()),
+    ]
+
+
+def _reveal(properties: dict[str, Any]) -> dict[str, Any]:
+    return {k: v.get_secret_value() if hasattr(v, "get_secret_value") else v for k, v in properties.items()}
+
+
+def _reason(exc: KafkaException) -> str:
+    error = exc.args[0] if exc.args else exc
+    return error.str() if isinstance(error, KafkaError) else str(error)
+
+
+def _tps(partitions: list[TopicPartition]) -> str:
+    return ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions) or "nothing"

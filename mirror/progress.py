@@ -1,0 +1,74 @@
+"""Per-partition progress of a mirror link: consumed, acknowledged and committed positions (pure, no I/O).
+
+The invariant that makes the mirror lossless: the offset committed to the source group is never above the first
+record the target has not acknowledged. Records are dispatched in offset order but acknowledged in any order (a
+handler may fan one record out to several topics, hash partitioning spreads a partition over several target
+partitions), so `acked` is a *contiguous* watermark: every record below it is durable on the target.
+
+A dispatched record may produce zero records (filtered as a loop, dropped by a handler): it is done at once, but
+still waits its turn behind earlier records that are in flight.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+__all__ = ["PartitionProgress"]
+
+
+class PartitionProgress:
+    __slots__ = ("_in_flight", "_order", "committed", "consumed", "last_timestamp_ms")
+
+    def __init__(self, start_offset: int | None = None, committed: int | None = None) -> None:
+        self.consumed: int | None = start_offset  # next offset the engine will read
+        self.committed: int | None = committed  # last offset committed to the source group
+        self.last_timestamp_ms: int | None = None  # timestamp of the last record read
+        self._order: deque[int] = deque()  # dispatched offsets not yet passed by the watermark, ascending
+        self._in_flight: dict[int, int] = {}  # offset -> records still unacknowledged
+
+    def dispatch(self, offset: int, records: int, timestamp_ms: int | None = None) -> None:
+        """The record at `offset` was read and turned into `records` records to produce (0: nothing to write)."""
+        if self.consumed is not None and offset < self.consumed:
+            raise ValueError(f"offset {offset} dispatched after {self.consumed - 1}: offsets must ascend")
+        self.consumed = offset + 1
+        if timestamp_ms is not None:
+            self.last_timestamp_ms = timestamp_ms
+        if records > 0:
+            self._in_flight[offset] = records
+            self._order.append(offset)
+        elif self._order:
+            self._order.append(offset)  # done, but behind records still in flight
+
+    def ack(self, offset: int) -> None:
+        """One record produced for `offset` was acknowledged by the target (or the dead-letter topic)."""
+        remaining = self._in_flight[offset] - 1
+        if remaining:
+            self._in_flight[offset] = remaining
+            return
+        del self._in_flight[offset]
+        order = self._order
+        while order and order[0] not in self._in_flight:
+            order.popleft()
+
+    @property
+    def acked(self) -> int | None:
+        """First offset not yet acknowledged: every record below it is durable on the target."""
+        return self._order[0] if self._order else self.consumed
+
+    @property
+    def in_flight_records(self) -> int:
+        """Records read but not yet safe on the target (consumed - acked, in offsets)."""
+        if self.consumed is None or self.acked is None:
+            return 0
+        return self.consumed - self.acked
+
+    def offset_to_commit(self) -> int | None:
+        """The offset to commit now, or None when there is nothing new (never ahead of `acked`)."""
+        acked = self.acked
+        if acked is None or (self.committed is not None and acked <= self.committed):
+            return None
+        return acked
+
+    def mark_committed(self, offset: int) -> None:
+        if self.committed is None or offset > self.committed:
+            self.committed = offset

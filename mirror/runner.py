@@ -1,0 +1,104 @@
+"""Run a config's python links: in this process when there is one worker, else one process per worker.
+
+`num_streams: N` runs N worker processes in the link's consumer group (the GIL makes threads useless for this
+work); the group spreads the partitions over them. Workers get SIGTERM when the runner is stopped and die with it
+(PR_SET_PDEATHSIG) if it is killed. The runner's exit code is the worst of its workers'.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import signal
+import sys
+import threading
+from multiprocessing.context import SpawnProcess
+
+from mirror.engine import LinkWorker
+from mirrorwatch.config import LinkConfig, MirrorwatchConfig
+from mirrorwatch.errors import ConfigError, ConfigProblem, MirrorwatchError
+
+__all__ = ["python_links", "run_links"]
+
+log = logging.getLogger("mirrorwatch.mirror")
+
+WORKER_STOP_TIMEOUT_S = 60.0
+
+
+def python_links(config: MirrorwatchConfig, only: str | None = None) -> list[LinkConfig]:
+    """The links to run (all, or the one named), refusing what this engine cannot run."""
+    links = [config.link(only)] if only else list(config.links)
+    if not links:
+        raise ConfigError([ConfigProblem("links", "the config has no links to mirror")])
+    for link in links:
+        index = config.links.index(link)
+        if link.engine != "python":
+            raise ConfigError(
+                [
+                    ConfigProblem(
+                        f"links[{index}].engine", f"engine {link.engine!r} is not available in this build; use python"
+                    )
+                ]
+            )
+        if link.delivery != "at-least-once":
+            raise ConfigError(
+                [
+                    ConfigProblem(
+                        f"links[{index}].delivery",
+                        f"delivery {link.delivery!r} is not available in this build yet; use at-least-once",
+                    )
+                ]
+            )
+    return links
+
+
+def run_links(config: MirrorwatchConfig, links: list[LinkConfig], stop: threading.Event) -> int:
+    workers = [(link, i) for link in links for i in range(link.num_streams)]
+    if len(workers) == 1:
+        link, _ = workers[0]
+        return LinkWorker(config, link, stop=stop).run()
+    context = multiprocessing.get_context("spawn")
+    level = logging.getLogger().getEffectiveLevel()
+    processes: list[SpawnProcess] = []
+    for link, i in workers:
+        process = context.Process(
+            target=_worker_main, args=(config, link.name, i, level), name=f"mirrorwatch-{link.name}-{i}"
+        )
+        process.start()
+        processes.append(process)
+    log.info("started %d worker process(es) for %d link(s)", len(processes), len(links))
+    while not stop.is_set() and all(p.is_alive() for p in processes):
+        stop.wait(0.5)
+    for process in processes:
+        if process.is_alive() and process.pid is not None:
+            process.terminate()  # SIGTERM: the worker stops cleanly and commits
+    codes = []
+    for process in processes:
+        process.join(WORKER_STOP_TIMEOUT_S)
+        if process.is_alive():
+            log.error("worker %s did not stop within %gs; killing it", process.name, WORKER_STOP_TIMEOUT_S)
+            process.kill()
+            process.join(10)
+        codes.append(process.exitcode if process.exitcode is not None else 1)
+    failed = [c for c in codes if c != 0]
+    if not failed:
+        return 0
+    return 2 if all(c == 2 for c in failed) else 1  # 2 only when every failure was bad config
+
+
+def _worker_main(config: MirrorwatchConfig, link_name: str, worker: int, level: int) -> None:
+    from mirrorwatch.local import die_with_parent
+
+    die_with_parent()
+    logging.basicConfig(
+        level=level, format=f"%(asctime)s %(levelname)s %(name)s[{worker}]: %(message)s", stream=sys.stderr
+    )
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group; the runner decides
+    try:
+        code = LinkWorker(config, config.link(link_name), stop=stop, worker=worker).run()
+    except MirrorwatchError as exc:
+        log.error("%s", exc)
+        code = exc.exit_code
+    sys.exit(code)

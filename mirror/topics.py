@@ -1,0 +1,192 @@
+"""The topic planner (pure): which source topics a link mirrors, and what the target needs for them.
+
+plan -> review -> execute: `plan_topics` looks at both clusters' topics and returns a `TopicPlan` (topics to create,
+partitions to add, problems that stop the link, config drift to report); `mirror.admin.execute_plan` applies it.
+
+Partition counts, with `partitioning: preserve` (target partition = source partition):
+- a target topic that does not exist is created with the source's partition count;
+- a target we saw in step with its source whose source then grew is grown to match (new source partitions must
+  have somewhere to go);
+- a target that already had fewer partitions than its source when we first saw it is a problem: mirrorwatch does not
+  silently reshape a topic somebody else created. `partitioning: hash|modulo` accepts any count.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from mirror.rename import RenamePolicy
+from mirrorwatch.config import TopicSelection
+
+__all__ = [
+    "INTERNAL_TOPIC_PATTERNS",
+    "NOT_COPIED_CONFIGS",
+    "AddPartitions",
+    "ConfigDrift",
+    "CreateTopic",
+    "Partitioning",
+    "TopicInfo",
+    "TopicPlan",
+    "copyable_configs",
+    "is_internal_topic",
+    "plan_topics",
+    "select_topics",
+]
+
+# Never mirrored unless a link says `exclude_internal_topics: false`: Kafka's own (__consumer_offsets,
+# __transaction_state), Kafka Streams and MirrorMaker 2 internals (*-internal, *.internal), Confluent Platform's, and
+# mirrorwatch's own state topics (its canary topic is added back explicitly by the canary).
+INTERNAL_TOPIC_PATTERNS = (
+    re.compile(r"__.*"),
+    re.compile(r".*[.-]internal"),
+    re.compile(r"_confluent.*"),
+    re.compile(r"mirrorwatch[._-].*"),
+)
+
+# Topic configs that describe the source cluster rather than the data (MirrorMaker 2 leaves out the same ones):
+# throttles and ISR settings depend on the target's brokers; timestamp rules would make the target refuse or rewrite
+# the CreateTime the mirror preserves; tiered-storage settings depend on the target's storage.
+NOT_COPIED_CONFIGS = frozenset(
+    {
+        "follower.replication.throttled.replicas",
+        "leader.replication.throttled.replicas",
+        "min.insync.replicas",
+        "unclean.leader.election.enable",
+        "message.timestamp.type",
+        "message.timestamp.difference.max.ms",
+        "message.timestamp.before.max.ms",
+        "message.timestamp.after.max.ms",
+        "remote.storage.enable",
+        "local.retention.ms",
+        "local.retention.bytes",
+    }
+)
+
+Partitioning = Literal["preserve", "hash", "modulo"]
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    partitions: int
+    configs: Mapping[str, str] = field(default_factory=dict)  # explicitly set (non-default) topic configs
+    max_message_bytes: int | None = None  # effective limit for one record batch (topic setting or broker default)
+
+
+@dataclass(frozen=True)
+class CreateTopic:
+    topic: str
+    partitions: int
+    replication_factor: int | None  # None: the target broker's default
+    configs: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class AddPartitions:
+    topic: str
+    current: int
+    total: int
+
+
+@dataclass(frozen=True)
+class ConfigDrift:
+    source_topic: str
+    target_topic: str
+    config: str
+    source_value: str | None  # None: not set (broker default)
+    target_value: str | None
+
+
+@dataclass(frozen=True)
+class TopicPlan:
+    mapping: Mapping[str, str]  # selected source topic -> target topic
+    source_partitions: Mapping[str, int]  # what the plan saw: the next plan's `known_source_partitions`
+    create: tuple[CreateTopic, ...] = ()
+    add_partitions: tuple[AddPartitions, ...] = ()
+    problems: tuple[str, ...] = ()  # each stops the link until fixed
+    drift: tuple[ConfigDrift, ...] = ()
+
+    @property
+    def changes_target(self) -> bool:
+        return bool(self.create or self.add_partitions)
+
+
+def is_internal_topic(topic: str) -> bool:
+    return any(p.fullmatch(topic) for p in INTERNAL_TOPIC_PATTERNS)
+
+
+def select_topics(
+    topics: Iterable[str], selection: TopicSelection, *, exclude_internal: bool = True, always: Iterable[str] = ()
+) -> list[str]:
+    """Source topics the link mirrors, sorted. Topics in `always` (the canary topic) are in whenever they exist."""
+    wanted = set(always)
+    return sorted(
+        t for t in topics if t in wanted or (selection.matches(t) and not (exclude_internal and is_internal_topic(t)))
+    )
+
+
+def copyable_configs(configs: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in configs.items() if k not in NOT_COPIED_CONFIGS and not k.startswith("confluent.")}
+
+
+def plan_topics(
+    source: Mapping[str, TopicInfo],
+    target: Mapping[str, TopicInfo],
+    selected: Iterable[str],
+    rename: RenamePolicy,
+    *,
+    partitioning: Partitioning = "preserve",
+    replication_factor: int | None = None,
+    known_source_partitions: Mapping[str, int] | None = None,
+    dead_letter_topic: str | None = None,
+) -> TopicPlan:
+    """What the target needs so that every selected source topic can be mirrored."""
+    known = known_source_partitions or {}
+    mapping: dict[str, str] = {}
+    create: list[CreateTopic] = []
+    grow: list[AddPartitions] = []
+    problems: list[str] = []
+    drift: list[ConfigDrift] = []
+    for topic in selected:
+        info = source[topic]
+        target_topic = rename.target_topic(topic)
+        mapping[topic] = target_topic
+        existing = target.get(target_topic)
+        if existing is None:
+            create.append(
+                CreateTopic(target_topic, info.partitions, replication_factor, copyable_configs(info.configs))
+            )
+            continue
+        if partitioning == "preserve" and existing.partitions < info.partitions:
+            if known.get(topic) == existing.partitions:  # was in step, then the source grew
+                grow.append(AddPartitions(target_topic, existing.partitions, info.partitions))
+            else:
+                problems.append(
+                    f"target topic {target_topic!r} has {existing.partitions} partition(s) but source topic "
+                    f"{topic!r} has {info.partitions}: add partitions to the target, or set the link's "
+                    "partitioning to hash or modulo"
+                )
+        drift.extend(_config_drift(topic, target_topic, info.configs, existing.configs))
+    if dead_letter_topic is not None and dead_letter_topic not in target:
+        create.append(CreateTopic(dead_letter_topic, 1, replication_factor, {}))
+    return TopicPlan(
+        mapping=mapping,
+        source_partitions={t: source[t].partitions for t in mapping},
+        create=tuple(create),
+        add_partitions=tuple(grow),
+        problems=tuple(problems),
+        drift=tuple(drift),
+    )
+
+
+def _config_drift(
+    source_topic: str, target_topic: str, source: Mapping[str, str], target: Mapping[str, str]
+) -> list[ConfigDrift]:
+    src, dst = copyable_configs(source), copyable_configs(target)
+    return [
+        ConfigDrift(source_topic, target_topic, name, src.get(name), dst.get(name))
+        for name in sorted(src.keys() | dst.keys())
+        if src.get(name) != dst.get(name)
+    ]

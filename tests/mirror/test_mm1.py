@@ -1,0 +1,123 @@
+"""MirrorMaker 1 command lines and properties files turned into a link (no broker needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mirror.mm1 import MM1Options, config_from_mm1
+from mirrorwatch.errors import ConfigError
+
+DATA = Path(__file__).parent / "data"
+
+
+def options(**overrides: object) -> MM1Options:
+    fields: dict[str, object] = {
+        "consumer_config": DATA / "consumer.properties",
+        "producer_config": DATA / "producer.properties",
+        "whitelist": "topic-mirror",
+    }
+    fields.update(overrides)
+    return MM1Options(**fields)  # type: ignore[arg-type]
+
+
+def test_the_classic_example_files() -> None:
+    config, warnings = config_from_mm1(options())
+    assert config.clusters["source"].bootstrap_servers == "cluster1:9092"
+    assert config.clusters["target"].bootstrap_servers == "cluster2:9092"
+    (link,) = config.links
+    assert link.consumer_group == "groupIdMirror"
+    assert link.topics.matches("topic-mirror") and not link.topics.matches("topic-mirror2")
+    assert dict(link.consumer_properties) == {
+        "client.id": "sourceMirror",
+        "partition.assignment.strategy": "roundrobin",
+    }
+    assert dict(link.producer_properties) == {"client.id": "sinkMirror"}
+    assert link.num_streams == 1
+    assert warnings == [
+        f"consumer.config {DATA / 'consumer.properties'}: org.apache.kafka.clients.consumer.RoundRobinAssignor is an "
+        "eager assignor: every rebalance stops all partitions (cooperative-sticky, mirrorwatch's default, does not)"
+    ]
+
+
+def test_num_streams_whitelist_and_handler() -> None:
+    config, _ = config_from_mm1(
+        options(
+            whitelist="test_.*",
+            num_streams=3,
+            offset_commit_interval_ms=60000,
+            message_handler="com.opencore.RenameTopicHandler",
+            message_handler_args="test_source,test_target",
+        )
+    )
+    (link,) = config.links
+    assert (link.num_streams, link.offset_commit_interval_ms) == (3, 60000)
+    assert (link.handler, link.handler_args) == ("mirror.handler:rename_topics", "test_source,test_target")
+
+
+def test_commas_and_bars_separate_topics() -> None:
+    config, _ = config_from_mm1(options(whitelist="a,b|c"))
+    selection = config.links[0].topics
+    assert [t for t in ("a", "b", "c", "d") if selection.matches(t)] == ["a", "b", "c"]
+
+
+def test_java_only_and_owned_keys_are_reported_not_dropped(tmp_path: Path) -> None:
+    consumer = tmp_path / "c.properties"
+    consumer.write_text(
+        "bootstrap.servers=h:1\ngroup.id=g\nkey.deserializer=org.X\nenable.auto.commit=true\n"
+        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="mirror" password="s3cret";\n'
+    )
+    config, warnings = config_from_mm1(options(consumer_config=consumer))
+    assert warnings == [
+        f"consumer.config {consumer}: key.deserializer is a Java client setting with no librdkafka equivalent: ignored",
+        f"consumer.config {consumer}: enable.auto.commit=true ignored: mirrorwatch commits only what the target "
+        "acknowledged",
+    ]
+    props = config.clusters["source"].client_properties()
+    assert props["sasl.username"] == "mirror" and props["sasl.password"] == "s3cret"
+    assert props["security.protocol"] == "SASL_SSL"
+    assert "s3cret" not in repr(config)
+
+
+@pytest.mark.parametrize(
+    ("consumer_text", "extra", "expected"),
+    [
+        ("group.id=g\n", {}, ["consumer.config {c}: bootstrap.servers: required property is missing"]),
+        ("bootstrap.servers=h:1\n", {}, ["consumer.config {c}: group.id: required property is missing"]),
+        (
+            "bootstrap.servers=h:1\ngroup.id=g\n",
+            {"abort_on_send_failure": False},
+            [
+                "--abort.on.send.failure: false would drop records the target refuses; mirrorwatch never drops a record: "
+                "keep true (the link stops on such a record) or add --dead.letter.topic TOPIC to keep them there"
+            ],
+        ),
+        (
+            "bootstrap.servers=h:1\ngroup.id=g\n",
+            {"whitelist": "("},
+            ["--whitelist: invalid regex '(': missing ), unterminated subpattern"],
+        ),
+        (
+            "bootstrap.servers=h:1\ngroup.id=g\nssl.truststore.location=/x.jks\n",
+            {},
+            [
+                "consumer.config {c}: ssl.truststore.location: Java keystores are not supported by librdkafka; use "
+                "ssl.ca.location, ssl.certificate.location and ssl.key.location with PEM files"
+            ],
+        ),
+    ],
+)
+def test_bad_mm1_input(tmp_path: Path, consumer_text: str, extra: dict[str, object], expected: list[str]) -> None:
+    consumer = tmp_path / "c.properties"
+    consumer.write_text(consumer_text)
+    with pytest.raises(ConfigError) as info:
+        config_from_mm1(options(consumer_config=consumer, **extra))
+    assert [str(p) for p in info.value.problems] == [e.format(c=consumer) for e in expected]
+
+
+def test_abort_false_with_a_dead_letter_topic_is_fine() -> None:
+    config, _ = config_from_mm1(options(abort_on_send_failure=False, dead_letter_topic="mm.dlq"))
+    assert config.links[0].dead_letter_topic == "mm.dlq"

@@ -1,0 +1,117 @@
+"""PartitionProgress: the committed offset never passes a record the target has not acknowledged."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mirror.progress import PartitionProgress
+
+
+def test_nothing_read_nothing_to_commit() -> None:
+    p = PartitionProgress()
+    assert (p.consumed, p.acked, p.in_flight_records, p.offset_to_commit()) == (None, None, 0, None)
+
+
+def test_starts_at_the_committed_offset() -> None:
+    p = PartitionProgress(start_offset=40, committed=40)
+    assert (p.acked, p.offset_to_commit()) == (40, None)
+
+
+def test_in_order_acks_advance_the_watermark() -> None:
+    p = PartitionProgress(start_offset=0)
+    for offset in range(3):
+        p.dispatch(offset, 1)
+    assert (p.consumed, p.acked, p.in_flight_records) == (3, 0, 3)
+    p.ack(0)
+    assert p.acked == 1
+    p.ack(1)
+    p.ack(2)
+    assert (p.acked, p.in_flight_records, p.offset_to_commit()) == (3, 0, 3)
+
+
+def test_out_of_order_ack_waits_for_the_gap() -> None:
+    p = PartitionProgress(start_offset=10)
+    for offset in (10, 11, 12):
+        p.dispatch(offset, 1)
+    p.ack(12)
+    p.ack(11)
+    assert p.acked == 10  # 10 is still in flight: committing 11 or 13 could lose it
+    p.ack(10)
+    assert p.acked == 13
+
+
+def test_fan_out_needs_every_copy_acknowledged() -> None:
+    p = PartitionProgress(start_offset=0)
+    p.dispatch(0, 3)  # a handler wrote three records for offset 0
+    p.ack(0)
+    p.ack(0)
+    assert p.acked == 0
+    p.ack(0)
+    assert p.acked == 1
+
+
+def test_records_that_write_nothing_are_done_but_wait_their_turn() -> None:
+    p = PartitionProgress(start_offset=0)
+    p.dispatch(0, 0)  # filtered (came from the target): done at once
+    assert p.acked == 1
+    p.dispatch(1, 1)
+    p.dispatch(2, 0)  # filtered, behind 1 which is in flight
+    assert p.acked == 1
+    p.ack(1)
+    assert p.acked == 3
+
+
+def test_gaps_in_offsets_from_compaction_or_transaction_markers() -> None:
+    p = PartitionProgress(start_offset=0)
+    p.dispatch(5, 1)
+    p.dispatch(9, 1)
+    assert (p.consumed, p.acked) == (10, 5)
+    p.ack(5)
+    assert p.acked == 9
+    p.ack(9)
+    assert p.acked == 10
+
+
+def test_commit_only_moves_forward() -> None:
+    p = PartitionProgress(start_offset=0)
+    p.dispatch(0, 1)
+    p.ack(0)
+    assert p.offset_to_commit() == 1
+    p.mark_committed(1)
+    assert p.offset_to_commit() is None
+    p.mark_committed(0)  # a late, older commit result
+    assert p.committed == 1
+
+
+def test_offsets_must_ascend() -> None:
+    p = PartitionProgress(start_offset=0)
+    p.dispatch(3, 1)
+    with pytest.raises(ValueError, match="offsets must ascend"):
+        p.dispatch(2, 1)
+
+
+@given(
+    copies=st.lists(st.integers(min_value=0, max_value=3), min_size=1, max_size=40),
+    ack_order=st.randoms(use_true_random=False),
+    acks_to_apply=st.integers(min_value=0, max_value=200),
+)
+def test_watermark_never_passes_an_unacknowledged_record(
+    copies: list[int], ack_order: object, acks_to_apply: int
+) -> None:
+    import random
+
+    assert isinstance(ack_order, random.Random)
+    p = PartitionProgress(start_offset=0)
+    pending: list[int] = []
+    for offset, n in enumerate(copies):
+        p.dispatch(offset, n)
+        pending += [offset] * n
+    ack_order.shuffle(pending)
+    applied, remaining = pending[:acks_to_apply], pending[acks_to_apply:]
+    for offset in applied:
+        p.ack(offset)
+    expected = min(remaining) if remaining else len(copies)
+    assert p.acked == expected
+    assert p.offset_to_commit() == expected  # nothing committed yet: committing the watermark is always safe

@@ -1,0 +1,126 @@
+"""The topic planner: selection, creation, growth, partition problems and config drift."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from mirror.rename import rename_policy
+from mirror.topics import AddPartitions, ConfigDrift, CreateTopic, Partitioning, TopicInfo, plan_topics, select_topics
+from mirrorwatch.config import IdentityRename, PrefixRename, TopicSelection
+
+IDENTITY = rename_policy(IdentityRename(), "src")
+PREFIX = rename_policy(PrefixRename(policy="prefix"), "src")
+
+
+@pytest.mark.parametrize(
+    ("include", "exclude", "exclude_internal", "expected"),
+    [
+        ([".*"], [], True, ["orders", "orders.eu", "payments"]),
+        (
+            [".*"],
+            [],
+            False,
+            [
+                "__consumer_offsets",
+                "_confluent-metrics",
+                "mirrorwatch-offsets",
+                "mm2-offsets.internal",
+                "orders",
+                "orders.eu",
+                "payments",
+                "streams-app-store-changelog-internal",
+            ],
+        ),
+        ([r"orders.*"], [r"orders\.eu"], True, ["orders"]),
+        ([r"order"], [], True, []),  # full match: "order" is not "orders"
+        ([r"orders|payments"], [], True, ["orders", "payments"]),
+    ],
+)
+def test_select_topics(include: list[str], exclude: list[str], exclude_internal: bool, expected: list[str]) -> None:
+    all_topics = [
+        "orders",
+        "orders.eu",
+        "payments",
+        "__consumer_offsets",
+        "mm2-offsets.internal",
+        "streams-app-store-changelog-internal",
+        "_confluent-metrics",
+        "mirrorwatch-offsets",
+    ]
+    selection = TopicSelection(include=tuple(map(re.compile, include)), exclude=tuple(map(re.compile, exclude)))
+    assert select_topics(all_topics, selection, exclude_internal=exclude_internal) == expected
+
+
+def test_the_canary_topic_is_always_selected() -> None:
+    selection = TopicSelection(include=(re.compile("orders"),))
+    assert select_topics(["orders", "mirrorwatch.canary", "x"], selection, always=["mirrorwatch.canary"]) == [
+        "mirrorwatch.canary",
+        "orders",
+    ]
+
+
+def test_missing_targets_are_created_with_source_partitions_and_copyable_configs() -> None:
+    source = {
+        "orders": TopicInfo(
+            6,
+            {
+                "retention.ms": "1000",
+                "min.insync.replicas": "2",
+                "cleanup.policy": "compact",
+                "confluent.placement.constraints": "{}",
+            },
+        )
+    }
+    plan = plan_topics(source, {}, ["orders"], PREFIX, replication_factor=3)
+    assert plan.mapping == {"orders": "src.orders"}
+    assert plan.create == (CreateTopic("src.orders", 6, 3, {"retention.ms": "1000", "cleanup.policy": "compact"}),)
+    assert plan.problems == () and plan.add_partitions == ()
+    assert plan.source_partitions == {"orders": 6}
+
+
+def test_a_pre_existing_smaller_target_is_a_problem_in_preserve_mode() -> None:
+    plan = plan_topics({"orders": TopicInfo(6)}, {"orders": TopicInfo(3)}, ["orders"], IDENTITY)
+    assert plan.problems == (
+        "target topic 'orders' has 3 partition(s) but source topic 'orders' has 6: add partitions to the target, "
+        "or set the link's partitioning to hash or modulo",
+    )
+
+
+@pytest.mark.parametrize("partitioning", ["hash", "modulo"])
+def test_hash_and_modulo_accept_any_partition_count(partitioning: Partitioning) -> None:
+    plan = plan_topics(
+        {"orders": TopicInfo(6)}, {"orders": TopicInfo(3)}, ["orders"], IDENTITY, partitioning=partitioning
+    )
+    assert plan.problems == () and plan.add_partitions == ()
+
+
+def test_a_target_kept_in_step_grows_with_its_source() -> None:
+    plan = plan_topics(
+        {"orders": TopicInfo(8)}, {"orders": TopicInfo(6)}, ["orders"], IDENTITY, known_source_partitions={"orders": 6}
+    )
+    assert plan.add_partitions == (AddPartitions("orders", 6, 8),)
+    assert plan.problems == ()
+
+
+def test_a_larger_target_is_fine() -> None:
+    plan = plan_topics({"orders": TopicInfo(3)}, {"orders": TopicInfo(6)}, ["orders"], IDENTITY)
+    assert not plan.changes_target and plan.problems == ()
+
+
+def test_config_drift_ignores_settings_that_are_not_copied() -> None:
+    source = {"orders": TopicInfo(1, {"retention.ms": "1000", "min.insync.replicas": "2", "segment.bytes": "1024"})}
+    target = {"orders": TopicInfo(1, {"retention.ms": "2000", "min.insync.replicas": "1", "compression.type": "lz4"})}
+    plan = plan_topics(source, target, ["orders"], IDENTITY)
+    assert plan.drift == (
+        ConfigDrift("orders", "orders", "compression.type", None, "lz4"),
+        ConfigDrift("orders", "orders", "retention.ms", "1000", "2000"),
+        ConfigDrift("orders", "orders", "segment.bytes", "1024", None),
+    )
+
+
+def test_the_dead_letter_topic_is_created_when_missing() -> None:
+    plan = plan_topics({}, {}, [], IDENTITY, dead_letter_topic="mirror.dlq")
+    assert plan.create == (CreateTopic("mirror.dlq", 1, None, {}),)
+    assert plan_topics({}, {"mirror.dlq": TopicInfo(1)}, [], IDENTITY, dead_letter_topic="mirror.dlq").create == ()
