@@ -31,7 +31,7 @@ from mirror.progress import PartitionProgress
 from mirror.provenance import has_visited, with_provenance
 from mirror.rename import RenamePolicy, rename_policy
 from mirror.stats import LinkStats
-from mirror.topics import ConfigDrift, TopicPlan, plan_topics, select_topics
+from mirror.topics import ConfigDrift, CreateTopic, TopicPlan, plan_topics, select_topics
 from mirrorwatch.clock import Clock, SystemClock
 from mirrorwatch.config import LinkConfig, MirrorwatchConfig
 from mirrorwatch.errors import ConfigError, ConfigProblem, KafkaClientError, MirrorwatchError
@@ -489,9 +489,36 @@ class LinkWorker:
                 return
             if not records:
                 stats.handler_dropped_total += 1
+            for r in records:
+                if r.topic not in self._target_partitions:
+                    self._create_handler_topic(r.topic, topic)
             p.dispatch(offset, len(records), timestamp_ms)
             outbox.extend((p, offset, r, None) for r in records)
         self._drain_outbox()
+
+    def _create_handler_topic(self, target_topic: str, like_source_topic: str) -> None:
+        """A handler sent a record to a topic the plan does not know: create it like its source topic (MirrorMaker 1
+        relied on the target's auto-creation for this; these brokers, rightly, do not auto-create)."""
+        partitions = self._known_source_partitions.get(like_source_topic, 1)
+        existing = list_topic_partitions(self._target_admin)
+        if target_topic not in existing:
+            execute_plan(
+                self._target_admin,
+                TopicPlan(
+                    mapping={},
+                    source_partitions={},
+                    create=(CreateTopic(target_topic, partitions, self.link.replication_factor, {}),),
+                ),
+            )
+            existing = list_topic_partitions(self._target_admin)
+            log.info(
+                "link %s: created %r for the handler's records (%d partitions, like %r)",
+                self.name,
+                target_topic,
+                partitions,
+                like_source_topic,
+            )
+        self._target_partitions[target_topic] = existing.get(target_topic, partitions)
 
     def _target_topic(self, topic: str) -> str:
         target = self._topic_map.get(topic)

@@ -149,9 +149,18 @@ def plan_topics(
     grow: list[AddPartitions] = []
     problems: list[str] = []
     drift: list[ConfigDrift] = []
+    claimed: dict[str, str] = {}  # target topic -> the source topic written there
     for topic in selected:
         info = source[topic]
         target_topic = rename.target_topic(topic)
+        if target_topic in claimed:
+            # e.g. map {a: b} while a source topic is itself named b: two topics would merge into one.
+            problems.append(
+                f"source topics {claimed[target_topic]!r} and {topic!r} would both be written to target "
+                f"topic {target_topic!r}: exclude one of them or rename it elsewhere"
+            )
+            continue
+        claimed[target_topic] = topic
         mapping[topic] = target_topic
         existing = target.get(target_topic)
         if existing is None:

@@ -33,7 +33,15 @@ from mirrorwatch.errors import LocalClusterError
 from mirrorwatch.jars import KAFKA, require_java, resolve_jars
 from mirrorwatch.wait import WaitTimeout, wait_until
 
-__all__ = ["ALIASES", "BrokerStatus", "LocalCluster", "LocalClusters", "default_state_dir", "die_with_parent"]
+__all__ = [
+    "ALIASES",
+    "BrokerStatus",
+    "LocalCluster",
+    "LocalClusters",
+    "default_state_dir",
+    "die_with_parent",
+    "free_port",
+]
 
 ALIASES = ("source", "target")
 HEAP = ("-Xms128m", "-Xmx512m")
@@ -84,7 +92,7 @@ def default_state_dir() -> Path:
     return Path(base) / "mirrorwatch" / "local"
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -239,8 +247,8 @@ class LocalClusters:
             if alias not in state:
                 state[alias] = {
                     "cluster_id": _new_cluster_id(),
-                    "broker_port": _free_port(),
-                    "controller_port": _free_port(),
+                    "broker_port": free_port(),
+                    "controller_port": free_port(),
                 }
                 self._save_state(state)
             cluster = self.cluster(alias)

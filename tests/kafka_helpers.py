@@ -124,15 +124,19 @@ def end_offsets(cluster: ClusterConfig, alias: str, topic: str, partitions: int)
     """High-watermark of each partition; 0 for a partition that does not exist yet (a mirror has yet to create it)."""
     consumer = new_consumer(cluster, alias, "mirrorwatch-test-watermarks")
     try:
-        out = []
-        for p in range(partitions):
+
+        def high_watermark(p: int) -> int:
             try:
-                out.append(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1])
+                return consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
             except KafkaException as exc:
-                if exc.args[0].code() not in (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART):
-                    raise
-                out.append(0)
-        return out
+                if exc.args[0].code() in (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART):
+                    return 0
+                raise
+
+        def all_partitions() -> list[int]:  # a just-created topic may have no leader yet: ask again
+            return [high_watermark(p) for p in range(partitions)]
+
+        return wait_until(all_partitions, timeout_s=30, ignore=(KafkaException,), description=f"end offsets of {topic}")
     finally:
         consumer.close()
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from mirror.rename import rename_policy
@@ -58,6 +58,8 @@ def test_names_a_policy_cannot_produce_have_no_source(config: RenameConfig, targ
 @pytest.mark.parametrize(("case", "config"), POLICIES, ids=[p[0] for p in POLICIES])
 @given(topic=topics)
 def test_inverse_round_trips(case: str, config: RenameConfig, topic: str) -> None:
+    # A source topic named like a map destination collides with it; the planner refuses such a selection.
+    assume(not isinstance(config, MapRename) or topic not in config.map.values())
     policy = rename_policy(config, "nyc")
     assert policy.source_topic(policy.target_topic(topic)) == topic, case
 

@@ -8,7 +8,7 @@ import pytest
 
 from mirror.rename import rename_policy
 from mirror.topics import AddPartitions, ConfigDrift, CreateTopic, Partitioning, TopicInfo, plan_topics, select_topics
-from mirrorwatch.config import IdentityRename, PrefixRename, TopicSelection
+from mirrorwatch.config import IdentityRename, MapRename, PrefixRename, TopicSelection
 
 IDENTITY = rename_policy(IdentityRename(), "src")
 PREFIX = rename_policy(PrefixRename(policy="prefix"), "src")
@@ -124,3 +124,11 @@ def test_the_dead_letter_topic_is_created_when_missing() -> None:
     plan = plan_topics({}, {}, [], IDENTITY, dead_letter_topic="mirror.dlq")
     assert plan.create == (CreateTopic("mirror.dlq", 1, None, {}),)
     assert plan_topics({}, {"mirror.dlq": TopicInfo(1)}, [], IDENTITY, dead_letter_topic="mirror.dlq").create == ()
+
+
+def test_two_source_topics_never_merge_into_one_target() -> None:
+    merge = rename_policy(MapRename(policy="map", map={"a": "b"}), "src")
+    plan = plan_topics({"a": TopicInfo(1), "b": TopicInfo(1)}, {}, ["a", "b"], merge)
+    assert plan.problems == (
+        "source topics 'a' and 'b' would both be written to target topic 'b': exclude one of them or rename it elsewhere",
+    )

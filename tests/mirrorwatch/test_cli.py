@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from mirrorwatch.cli import cli
@@ -116,3 +117,32 @@ def test_missing_maven_is_one_clear_line(tmp_path: Path) -> None:
 def test_unknown_command_is_usage_error() -> None:
     result = CliRunner().invoke(cli, ["frobnicate"])
     assert result.exit_code == 2
+
+
+def test_mirror_with_an_unknown_rename_policy_exits_2_without_touching_kafka(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(
+        "clusters: {a: {bootstrap_servers: 'h:1'}, b: {bootstrap_servers: 'h:2'}}\n"
+        "links: [{name: l, source: a, target: b, rename: {policy: mirror-everything}}]\n"
+    )
+    code, _, err = run("mirror", "--config", str(path))
+    assert code == 2
+    assert (
+        "links[0].rename: unknown policy 'mirror-everything' (expected one of 'identity', 'prefix', 'format', 'map')"
+        in err
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "give --config FILE, or the MirrorMaker 1 options"),
+        (["--config", "x.yaml", "--whitelist", "a"], "use either --config or the MirrorMaker 1 options, not both"),
+        (["--whitelist", "a"], "MirrorMaker 1 style needs --consumer.config, --producer.config and --whitelist"),
+        (["--consumer.rebalance.listener", "com.X"], "Java rebalance listeners cannot run in mirrorwatch"),
+    ],
+)
+def test_mirror_usage_errors_exit_2(args: list[str], message: str) -> None:
+    result = CliRunner().invoke(cli, ["mirror", *args])
+    assert result.exit_code == 2
+    assert message in result.stderr

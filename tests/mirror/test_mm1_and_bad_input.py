@@ -1,0 +1,176 @@
+"""MirrorMaker 1 command lines and bad input, on the real local clusters."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mirrorwatch.config import MirrorwatchConfig
+from mirrorwatch.local import free_port
+from mirrorwatch.wait import wait_until
+from tests.kafka_helpers import Record, committed_offsets, end_offsets, produce, read_all
+from tests.mirror.conftest import MirrorProcess
+
+pytestmark = pytest.mark.integration
+
+DATA = Path(__file__).parent / "data"
+
+
+def classic_files(tmp_path: Path, config: MirrorwatchConfig) -> tuple[Path, Path]:
+    """The classic example files with their placeholder hosts pointed at the local clusters."""
+    consumer, producer = tmp_path / "consumer.properties", tmp_path / "producer.properties"
+    consumer.write_text(
+        (DATA / "consumer.properties").read_text().replace("cluster1:9092", config.clusters["source"].bootstrap_servers)
+    )
+    producer.write_text(
+        (DATA / "producer.properties").read_text().replace("cluster2:9092", config.clusters["target"].bootstrap_servers)
+    )
+    return consumer, producer
+
+
+def test_the_classic_mirrormaker_1_command_line_works(
+    tmp_path: Path,
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    start_mirror: Callable[..., MirrorProcess],
+    unique: Callable[[str], str],
+) -> None:
+    source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
+    consumer, producer = classic_files(tmp_path, clusters_config)
+    topic = make_topic("source", 3, name=unique("topic-mirror"))
+    produce(source, "source", topic, [Record(value=f"{i}".encode(), partition=i % 3) for i in range(300)])
+    mirror = start_mirror("--consumer.config", str(consumer), "--producer.config", str(producer), "--whitelist", topic)
+    got = read_all(target, "target", topic, expected=300)
+    assert sorted(int(r.value or b"") for r in got) == list(range(300))
+    # group.id=groupIdMirror from the file holds the progress, where Burrow and kafka_exporter can see it.
+    wait_until(
+        lambda: (
+            committed_offsets(source, "source", "groupIdMirror", topic, 3) == end_offsets(source, "source", topic, 3)
+        ),
+        timeout_s=30,
+        description="groupIdMirror to commit up to the end",
+    )
+    assert mirror.stop() == 0
+    assert "RoundRobinAssignor is an eager assignor" in mirror.log()
+
+
+def test_num_streams_and_the_rename_topic_handler(
+    tmp_path: Path,
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    start_mirror: Callable[..., MirrorProcess],
+    unique: Callable[[str], str],
+) -> None:
+    source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
+    consumer, producer = classic_files(tmp_path, clusters_config)
+    group = unique("streams")
+    consumer.write_text(consumer.read_text().replace("groupIdMirror", group))
+    prefix = unique("test").replace("-", "_")
+    src, src2 = make_topic("source", 4, name=f"{prefix}_source"), make_topic("source", 2, name=f"{prefix}_source2")
+    produce(source, "source", src, [Record(value=b"one", partition=i % 4) for i in range(400)])
+    produce(source, "source", src2, [Record(value=b"two", partition=i % 2) for i in range(200)])
+    mirror = start_mirror(
+        "--consumer.config",
+        str(consumer),
+        "--producer.config",
+        str(producer),
+        "--num.streams",
+        "2",
+        "--whitelist",
+        f"{prefix}_.*",
+        "--message.handler",
+        "com.opencore.RenameTopicHandler",
+        "--message.handler.args",
+        f"{src},{prefix}_target;{src2},{prefix}_target2",
+    )
+    got = read_all(target, "target", f"{prefix}_target", expected=400)
+    got2 = read_all(target, "target", f"{prefix}_target2", expected=200)
+    assert {r.value for r in got} == {b"one"} and {r.value for r in got2} == {b"two"}
+    assert sorted(r.partition for r in got) == sorted(i % 4 for i in range(400))  # partitions kept through renaming
+    wait_until(
+        lambda: committed_offsets(source, "source", group, src, 4) == end_offsets(source, "source", src, 4),
+        timeout_s=30,
+        description="the group to commit",
+    )
+    assert mirror.stop() == 0
+    log = mirror.log()
+    assert "started 2 worker process(es)" in log
+    assert "mirrorwatch.mirror[0]" in log and "mirrorwatch.mirror[1]" in log
+
+
+def test_an_unreachable_bootstrap_is_retried_with_log_lines_and_stops_cleanly(
+    tmp_path: Path,
+    write_config: Callable[..., Path],
+    start_mirror: Callable[..., MirrorProcess],
+) -> None:
+    path = write_config([{"name": "nowhere", "source": "source", "target": "target"}])
+    path.write_text(
+        path.read_text().replace(
+            path.read_text().split("bootstrap_servers: ")[1].split("\n")[0], f"127.0.0.1:{free_port()}", 1
+        )
+    )
+    mirror = start_mirror("--config", str(path))
+    mirror.wait_for_log("cannot reach source cluster 'source'")
+    mirror.wait_for_log("retrying in 2s")  # the second attempt, with back-off
+    assert mirror.stop() == 0
+    assert "Traceback" not in mirror.log()
+
+
+def test_a_record_too_large_for_the_target_stops_the_link_and_loses_nothing(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    write_config: Callable[..., Any],
+    start_mirror: Callable[..., MirrorProcess],
+    unique: Callable[[str], str],
+) -> None:
+    source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
+    topic = make_topic("source", 1)
+    make_topic("target", 1, name=topic, config={"max.message.bytes": "2000"})
+    small = [f"small-{i:03d}-".encode() + b"x" * 80 for i in range(20)]
+    big = b"B" * 10_000
+    produce(
+        source,
+        "source",
+        topic,
+        [Record(value=v) for v in small[:10]] + [Record(value=big)] + [Record(value=v) for v in small[10:]],
+    )
+    group = unique("g")
+    link = {
+        "name": "toolarge",
+        "source": "source",
+        "target": "target",
+        "topics": {"include": [topic]},
+        "group_id": group,
+        "offset_commit_interval_ms": 500,
+    }
+
+    mirror = start_mirror("--config", str(write_config([link])))
+    assert mirror.wait_exit() == 1
+    log = mirror.log()
+    assert f"the target refused {topic}[0]@10 for topic {topic!r}" in log
+    assert "MSG_SIZE_TOO_LARGE" in log and "nothing is lost" in log
+    assert "Traceback" not in log
+    assert committed_offsets(source, "source", group, topic, 1) == [10]  # stopped below the refused record
+    assert {r.value for r in read_all(target, "target", topic, expected=10)} >= set(small[:10])
+
+    dead_letters = unique("dlq")
+    mirror = start_mirror("--config", str(write_config([{**link, "dead_letter_topic": dead_letters}])))
+    wait_until(
+        lambda: committed_offsets(source, "source", group, topic, 1) == [21],
+        timeout_s=60,
+        description="the link to pass the refused record",
+    )
+    (dead,) = read_all(target, "target", dead_letters, expected=1)
+    assert dead.value == big
+    headers = dict(dead.headers)
+    assert headers["mirrorwatch.error.code"] == b"MSG_SIZE_TOO_LARGE"
+    assert headers["mirrorwatch.target.topic"] == topic.encode()
+    assert headers["mirrorwatch.source.offset"] == b"10"
+    target_values = {
+        r.value for r in read_all(target, "target", topic, expected=sum(end_offsets(target, "target", topic, 1)))
+    }
+    assert target_values == set(small)
+    assert mirror.stop() == 0
