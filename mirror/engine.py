@@ -21,11 +21,13 @@ import logging
 import threading
 import time
 from collections import deque
+from dataclasses import asdict
 from typing import Any, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from mirror.admin import cluster_id, describe_topics, execute_plan, list_topic_partitions
+from mirror.client_stats import ClientStats, summarize
 from mirror.handler import Handler, MirrorRecord, load_handler, run_handler
 from mirror.progress import PartitionProgress
 from mirror.provenance import has_visited, with_provenance
@@ -52,6 +54,7 @@ CONSUMER_DEFAULTS: dict[str, str | int | bool] = {
     # A crashed worker's partitions move to the others after this long (librdkafka's default is 45 s).
     "session.timeout.ms": 10_000,
     "heartbeat.interval.ms": 1_000,
+    "statistics.interval.ms": 10_000,  # librdkafka statistics for status() and the monitor
 }
 PRODUCER_DEFAULTS: dict[str, str | int | bool] = {
     "linger.ms": 20,
@@ -62,6 +65,7 @@ PRODUCER_DEFAULTS: dict[str, str | int | bool] = {
     "partitioner": "murmur2_random",
     # The target decides how large a record may be (its max.message.bytes), not a client-side default of 1 MB.
     "message.max.bytes": 64 * 1024 * 1024,
+    "statistics.interval.ms": 10_000,
 }
 # Safety settings nobody overrides: the no-loss guarantee rests on them.
 CONSUMER_FIXED: dict[str, str | int | bool] = {"enable.auto.commit": False, "enable.auto.offset.store": False}
@@ -116,6 +120,7 @@ class LinkWorker:
         self._subscribed: tuple[str, ...] | None = None
         self._drift: tuple[ConfigDrift, ...] = ()
         self._failure: str | None = None
+        self._client_stats: dict[str, ClientStats] = {}
         self._paused = False
         self._refresh_requested = False
         self._source_id = b""
@@ -154,6 +159,29 @@ class LinkWorker:
     def config_drift(self) -> tuple[ConfigDrift, ...]:
         return self._drift
 
+    def status(self) -> dict[str, Any]:
+        """Everything about this worker as JSON-able data (what `/mirror/links` serves)."""
+        return {
+            "link": self.link.name,
+            "worker": self.worker,
+            "source": self.link.source,
+            "target": self.link.target,
+            "source_cluster_id": self._source_id.decode() or None,
+            "target_cluster_id": self._target_id.decode() or None,
+            "consumer_group": self.link.consumer_group,
+            "delivery": self.link.delivery,
+            "state": "failed" if self._failure else ("paused" if self._paused else "running"),
+            "failure": self._failure,
+            "stats": self.stats.as_dict(),
+            "clients": {role: s.as_dict() for role, s in self._client_stats.items()},
+            "partitions": self.positions(),
+            "config_drift": [asdict(d) for d in self._drift],
+        }
+
+    def _on_client_stats(self, stats_json: str) -> None:
+        summary = summarize(stats_json)
+        self._client_stats[summary.role] = summary
+
     # -- run --------------------------------------------------------------------------------------------------------
 
     def run(self) -> int:
@@ -174,10 +202,12 @@ class LinkWorker:
             "auto.offset.reset": link.start_from,
             "topic.metadata.refresh.interval.ms": int(link.refresh_topics_interval_seconds * 1000),
             "on_commit": self._on_commit,
+            "stats_cb": self._on_client_stats,
         }
         consumer_overrides.setdefault("client.id", f"mirrorwatch-{self.name}")
         self._consumer = new_consumer(source, link.source, link.consumer_group, consumer_overrides)
         try:
+            self._prepare()
             self.refresh_topics()  # before the producer: its batch size depends on the target topics
             self._producer = self._new_producer()
             self._loop()
@@ -187,15 +217,21 @@ class LinkWorker:
             raise MirrorFailure(self._failure)
         return 0
 
-    def _new_producer(self) -> Producer:
-        link, target = self.link, self.config.clusters[self.link.target]
+    def _producer_overrides(self) -> dict[str, Any]:
+        target = self.config.clusters[self.link.target]
         overrides: dict[str, Any] = {
             **PRODUCER_DEFAULTS,
             **dict(target.client_properties()),
-            **_reveal(link.producer_properties),
+            **_reveal(self.link.producer_properties),
             **PRODUCER_FIXED,
+            "stats_cb": self._on_client_stats,
         }
         overrides.setdefault("client.id", f"mirrorwatch-{self.name}")
+        return overrides
+
+    def _new_producer(self) -> Producer:
+        link, target = self.link, self.config.clusters[self.link.target]
+        overrides = self._producer_overrides()
         # A batch larger than a target topic's max.message.bytes is refused whole, good records with the bad one.
         # librdkafka sends a record larger than batch.size alone, so capping batch.size at the smallest limit makes
         # the broker refuse exactly the records that are too large and nothing else.
@@ -209,6 +245,9 @@ class LinkWorker:
             )
         self._batch_bytes = int(overrides["batch.size"])
         return new_producer(target, link.target, overrides)
+
+    def _prepare(self) -> None:
+        """Set-up between connecting and the first topic refresh (the exactly-once worker reads its offsets here)."""
 
     def _connect(self) -> bool:
         """Learn both cluster ids, retrying (with a log line, never a traceback) until they answer or we stop."""
@@ -444,9 +483,7 @@ class LinkWorker:
     def _handle(self, messages: list[Message]) -> None:
         if not messages:
             return
-        stats, progress, outbox = self.stats, self._progress, self._outbox
-        target_id, source_id = self._target_id, self._source_id
-        handler = self._handler
+        progress, outbox = self._progress, self._outbox
         for msg in messages:
             err = msg.error()
             if err is not None:
@@ -456,45 +493,52 @@ class LinkWorker:
             p = progress.get((topic, partition))
             if p is None:  # revoked while this batch was in our hands
                 continue
-            key, value = msg.key(), msg.value()
-            headers = cast(list[tuple[str, bytes | None]] | None, msg.headers())  # a consumer returns a list
-            timestamp_ms = msg.timestamp()[1]
-            stats.records_in_total += 1
-            stats.bytes_in_total += (len(value) if value else 0) + (len(key) if key else 0)
-            if headers and has_visited(headers, target_id):  # it came from the target: writing it back would loop
-                stats.loop_skipped_total += 1
-                p.dispatch(offset, 0, timestamp_ms)
-                continue
-            record = MirrorRecord(
-                topic=self._target_topic(topic),
-                partition=self._target_partition(topic, partition),
-                key=key,
-                value=value,
-                headers=with_provenance(
-                    headers, source_id, self._bytes_of_topic(topic), self._bytes_of_partition(partition), offset
-                ),
-                timestamp_ms=timestamp_ms if timestamp_ms > 0 else 0,
-                source_topic=topic,
-                source_partition=partition,
-                source_offset=offset,
-            )
-            if handler is None:
-                p.dispatch(offset, 1, timestamp_ms)
-                outbox.append((p, offset, record, None))
-                continue
-            try:
-                records = run_handler(handler, record)
-            except Exception as exc:
-                self._fail(f"the handler {self.link.handler} failed on {topic}[{partition}]@{offset}: {exc!r}")
+            records = self._records_for(msg, topic, partition, offset)
+            if records is None:
                 return
-            if not records:
-                stats.handler_dropped_total += 1
+            p.dispatch(offset, len(records), msg.timestamp()[1])
             for r in records:
-                if r.topic not in self._target_partitions:
-                    self._create_handler_topic(r.topic, topic)
-            p.dispatch(offset, len(records), timestamp_ms)
-            outbox.extend((p, offset, r, None) for r in records)
+                outbox.append((p, offset, r, None))
         self._drain_outbox()
+
+    def _records_for(self, msg: Message, topic: str, partition: int, offset: int) -> list[MirrorRecord] | None:
+        """What to write for one source record: [] when nothing (it came from the target, or the handler dropped
+        it); None when the handler failed (the link is failing)."""
+        stats = self.stats
+        key, value = msg.key(), msg.value()
+        headers = cast(list[tuple[str, bytes | None]] | None, msg.headers())  # a consumer returns a list
+        timestamp_ms = msg.timestamp()[1]
+        stats.records_in_total += 1
+        stats.bytes_in_total += (len(value) if value else 0) + (len(key) if key else 0)
+        if headers and has_visited(headers, self._target_id):  # it came from the target: writing it back would loop
+            stats.loop_skipped_total += 1
+            return []
+        record = MirrorRecord(
+            topic=self._target_topic(topic),
+            partition=self._target_partition(topic, partition),
+            key=key,
+            value=value,
+            headers=with_provenance(
+                headers, self._source_id, self._bytes_of_topic(topic), self._bytes_of_partition(partition), offset
+            ),
+            timestamp_ms=timestamp_ms if timestamp_ms > 0 else 0,
+            source_topic=topic,
+            source_partition=partition,
+            source_offset=offset,
+        )
+        if self._handler is None:
+            return [record]
+        try:
+            records = run_handler(self._handler, record)
+        except Exception as exc:
+            self._fail(f"the handler {self.link.handler} failed on {topic}[{partition}]@{offset}: {exc!r}")
+            return None
+        if not records:
+            stats.handler_dropped_total += 1
+        for r in records:
+            if r.topic not in self._target_partitions:
+                self._create_handler_topic(r.topic, topic)
+        return records
 
     def _create_handler_topic(self, target_topic: str, like_source_topic: str) -> None:
         """A handler sent a record to a topic the plan does not know: create it like its source topic (MirrorMaker 1

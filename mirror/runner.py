@@ -18,7 +18,7 @@ from mirror.engine import LinkWorker
 from mirrorwatch.config import LinkConfig, MirrorwatchConfig
 from mirrorwatch.errors import ConfigError, ConfigProblem, MirrorwatchError
 
-__all__ = ["python_links", "run_links"]
+__all__ = ["python_links", "run_links", "worker_for"]
 
 log = logging.getLogger("mirrorwatch.mirror")
 
@@ -40,23 +40,22 @@ def python_links(config: MirrorwatchConfig, only: str | None = None) -> list[Lin
                     )
                 ]
             )
-        if link.delivery != "at-least-once":
-            raise ConfigError(
-                [
-                    ConfigProblem(
-                        f"links[{index}].delivery",
-                        f"delivery {link.delivery!r} is not available in this build yet; use at-least-once",
-                    )
-                ]
-            )
     return links
+
+
+def worker_for(config: MirrorwatchConfig, link: LinkConfig, *, stop: threading.Event, worker: int = 0) -> LinkWorker:
+    if link.delivery == "exactly-once":
+        from mirror.transactional import TransactionalLinkWorker
+
+        return TransactionalLinkWorker(config, link, stop=stop, worker=worker)
+    return LinkWorker(config, link, stop=stop, worker=worker)
 
 
 def run_links(config: MirrorwatchConfig, links: list[LinkConfig], stop: threading.Event) -> int:
     workers = [(link, i) for link in links for i in range(link.num_streams)]
     if len(workers) == 1:
         link, _ = workers[0]
-        return LinkWorker(config, link, stop=stop).run()
+        return worker_for(config, link, stop=stop).run()
     context = multiprocessing.get_context("spawn")
     level = logging.getLogger().getEffectiveLevel()
     processes: list[SpawnProcess] = []
@@ -97,7 +96,7 @@ def _worker_main(config: MirrorwatchConfig, link_name: str, worker: int, level: 
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group; the runner decides
     try:
-        code = LinkWorker(config, config.link(link_name), stop=stop, worker=worker).run()
+        code = worker_for(config, config.link(link_name), stop=stop, worker=worker).run()
     except MirrorwatchError as exc:
         log.error("%s", exc)
         code = exc.exit_code

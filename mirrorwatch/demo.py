@@ -1,12 +1,15 @@
 """`mirrorwatch demo`: the main job on an embedded default, from nothing.
 
-Today it starts the two local clusters, creates a sample topic on both, produces sample orders to each cluster and
-reads them back, printing progress, and stops everything cleanly on Ctrl-C / SIGTERM (or after `--duration`).
-Each capability that lands in mirrorwatch joins this command.
+It starts the two local clusters, creates the sample topic `demo.orders` on the source, produces sample orders to it,
+runs the link `demo` (source -> target, the python engine) in this process, reads the mirrored orders back from the
+target, and prints progress with the link's replication lag. Ctrl-C / SIGTERM (or `--duration`) stops the traffic,
+lets the mirror catch up, checks that every order arrived, and stops everything. Each capability that lands in
+mirrorwatch joins this command.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -17,13 +20,16 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Message, Producer
 
-from mirrorwatch.config import MirrorwatchConfig, load_config
+from mirror.engine import LinkWorker
+from mirrorwatch.config import MirrorwatchConfig, load_config, parse_config
 from mirrorwatch.kafka import create_topics, new_admin, new_consumer, new_producer
-from mirrorwatch.local import ALIASES, LocalClusters
+from mirrorwatch.local import LocalClusters
+from mirrorwatch.wait import WaitTimeout, wait_until
 
 __all__ = ["DemoOptions", "run_demo"]
 
 RUN_HEADER = "mirrorwatch-demo-run"
+LINK = "demo"
 
 
 @dataclass(frozen=True)
@@ -37,13 +43,13 @@ class DemoOptions:
 
 
 @dataclass
-class _ClusterTraffic:
-    alias: str
+class _Traffic:
     producer: Producer
-    consumer: Consumer
+    reader: Consumer
+    run_id: bytes
     produced: int = 0
     acked: int = 0
-    consumed: int = 0
+    read_on_target: int = 0
     errors: list[str] = field(default_factory=list)
 
 
@@ -53,100 +59,143 @@ def _sample_order(n: int) -> tuple[bytes, bytes]:
     return key, value
 
 
+def demo_config(clusters_config: MirrorwatchConfig, topic: str) -> MirrorwatchConfig:
+    """The local clusters plus the demo link, as a user would write it in YAML."""
+    document = {
+        "clusters": {
+            alias: {"bootstrap_servers": c.bootstrap_servers} for alias, c in clusters_config.clusters.items()
+        },
+        "links": [
+            {
+                "name": LINK,
+                "source": "source",
+                "target": "target",
+                "topics": {"include": [topic.replace(".", r"\.")]},
+                "offset_commit_interval_ms": 1000,
+                "refresh_topics_interval_seconds": 5,
+            },
+        ],
+    }
+    return parse_config(document, source="the demo", env={})
+
+
 def run_demo(options: DemoOptions, stop: threading.Event, out: Callable[[str], None] = print) -> int:
-    """Run until `stop` is set or the duration ends; 0 when every cluster read back all it was sent."""
+    """Run until `stop` is set or the duration ends; 0 when every order produced to the source was read back from
+    the target through the mirror."""
     clusters = LocalClusters(options.state_dir, progress=out)
-    traffic: list[_ClusterTraffic] = []
+    mirror_stop = threading.Event()
+    mirror_thread: threading.Thread | None = None
+    mirror_result: list[int | BaseException] = []
+    traffic: _Traffic | None = None
     try:
         clusters.up(tie_to_parent=True)
-        config = load_config(clusters.config_path)
-        traffic = _start_traffic(config, options)
-        _run_loop(traffic, options, stop, out)
-        return _finish(traffic, out)
+        config = demo_config(load_config(clusters.config_path), options.topic)
+        source, target = config.clusters["source"], config.clusters["target"]
+        create_topics(new_admin(source, "source"), {options.topic: options.partitions})
+        worker = LinkWorker(config, config.links[0], stop=mirror_stop)
+
+        def run_mirror() -> None:
+            try:
+                mirror_result.append(worker.run())
+            except BaseException as exc:  # reported below, in the demo's own words
+                mirror_result.append(exc)
+
+        mirror_thread = threading.Thread(target=run_mirror, name="mirror-demo", daemon=True)
+        mirror_thread.start()
+        traffic = _Traffic(
+            producer=new_producer(source, "source", {"acks": "all", "enable.idempotence": True, "linger.ms": 5}),
+            reader=new_consumer(target, "target", "mirrorwatch-demo-reader", {"auto.offset.reset": "earliest"}),
+            run_id=uuid.uuid4().hex[:12].encode(),
+        )
+        out(
+            f"mirroring {options.topic!r} from source ({source.bootstrap_servers}) to target "
+            f"({target.bootstrap_servers}) with link {LINK!r}"
+        )
+        _run_loop(traffic, worker, options, stop, out)
+        _catch_up(traffic, out)
+        return _verdict(traffic, mirror_result, out)
     finally:
-        for t in traffic:
-            t.consumer.close()
+        mirror_stop.set()
+        if mirror_thread is not None:
+            mirror_thread.join(timeout=60)
+        if traffic is not None:
+            traffic.reader.close()
         for line in clusters.down():
             out(line)
 
 
-def _start_traffic(config: MirrorwatchConfig, options: DemoOptions) -> list[_ClusterTraffic]:
-    traffic = []
-    for alias in ALIASES:
-        cluster = config.clusters[alias]
-        create_topics(new_admin(cluster, alias), {options.topic: options.partitions})
-        producer = new_producer(cluster, alias, {"acks": "all", "enable.idempotence": True, "linger.ms": 5})
-        consumer = new_consumer(
-            cluster, alias, f"mirrorwatch-demo-{alias}", {"auto.offset.reset": "earliest", "enable.auto.commit": True}
-        )
-        consumer.subscribe([options.topic])
-        traffic.append(_ClusterTraffic(alias, producer, consumer))
-    return traffic
-
-
 def _run_loop(
-    traffic: list[_ClusterTraffic], options: DemoOptions, stop: threading.Event, out: Callable[[str], None]
+    t: _Traffic, worker: LinkWorker, options: DemoOptions, stop: threading.Event, out: Callable[[str], None]
 ) -> None:
-    run_id = uuid.uuid4().hex[:12].encode()
     started = time.monotonic()
     next_progress = started + options.progress_every_s
     interval_s = 1.0 / options.records_per_second
-    out(f"producing {options.records_per_second:g} orders/s to {options.topic!r} on each cluster; Ctrl-C stops")
+    out(f"producing {options.records_per_second:g} orders/s to source:{options.topic}; Ctrl-C stops")
+    t.reader.subscribe([options.topic])
     n = 0
     while not stop.is_set():
         now = time.monotonic()
         if options.duration_s is not None and now - started >= options.duration_s:
             break
         key, value = _sample_order(n)
-        for t in traffic:
-            _produce(t, options.topic, key, value, run_id)
+        _produce(t, options.topic, key, value)
         n += 1
-        for t in traffic:
-            _consume(t, run_id, timeout_s=0)
+        _read(t, timeout_s=0)
         if now >= next_progress:
-            out(_progress_line(traffic, now - started))
+            out(_progress_line(t, worker, now - started))
             next_progress = now + options.progress_every_s
         stop.wait(interval_s)
-    # Read back what is still on its way, for a bounded time.
-    deadline = time.monotonic() + 15
-    for t in traffic:
-        t.producer.flush(10)
-    while any(t.consumed < t.acked for t in traffic) and time.monotonic() < deadline:
-        for t in traffic:
-            _consume(t, run_id, timeout_s=0.2)
 
 
-def _produce(t: _ClusterTraffic, topic: str, key: bytes, value: bytes, run_id: bytes) -> None:
+def _catch_up(t: _Traffic, out: Callable[[str], None]) -> None:
+    """Stop producing and let the mirror deliver what is on its way (bounded)."""
+    t.producer.flush(10)
+    out(f"stopped producing after {t.produced} orders; waiting for the mirror to deliver the rest ...")
+
+    def delivered() -> bool:
+        _read(t, timeout_s=0.2)
+        return t.read_on_target >= t.acked
+
+    with contextlib.suppress(WaitTimeout):  # the verdict says what is missing
+        wait_until(delivered, timeout_s=30, interval_s=0, description="the mirror to deliver every order")
+
+
+def _produce(t: _Traffic, topic: str, key: bytes, value: bytes) -> None:
     def on_delivery(err: object, _msg: Message) -> None:
         if err is None:
             t.acked += 1
         else:
             t.errors.append(str(err))
 
-    t.producer.produce(topic, value=value, key=key, headers=[(RUN_HEADER, run_id)], on_delivery=on_delivery)
+    t.producer.produce(topic, value=value, key=key, headers=[(RUN_HEADER, t.run_id)], on_delivery=on_delivery)
     t.produced += 1
     t.producer.poll(0)
 
 
-def _consume(t: _ClusterTraffic, run_id: bytes, timeout_s: float) -> None:
-    for msg in t.consumer.consume(num_messages=500, timeout=timeout_s):
-        if msg.error() is not None:
-            t.errors.append(str(msg.error()))
-            continue
-        if (RUN_HEADER, run_id) in (msg.headers() or []):
-            t.consumed += 1
+def _read(t: _Traffic, timeout_s: float) -> None:
+    for msg in t.reader.consume(num_messages=500, timeout=timeout_s):
+        if msg.error() is None and (RUN_HEADER, t.run_id) in (msg.headers() or []):
+            t.read_on_target += 1
 
 
-def _progress_line(traffic: list[_ClusterTraffic], elapsed_s: float) -> str:
-    parts = [f"{t.alias}: produced {t.produced} acked {t.acked} consumed {t.consumed}" for t in traffic]
-    return f"[{elapsed_s:6.1f}s] " + " | ".join(parts)
+def _progress_line(t: _Traffic, worker: LinkWorker, elapsed_s: float) -> str:
+    positions = worker.positions()
+    in_flight = sum(p["in_flight_records"] for p in positions)
+    return (
+        f"[{elapsed_s:6.1f}s] source: produced {t.acked} | mirror: {worker.stats.records_out_total} mirrored, "
+        f"{in_flight} in flight | target: read {t.read_on_target}"
+    )
 
 
-def _finish(traffic: list[_ClusterTraffic], out: Callable[[str], None]) -> int:
-    ok = True
-    for t in traffic:
-        complete = t.consumed == t.acked == t.produced and not t.errors
-        ok = ok and complete
-        verdict = "all read back" if complete else f"INCOMPLETE, errors: {t.errors[:3]}"
-        out(f"{t.alias}: produced {t.produced}, acknowledged {t.acked}, consumed {t.consumed}: {verdict}")
-    return 0 if ok else 1
+def _verdict(t: _Traffic, mirror_result: list[int | BaseException], out: Callable[[str], None]) -> int:
+    failure = next((r for r in mirror_result if isinstance(r, BaseException)), None)
+    if failure is not None:
+        out(f"the mirror failed: {failure}")
+        return 1
+    complete = t.read_on_target >= t.acked == t.produced and not t.errors
+    verdict = "every order arrived on the target" if complete else f"INCOMPLETE (errors: {t.errors[:3]})"
+    out(
+        f"produced {t.produced} orders to the source, {t.acked} acknowledged, {t.read_on_target} read from the "
+        f"target through the mirror: {verdict}"
+    )
+    return 0 if complete else 1

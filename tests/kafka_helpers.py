@@ -165,3 +165,45 @@ def by_partition(records: list[ReadRecord]) -> dict[int, list[ReadRecord]]:
     for r in sorted(records, key=lambda r: (r.partition, r.offset)):
         out.setdefault(r.partition, []).append(r)
     return out
+
+
+def read_to_end(
+    cluster: ClusterConfig, alias: str, topic: str, partitions: int, *, timeout_s: float = 60.0
+) -> list[ReadRecord]:
+    """Every committed record of a topic (read_committed, up to the last stable offset of each partition)."""
+    consumer = new_consumer(
+        cluster,
+        alias,
+        "mirrorwatch-test-reader",
+        {"enable.auto.commit": False, "enable.partition.eof": True, "isolation.level": "read_committed"},
+    )
+    out: list[ReadRecord] = []
+    at_end: set[int] = set()
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+
+        def done() -> bool:
+            for msg in consumer.consume(num_messages=10_000, timeout=0.5):
+                err = msg.error()
+                if err is not None and err.code() == KafkaError._PARTITION_EOF:
+                    at_end.add(msg.partition() or 0)
+                    continue
+                assert err is None, err
+                at_end.discard(msg.partition() or 0)
+                out.append(
+                    ReadRecord(
+                        msg.topic() or "",
+                        msg.partition() or 0,
+                        msg.offset() or 0,
+                        msg.key(),
+                        msg.value(),
+                        tuple(cast(list[tuple[str, bytes]], msg.headers() or [])),
+                        msg.timestamp()[1],
+                    )
+                )
+            return len(at_end) == partitions
+
+        wait_until(done, timeout_s=timeout_s, interval_s=0, description=f"the end of {alias}:{topic}")
+        return out
+    finally:
+        consumer.close()

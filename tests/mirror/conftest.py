@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -42,8 +43,8 @@ class MirrorProcess:
         return self.process.wait(timeout=timeout_s)
 
     def kill(self) -> None:
-        """SIGKILL: no flush, no commit, like a crashed machine."""
-        self.process.kill()
+        """SIGKILL to the runner and every worker process at once: no flush, no commit, like a crashed machine."""
+        os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(timeout=30)
 
     def wait_exit(self, timeout_s: float = 60) -> int:
@@ -80,7 +81,10 @@ def start_mirror(tmp_path: Path) -> Iterator[Callable[..., MirrorProcess]]:
         log_path = tmp_path / f"mirror-{next(counter)}.log"
         with log_path.open("wb") as log:
             process = subprocess.Popen(
-                [sys.executable, "-m", "mirrorwatch.cli", "mirror", *args], stdout=log, stderr=subprocess.STDOUT
+                [sys.executable, "-m", "mirrorwatch.cli", "mirror", *args],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: kill() takes the workers down with it
             )
         started.append(MirrorProcess(process, log_path))
         return started[-1]

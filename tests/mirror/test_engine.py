@@ -23,6 +23,7 @@ from tests.kafka_helpers import (
     produce,
     provenance,
     read_all,
+    read_to_end,
     user_headers,
 )
 from tests.mirror.conftest import MirrorProcess
@@ -318,3 +319,43 @@ def test_same_cluster_link_with_a_prefix_mirrors_once_and_does_not_chain(
     mirror.wait_for_log(f"mirroring 1 topic(s): {topic}")
     assert mirror.stop() == 0
     assert f"source.source.{topic}" not in mirror.log()
+
+
+def test_exactly_once_survives_sigkills_with_each_record_once(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    write_config: Callable[..., Any],
+    start_mirror: Callable[..., MirrorProcess],
+    unique: Callable[[str], str],
+) -> None:
+    source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
+    partitions, n = 4, 40_000
+    topic = make_topic("source", partitions)
+    group = unique("eos")
+    config = write_config([link("eos", topic, group_id=group, delivery="exactly-once", num_streams=2)])
+    producer = _produce_in_background(source, topic, n, partitions, pace=2000)
+    rng = random.Random(7)
+    for kill in range(3):
+        mirror = start_mirror("--config", str(config))
+        threshold = rng.randint(1_000, 4_000) * (kill + 1)
+
+        def reached(threshold: int = threshold) -> bool:
+            return sum(end_offsets(target, "target", topic, partitions)) >= threshold
+
+        wait_until(reached, timeout_s=120, interval_s=0.05, description=f"kill {kill + 1}: {threshold} on the target")
+        mirror.kill()  # the runner and both workers, mid-transaction
+    producer.join(timeout=120)
+    ends = end_offsets(source, "source", topic, partitions)
+    mirror = start_mirror("--config", str(config))
+    wait_until(
+        lambda: committed_offsets(source, "source", group, topic, partitions) == ends,
+        timeout_s=120,
+        description="the exactly-once link to catch up",
+    )
+    assert mirror.stop() == 0
+    got = read_to_end(target, "target", topic, partitions)
+    assert len(got) == n
+    for p, offsets in source_offsets_on_target(got).items():
+        assert offsets == list(range(ends[p])), f"partition {p}: not each record exactly once"
+    log = mirror.log()
+    assert "exactly-once;" in log and "stored offset(s) read back" in log

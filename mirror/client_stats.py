@@ -1,0 +1,56 @@
+"""librdkafka's statistics (the JSON of `statistics.interval.ms`), reduced to what a mirror operator reads (pure).
+
+Times in librdkafka's statistics are microseconds; here they are milliseconds. Histogram averages of windows with
+no samples (`cnt` 0) are left out instead of being counted as 0.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+__all__ = ["ClientStats", "summarize"]
+
+
+@dataclass(frozen=True)
+class ClientStats:
+    role: str  # "producer" or "consumer"
+    queued_records: int  # records in librdkafka's queues (producer: not yet acknowledged)
+    queued_bytes: int
+    requests_retried_total: int  # requests librdkafka sent again (txretries over all brokers)
+    request_errors_total: int  # transmission errors (txerrs over all brokers)
+    rtt_avg_ms: float | None  # broker round trip, averaged over brokers that had requests
+    batch_size_avg_bytes: float | None  # producer: bytes per batch (MessageSet)
+    batch_records_avg: float | None  # producer: records per batch
+    fetch_queue_bytes: int  # consumer: fetched but not yet consumed
+    rebalances_total: int  # consumer group rebalances
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _weighted_avg(windows: list[dict[str, Any]]) -> float | None:
+    samples = [(w.get("avg", 0), w.get("cnt", 0)) for w in windows if w.get("cnt", 0) > 0]
+    total = sum(cnt for _, cnt in samples)
+    return sum(avg * cnt for avg, cnt in samples) / total if total else None
+
+
+def summarize(stats_json: str) -> ClientStats:
+    doc: dict[str, Any] = json.loads(stats_json)
+    brokers = [b for b in doc.get("brokers", {}).values() if b.get("nodeid", -1) >= 0]  # bootstrap entries are -1
+    topics = list(doc.get("topics", {}).values())
+    rtt = _weighted_avg([b.get("rtt", {}) for b in brokers])
+    partitions = [p for t in topics for p in t.get("partitions", {}).values() if p.get("partition", -1) >= 0]
+    return ClientStats(
+        role=str(doc.get("type", "")),
+        queued_records=int(doc.get("msg_cnt", 0)),
+        queued_bytes=int(doc.get("msg_size", 0)),
+        requests_retried_total=sum(int(b.get("txretries", 0)) for b in brokers),
+        request_errors_total=sum(int(b.get("txerrs", 0)) for b in brokers),
+        rtt_avg_ms=rtt / 1000 if rtt is not None else None,
+        batch_size_avg_bytes=_weighted_avg([t.get("batchsize", {}) for t in topics]),
+        batch_records_avg=_weighted_avg([t.get("batchcnt", {}) for t in topics]),
+        fetch_queue_bytes=sum(int(p.get("fetchq_size", 0)) for p in partitions),
+        rebalances_total=int(doc.get("cgrp", {}).get("rebalance_cnt", 0)),
+    )

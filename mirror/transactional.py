@@ -1,0 +1,324 @@
+"""Exactly-once mirroring (`delivery: exactly-once`), after confluent-kafka's eos_transactions example.
+
+A read_committed consumer of the target sees each source record once, across crashes and restarts:
+
+- each worker owns a fixed share of the source partitions (`owner_of`: a stable hash, not a consumer-group
+  rebalance, so no partition can move to another worker in the middle of a transaction);
+- records and the link's progress are written in one transaction on the target. The progress goes to a compacted
+  topic on the target, `mirrorwatch-offsets.<group>` (as MirrorMaker 2 keeps its offsets on the target), because a
+  transaction cannot span two clusters;
+- at start the worker reads that topic back and seeks the source there; `transactional.id` is stable per worker, so
+  a restarted worker fences its previous incarnation's unfinished transaction;
+- after each commit the same offsets are committed to the source consumer group, so Burrow, kafka_exporter and the
+  monitor see the link's progress as for any other link (that commit is for visibility only; the target's copy is
+  the truth);
+- a record the target refuses aborts the transaction; with a dead-letter topic it is sent there when the
+  transaction is replayed, otherwise the link stops. A timeout (target down longer than transaction.timeout.ms)
+  aborts and replays the transaction.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+import time
+import zlib
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException, Message, TopicPartition
+
+from mirror.admin import execute_plan
+from mirror.engine import LinkWorker, _dead_letter_headers, _reason
+from mirror.handler import MirrorRecord
+from mirror.topics import CreateTopic, TopicPlan
+from mirrorwatch.kafka import new_consumer
+
+__all__ = ["TransactionalLinkWorker", "offsets_topic", "owner_of"]
+
+log = logging.getLogger("mirrorwatch.mirror")
+
+TRANSACTION_TIMEOUT_MS = 60_000
+TIMEOUT_S = 60.0
+
+
+def owner_of(topic: str, partition: int, workers: int) -> int:
+    """The worker (0..workers-1) that owns a source partition; the same answer on every worker, every time."""
+    return zlib.crc32(f"{topic}:{partition}".encode()) % workers
+
+
+def offsets_topic(group: str) -> str:
+    return "mirrorwatch-offsets." + re.sub(r"[^A-Za-z0-9._-]", "_", group)
+
+
+def _offset_key(topic: str, partition: int) -> bytes:
+    return f"{topic}:{partition}".encode()  # ':' cannot occur in a topic name
+
+
+class TransactionalLinkWorker(LinkWorker):
+    """One worker of an exactly-once link."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._offsets_topic = offsets_topic(self.link.consumer_group)
+        self._stored: dict[tuple[str, int], int] = {}  # committed in the target: the truth
+        self._position: dict[tuple[str, int], int] = {}  # next offset to read, this transaction included
+        self._assigned: set[tuple[str, int]] = set()
+        self._to_dead_letter: set[tuple[str, int, int]] = set()  # (topic, partition, offset) refused once already
+        self._txn_error: tuple[MirrorRecord, KafkaError] | None = None
+
+    # -- set-up -----------------------------------------------------------------------------------------------------
+
+    def _prepare(self) -> None:
+        plan = TopicPlan(
+            mapping={},
+            source_partitions={},
+            create=(CreateTopic(self._offsets_topic, 1, self.link.replication_factor, {"cleanup.policy": "compact"}),),
+        )
+        execute_plan(self._target_admin, plan)
+        self._stored = self._read_stored_offsets()
+        log.info(
+            "link %s: exactly-once; %d stored offset(s) read back from %s",
+            self.name,
+            len(self._stored),
+            self._offsets_topic,
+        )
+
+    def _read_stored_offsets(self) -> dict[tuple[str, int], int]:
+        target = self.config.clusters[self.link.target]
+        reader = new_consumer(
+            target,
+            self.link.target,
+            f"{self.link.consumer_group}-offsets-reader",
+            {"enable.auto.commit": False, "enable.partition.eof": True, "isolation.level": "read_committed"},
+        )
+        stored: dict[tuple[str, int], int] = {}
+        try:
+            reader.assign([TopicPartition(self._offsets_topic, 0, OFFSET_BEGINNING)])
+            deadline = time.monotonic() + TIMEOUT_S
+            while time.monotonic() < deadline:
+                for msg in reader.consume(num_messages=1000, timeout=0.5):
+                    err = msg.error()
+                    if err is not None and err.code() == KafkaError._PARTITION_EOF:
+                        return stored
+                    if err is not None:
+                        raise KafkaException(err)
+                    topic, _, partition = (msg.key() or b"").decode().rpartition(":")
+                    stored[(topic, int(partition))] = int(msg.value() or b"0")
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"reading {self._offsets_topic} took too long"))
+        finally:
+            reader.close()
+
+    def _producer_overrides(self) -> dict[str, Any]:
+        overrides = super()._producer_overrides()
+        overrides.update(
+            {
+                "transactional.id": f"mirrorwatch-{self.link.consumer_group}-{self.worker}",
+                # A transaction cannot wait for ever: a target down longer than this aborts and replays it.
+                "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
+                "message.timeout.ms": TRANSACTION_TIMEOUT_MS,
+            }
+        )
+        return overrides
+
+    # -- partitions -------------------------------------------------------------------------------------------------
+
+    def _subscribe(self, topics: tuple[str, ...]) -> None:
+        self._subscribed = topics  # no group membership: partitions are assigned by owner_of in refresh_topics
+
+    def refresh_topics(self) -> TopicPlan:
+        plan = super().refresh_topics()
+        assert self._consumer is not None
+        workers = self.link.num_streams
+        owned = {
+            (t, p)
+            for t, n in plan.source_partitions.items()
+            for p in range(n)
+            if owner_of(t, p, workers) == self.worker
+        }
+        new, gone = owned - self._assigned, self._assigned - owned
+        if gone:
+            self._consumer.incremental_unassign([TopicPartition(t, p) for t, p in sorted(gone)])
+            for key in gone:
+                self._position.pop(key, None)
+        if new:
+            default = OFFSET_BEGINNING if self.link.start_from == "earliest" else OFFSET_END
+            self._consumer.incremental_assign(
+                [TopicPartition(t, p, self._stored.get((t, p), default)) for t, p in sorted(new)]
+            )
+            log.info("link %s: owns %s", self.name, ", ".join(f"{t}[{p}]" for t, p in sorted(new)))
+        self._assigned = owned
+        return plan
+
+    def positions(self) -> list[dict[str, Any]]:
+        """Records count as acknowledged only when their transaction committed."""
+        return [
+            {
+                "topic": t,
+                "partition": p,
+                "target_topic": self._topic_map.get(t, t),
+                "consumed": self._position.get((t, p), self._stored.get((t, p))),
+                "acked": self._stored.get((t, p)),
+                "committed": self._stored.get((t, p)),
+                "in_flight_records": self._position.get((t, p), 0) - self._stored.get((t, p), 0)
+                if (t, p) in self._position
+                else 0,
+                "last_record_timestamp_ms": None,
+            }
+            for t, p in sorted(self._assigned)
+        ]
+
+    # -- the loop ---------------------------------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        assert self._consumer is not None and self._producer is not None
+        consumer, producer = self._consumer, self._producer
+        producer.init_transactions(TIMEOUT_S)
+        transaction_s = self.link.offset_commit_interval_ms / 1000
+        next_refresh = time.monotonic() + self.link.refresh_topics_interval_seconds
+        while not self._stop.is_set() and self._failure is None:
+            if time.monotonic() >= next_refresh or self._refresh_requested:
+                self._refresh_requested = False
+                self._refresh_safely()
+                next_refresh = time.monotonic() + self.link.refresh_topics_interval_seconds
+            producer.begin_transaction()
+            advanced: dict[tuple[str, int], int] = {}
+            deadline = time.monotonic() + transaction_s
+            while not self._stop.is_set() and self._txn_error is None and self._failure is None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                for msg in consumer.consume(num_messages=2000, timeout=min(0.1, remaining)):
+                    self._mirror_one(msg, advanced)
+                producer.poll(0)
+            if self._failure is not None:
+                producer.abort_transaction(TIMEOUT_S)
+                return
+            self._commit_transaction(advanced)
+
+    def _mirror_one(self, msg: Message, advanced: dict[tuple[str, int], int]) -> None:
+        err = msg.error()
+        if err is not None:
+            self._consumer_error(err)
+            return
+        topic, partition, offset = msg.topic() or "", msg.partition() or 0, msg.offset() or 0
+        if (topic, partition) not in self._assigned:
+            return
+        records = self._records_for(msg, topic, partition, offset)
+        if records is None:
+            return
+        for record in records:
+            if (topic, partition, offset) in self._to_dead_letter:
+                cause = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "refused by the target in an earlier transaction")
+                self._produce(record, self.link.dead_letter_topic or "", _dead_letter_headers(record, cause), None)
+            else:
+                self._produce(record, record.topic, record.headers, record.partition)
+        advanced[(topic, partition)] = offset + 1
+        self._position[(topic, partition)] = offset + 1
+
+    def _produce(self, rec: MirrorRecord, topic: str, headers: list[Any], partition: int | None) -> None:
+        assert self._producer is not None
+        while True:
+            try:
+                self._producer.produce(
+                    topic,
+                    value=rec.value,
+                    key=rec.key,
+                    partition=-1 if partition is None else partition,
+                    timestamp=rec.timestamp_ms,
+                    headers=headers,
+                    on_delivery=functools.partial(self._txn_delivered, rec),
+                )
+                return
+            except BufferError:
+                self._producer.poll(0.1)  # no group membership to keep alive: waiting here is fine
+
+    def _txn_delivered(self, rec: MirrorRecord, err: KafkaError | None, _msg: Message) -> None:
+        if err is None:
+            self.stats.records_out_total += 1
+            self.stats.bytes_out_total += (len(rec.value) if rec.value else 0) + (len(rec.key) if rec.key else 0)
+            if rec.timestamp_ms > 0:
+                self.stats.observe_latency(max(0.0, time.time() - rec.timestamp_ms / 1000))
+        elif self._txn_error is None:
+            self.stats.send_errors_total += 1
+            self._txn_error = (rec, err)
+
+    def _commit_transaction(self, advanced: dict[tuple[str, int], int]) -> None:
+        assert self._producer is not None and self._consumer is not None
+        producer = self._producer
+        for (topic, partition), offset in advanced.items():
+            producer.produce(self._offsets_topic, key=_offset_key(topic, partition), value=str(offset).encode())
+        try:
+            producer.flush(TIMEOUT_S)
+            if self._txn_error is not None:
+                raise KafkaException(self._txn_error[1])
+            producer.commit_transaction(TIMEOUT_S)
+        except KafkaException as exc:
+            self._abort_and_replay(exc)
+            return
+        self._stored.update(advanced)
+        if advanced:
+            offsets = [TopicPartition(t, p, o) for (t, p), o in advanced.items()]
+            try:  # for lag tools only; the transaction above is what counts
+                self._consumer.commit(offsets=offsets, asynchronous=True)
+            except KafkaException as exc:
+                log.warning("link %s: committing to the source group failed (%s)", self.name, _reason(exc))
+
+    def _abort_and_replay(self, exc: KafkaException) -> None:
+        """Abort the transaction and read its records again from the stored offsets."""
+        assert self._producer is not None and self._consumer is not None
+        error: KafkaError = exc.args[0]
+        failed = self._txn_error
+        self._txn_error = None
+        if error.fatal():
+            self._fail(
+                f"the transactional producer failed: {error.str()} ({error.name()}); "
+                "another worker with the same transactional.id may have fenced this one"
+            )
+            return
+        self._producer.abort_transaction(TIMEOUT_S)
+        if failed is not None:
+            rec, cause = failed
+            permanent = not cause.retriable() and cause.code() not in (
+                KafkaError._MSG_TIMED_OUT,
+                KafkaError._TIMED_OUT,
+                KafkaError._TRANSPORT,
+            )
+            where = f"{rec.source_topic}[{rec.source_partition}]@{rec.source_offset}"
+            if permanent and not self.link.dead_letter_topic:
+                self._fail(
+                    f"the target refused {where} for topic {rec.topic!r}: {cause.str()} ({cause.name()}). "
+                    "The transaction was aborted, so nothing is lost; fix the target (e.g. the topic's "
+                    "max.message.bytes) or set the link's dead_letter_topic, then start it again"
+                )
+                return
+            if permanent:
+                log.error(
+                    "link %s: the target refused %s: %s; it goes to %r when the transaction is replayed",
+                    self.name,
+                    where,
+                    cause.str(),
+                    self.link.dead_letter_topic,
+                )
+                self._to_dead_letter.add((rec.source_topic, rec.source_partition, rec.source_offset))
+        log.warning("link %s: transaction aborted (%s); replaying from the stored offsets", self.name, error.str())
+        for topic, partition in sorted(self._assigned):
+            stored = self._stored.get((topic, partition))
+            start = (
+                stored
+                if stored is not None
+                else (OFFSET_BEGINNING if self.link.start_from == "earliest" else OFFSET_END)
+            )
+            self._consumer.seek(TopicPartition(topic, partition, start))
+            self._position.pop((topic, partition), None)
+
+    def _shutdown(self) -> None:
+        consumer, producer = self._consumer, self._producer
+        if consumer is None:
+            return
+        try:
+            if producer is not None:
+                producer.flush(5)
+        finally:
+            consumer.close()
+        log.info("link %s: stopped after mirroring %d records", self.name, self.stats.records_out_total)

@@ -1,0 +1,49 @@
+"""Summaries of librdkafka statistics, from documents shaped like librdkafka's STATISTICS.md."""
+
+from __future__ import annotations
+
+import json
+
+from mirror.client_stats import summarize
+
+PRODUCER = {
+    "type": "producer", "msg_cnt": 12, "msg_size": 3400,
+    "brokers": {
+        "127.0.0.1:9092/bootstrap": {"nodeid": -1, "txretries": 99, "txerrs": 99, "rtt": {"avg": 999999, "cnt": 9}},
+        "127.0.0.1:9092/1": {"nodeid": 1, "txretries": 2, "txerrs": 1, "rtt": {"avg": 3000, "cnt": 10}},
+        "127.0.0.1:9093/2": {"nodeid": 2, "txretries": 1, "txerrs": 0, "rtt": {"avg": 6000, "cnt": 20}},
+        "127.0.0.1:9094/3": {"nodeid": 3, "txretries": 0, "txerrs": 0, "rtt": {"avg": 0, "cnt": 0}},
+    },
+    "topics": {
+        "orders": {"batchsize": {"avg": 1000, "cnt": 1}, "batchcnt": {"avg": 10, "cnt": 1}, "partitions": {}},
+        "payments": {"batchsize": {"avg": 4000, "cnt": 3}, "batchcnt": {"avg": 30, "cnt": 3}, "partitions": {}},
+        "idle": {"batchsize": {"avg": 0, "cnt": 0}, "batchcnt": {"avg": 0, "cnt": 0}, "partitions": {}},
+    },
+}  # fmt: skip
+
+CONSUMER = {
+    "type": "consumer", "msg_cnt": 0, "msg_size": 0, "brokers": {},
+    "topics": {"orders": {"partitions": {"0": {"partition": 0, "fetchq_size": 100},
+                                         "1": {"partition": 1, "fetchq_size": 50},
+                                         "-1": {"partition": -1, "fetchq_size": 7}}}},
+    "cgrp": {"rebalance_cnt": 3},
+}  # fmt: skip
+
+
+def test_producer_summary() -> None:
+    s = summarize(json.dumps(PRODUCER))
+    assert (s.role, s.queued_records, s.queued_bytes) == ("producer", 12, 3400)
+    assert (s.requests_retried_total, s.request_errors_total) == (3, 1)  # the bootstrap pseudo-broker is left out
+    assert s.rtt_avg_ms == (3000 * 10 + 6000 * 20) / 30 / 1000  # weighted by samples; idle brokers do not count
+    assert s.batch_size_avg_bytes == (1000 + 4000 * 3) / 4
+    assert s.batch_records_avg == (10 + 30 * 3) / 4
+
+
+def test_consumer_summary() -> None:
+    s = summarize(json.dumps(CONSUMER))
+    assert (s.role, s.fetch_queue_bytes, s.rebalances_total) == (
+        "consumer",
+        150,
+        3,
+    )  # the UA partition (-1) is left out
+    assert s.rtt_avg_ms is None and s.batch_size_avg_bytes is None  # no samples: unknown, not 0

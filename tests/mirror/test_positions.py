@@ -1,0 +1,79 @@
+"""The engine's in-memory view (what the monitor and /mirror/links read), from a worker run in this process."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+
+import pytest
+
+from mirror.engine import LinkWorker
+from mirrorwatch.config import MirrorwatchConfig, parse_config
+from mirrorwatch.wait import wait_until
+from tests.kafka_helpers import Record, end_offsets, produce
+
+pytestmark = pytest.mark.integration
+
+
+def test_positions_status_and_drift_of_a_running_worker(
+    clusters_config: MirrorwatchConfig, make_topic: Callable[..., str], unique: Callable[[str], str]
+) -> None:
+    source = clusters_config.clusters["source"]
+    topic = make_topic("source", 3, config={"retention.ms": "3600000"})
+    make_topic("target", 3, name=topic, config={"retention.ms": "7200000"})
+    produce(
+        source,
+        "source",
+        topic,
+        [Record(value=b"x" * 10, key=b"k", partition=i % 3, timestamp_ms=1_700_000_000_000) for i in range(300)],
+    )
+    config = parse_config({
+        "clusters": {a: {"bootstrap_servers": c.bootstrap_servers} for a, c in clusters_config.clusters.items()},
+        "links": [{"name": "inproc", "source": "source", "target": "target", "topics": {"include": [topic]},
+                   "group_id": unique("g"), "offset_commit_interval_ms": 200,
+                   "consumer_properties": {"statistics.interval.ms": 500},
+                   "producer_properties": {"statistics.interval.ms": 500}}],
+    }, env={})  # fmt: skip
+    stop = threading.Event()
+    worker = LinkWorker(config, config.links[0], stop=stop)
+    result: list[int] = []
+    thread = threading.Thread(target=lambda: result.append(worker.run()))
+    thread.start()
+    try:
+        ends = end_offsets(source, "source", topic, 3)
+
+        def caught_up() -> bool:
+            positions = worker.positions()
+            return (
+                len(positions) == 3
+                and all((p["consumed"], p["acked"], p["committed"]) == (ends[p["partition"]],) * 3 for p in positions)
+                and {"producer", "consumer"} <= set(worker.status()["clients"])
+            )
+
+        wait_until(caught_up, timeout_s=60, description="consumed = acked = committed = high-watermark")
+        status = worker.status()
+        json.dumps(status)  # JSON-able as it is
+        assert status["state"] == "running" and status["failure"] is None
+        assert all(
+            p["in_flight_records"] == 0 and p["last_record_timestamp_ms"] == 1_700_000_000_000
+            for p in status["partitions"]
+        )
+        stats = status["stats"]
+        assert (stats["records_in_total"], stats["records_out_total"], stats["bytes_out_total"]) == (300, 300, 300 * 11)
+        assert sum(stats["replication_latency_seconds"]["counts"]) == 300
+        assert stats["send_errors_total"] == 0
+        assert status["clients"]["producer"]["role"] == "producer"
+        assert status["config_drift"] == [
+            {
+                "source_topic": topic,
+                "target_topic": topic,
+                "config": "retention.ms",
+                "source_value": "3600000",
+                "target_value": "7200000",
+            }
+        ]
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+    assert result == [0]
