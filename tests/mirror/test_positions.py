@@ -10,8 +10,9 @@ import pytest
 
 from mirror.engine import LinkWorker
 from mirrorwatch.config import MirrorwatchConfig, parse_config
+from mirrorwatch.local import LocalClusters
 from mirrorwatch.wait import wait_until
-from tests.kafka_helpers import Record, end_offsets, produce
+from tests.kafka_helpers import Record, end_offsets, produce, read_all
 
 pytestmark = pytest.mark.integration
 
@@ -77,3 +78,64 @@ def test_positions_status_and_drift_of_a_running_worker(
         stop.set()
         thread.join(timeout=60)
     assert result == [0]
+
+
+def test_target_down_pauses_the_source_within_bounded_memory_and_resumes_without_loss(
+    clusters_config: MirrorwatchConfig,
+    local_clusters: LocalClusters,
+    owns_clusters: bool,
+    make_topic: Callable[..., str],
+    unique: Callable[[str], str],
+) -> None:
+    source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
+    topic = make_topic("source", 2)
+    make_topic("target", 2, name=topic)
+    config = parse_config(
+        {
+            "clusters": {a: {"bootstrap_servers": c.bootstrap_servers} for a, c in clusters_config.clusters.items()},
+            "links": [
+                {
+                    "name": "pressure",
+                    "source": "source",
+                    "target": "target",
+                    "topics": {"include": [topic]},
+                    "group_id": unique("g"),
+                    "offset_commit_interval_ms": 200,
+                    # a small producer buffer, so that it fills while the target is down
+                    "producer_properties": {"queue.buffering.max.messages": 200},
+                }
+            ],
+        },
+        env={},
+    )
+    stop = threading.Event()
+    worker = LinkWorker(config, config.links[0], stop=stop)
+    result: list[int] = []
+    thread = threading.Thread(target=lambda: result.append(worker.run()))
+    thread.start()
+    try:
+        wait_until(lambda: len(worker.positions()) == 2, timeout_s=60, description="the worker to own both partitions")
+        local_clusters.kill("target")
+        produce(source, "source", topic, [Record(value=str(i).encode(), partition=i % 2) for i in range(3000)])
+        wait_until(
+            lambda: worker.status()["state"] == "paused",
+            timeout_s=60,
+            description="the worker to pause the source (producer full)",
+        )
+        assert sum(p["in_flight_records"] for p in worker.positions()) <= 200 + 2000  # producer cap + one batch read
+        committed_while_down = [p["committed"] for p in worker.positions()]
+        local_clusters.up(["target"], tie_to_parent=owns_clusters)
+        ends = end_offsets(source, "source", topic, 2)
+        wait_until(
+            lambda: [p["committed"] for p in worker.positions()] == ends,
+            timeout_s=120,
+            description="the worker to catch up once the target is back",
+        )
+        assert all(c is None or c < e for c, e in zip(committed_while_down, ends, strict=True))
+        assert worker.status()["state"] == "running"
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+    assert result == [0]
+    got = read_all(target, "target", topic, expected=3000)
+    assert {r.value for r in got} == {str(i).encode() for i in range(3000)}
