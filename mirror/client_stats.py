@@ -24,6 +24,7 @@ class ClientStats:
     batch_size_avg_bytes: float | None  # producer: bytes per batch (MessageSet)
     batch_records_avg: float | None  # producer: records per batch
     fetch_queue_bytes: int  # consumer: fetched but not yet consumed
+    fetch_size_avg_bytes: float | None  # consumer: bytes received per Fetch request (approximate: all responses count)
     rebalances_total: int  # consumer group rebalances
 
     def as_dict(self) -> dict[str, Any]:
@@ -34,6 +35,11 @@ def _weighted_avg(windows: list[dict[str, Any]]) -> float | None:
     samples = [(w.get("avg", 0), w.get("cnt", 0)) for w in windows if w.get("cnt", 0) > 0]
     total = sum(cnt for _, cnt in samples)
     return sum(avg * cnt for avg, cnt in samples) / total if total else None
+
+
+def _per_fetch(brokers: list[dict[str, Any]]) -> float | None:
+    fetches = sum(int(b.get("req", {}).get("Fetch", 0)) for b in brokers)
+    return sum(int(b.get("rxbytes", 0)) for b in brokers) / fetches if fetches else None
 
 
 def summarize(stats_json: str) -> ClientStats:
@@ -52,5 +58,6 @@ def summarize(stats_json: str) -> ClientStats:
         batch_size_avg_bytes=_weighted_avg([t.get("batchsize", {}) for t in topics]),
         batch_records_avg=_weighted_avg([t.get("batchcnt", {}) for t in topics]),
         fetch_queue_bytes=sum(int(p.get("fetchq_size", 0)) for p in partitions),
+        fetch_size_avg_bytes=_per_fetch(brokers),
         rebalances_total=int(doc.get("cgrp", {}).get("rebalance_cnt", 0)),
     )

@@ -334,6 +334,9 @@ class LinkWorker:
         if plan.changes_target:
             execute_plan(self._target_admin, plan)
             target_partitions = list_topic_partitions(self._target_admin)
+            if self._producer is not None:  # the producer's metadata cache would otherwise learn this in 5 minutes
+                for grown in plan.add_partitions:
+                    self._producer.list_topics(grown.topic, timeout=10)
         if plan.drift != self._drift:
             for d in plan.drift:
                 log.warning(

@@ -22,7 +22,9 @@ PRODUCER = {
 }  # fmt: skip
 
 CONSUMER = {
-    "type": "consumer", "msg_cnt": 0, "msg_size": 0, "brokers": {},
+    "type": "consumer", "msg_cnt": 0, "msg_size": 0,
+    "brokers": {"b/1": {"nodeid": 1, "rxbytes": 30000, "req": {"Fetch": 10, "Heartbeat": 5}},
+                "b/2": {"nodeid": 2, "rxbytes": 10000, "req": {"Fetch": 30}}},
     "topics": {"orders": {"partitions": {"0": {"partition": 0, "fetchq_size": 100},
                                          "1": {"partition": 1, "fetchq_size": 50},
                                          "-1": {"partition": -1, "fetchq_size": 7}}}},
@@ -46,4 +48,6 @@ def test_consumer_summary() -> None:
         150,
         3,
     )  # the UA partition (-1) is left out
+    assert s.fetch_size_avg_bytes == 40000 / 40
     assert s.rtt_avg_ms is None and s.batch_size_avg_bytes is None  # no samples: unknown, not 0
+    assert summarize(json.dumps(PRODUCER)).fetch_size_avg_bytes is None

@@ -359,3 +359,28 @@ def test_exactly_once_survives_sigkills_with_each_record_once(
         assert offsets == list(range(ends[p])), f"partition {p}: not each record exactly once"
     log = mirror.log()
     assert "exactly-once;" in log and "stored offset(s) read back" in log
+
+
+def test_partitions_added_to_a_source_topic_are_mirrored_into_a_grown_target(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    write_config: Callable[..., Any],
+    start_mirror: Callable[..., MirrorProcess],
+) -> None:
+    from confluent_kafka.admin import NewPartitions
+
+    from mirrorwatch.kafka import new_admin
+
+    source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
+    topic = make_topic("source", 2)
+    produce(source, "source", topic, [Record(value=b"before", partition=i % 2) for i in range(20)])
+    mirror = start_mirror("--config", str(write_config([link("grow", topic)])))
+    read_all(target, "target", topic, expected=20)
+    admin = new_admin(source, "source")  # kept alive until its futures are done
+    for future in admin.create_partitions([NewPartitions(topic, 4)]).values():
+        future.result(timeout=30)
+    produce(source, "source", topic, [Record(value=b"after", partition=i % 4) for i in range(40)])
+    got = read_all(target, "target", topic, expected=60, timeout_s=60)
+    assert sorted(r.partition for r in got if r.value == b"after") == sorted(i % 4 for i in range(40))
+    assert mirror.stop() == 0
+    assert f"grew target topic {topic!r} to 4 partitions" in mirror.log()
