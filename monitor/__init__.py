@@ -1,0 +1,1 @@
+"""The monitor: collector (Kafka I/O -> snapshot), offset windows, evaluator (pure rules), HTTP API, exporter."""

@@ -1,0 +1,258 @@
+"""The lag evaluator: Burrow's statuses from an offset window, the high-watermark and `now` (pure; time passed in).
+
+A window holds the last N observations of one group's committed offset on one partition, one per collection
+(`monitor.interval_seconds`): the offset, when it was observed, the partition's high-watermark then, and whether the
+group had members then. Burrow reads every commit from `__consumer_offsets`; mirrorwatch polls the admin API, which
+cannot tell "committed the same offset again" from "did not commit". So where Burrow compares commit timestamps,
+these rules ask how long the offset has not moved, and whether anybody is there:
+
+  Rule 1 - the current lag (high-watermark *now* minus the last committed offset) is within the allowed lag, in
+           records or in seconds: OK. An idle partition whose consumer is caught up is OK, however old its commit.
+  Rule 2 - the offset has not moved for longer than the window spans (and at least `min_stop_seconds`), the group has
+           no members, and the records it lags behind are not fresh: STOP. Nobody is consuming.
+  Rule 3 - an offset went backwards within the window and has not come back above where it was: REWIND.
+  Rule 4 - the lag was above the allowed lag in every observation (needs a window at least `min_complete` full):
+           4a. the offset has not moved for as long as rule 2 asks, while the group has members: STALL;
+           4b. the offset moved, but the lag never decreased from one observation to the next: WARN (the consumer
+               is falling behind). An offset that has not moved is 4a's question, answered only after long enough.
+  Rule 5 - otherwise: OK.
+
+Burrow's known false alarms, and why these rules do not raise them:
+- an idle topic: Burrow's STOP fires when an idle consumer stops committing; here rule 1 answers first (lag 0);
+- MirrorMaker 1 commits every 60 s: between two commits the offset does not move and the lag grows, which Burrow
+  can take for STOP or WARN; here "not moving" must last longer than the window and `min_stop_seconds` (120 s,
+  two such intervals), and the lag falls at every commit, so it is not "never decreasing";
+- lag against the high-watermark at commit time understates a consumer that stopped: rule 1 uses the current one.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "EvaluatorConfig",
+    "GroupEvaluation",
+    "OffsetSample",
+    "PartitionEvaluation",
+    "Status",
+    "current_lag",
+    "evaluate_group",
+    "evaluate_partition",
+    "group_status",
+    "has_moved",
+    "is_lag_allowed",
+    "is_lag_always_above_allowed",
+    "is_lag_not_decreasing",
+    "is_rewound",
+    "is_stalled",
+    "is_stopped",
+    "stalled_for_ms",
+    "stop_threshold_ms",
+]
+
+
+class Status(enum.IntEnum):
+    """Burrow's statuses, codes and order (worse is larger)."""
+
+    NOTFOUND = 0
+    OK = 1
+    WARN = 2
+    ERR = 3
+    STOP = 4
+    STALL = 5
+    REWIND = 6
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetSample:
+    offset: int  # the group's committed offset
+    observed_ms: int  # when the collector saw it
+    high_watermark: int  # the partition's high-watermark then
+    has_members: bool = True  # whether the group had members then
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.high_watermark - self.offset)
+
+
+@dataclass(frozen=True)
+class EvaluatorConfig:
+    window: int = 10
+    min_complete: float = 0.5  # rule 4 needs at least this share of the window
+    allowed_lag_records: int = 0
+    allowed_lag_seconds: float | None = None
+    min_stop_seconds: float = 120.0  # rules 2 and 4a never fire sooner (two MirrorMaker 1 commit intervals)
+
+
+@dataclass(frozen=True)
+class PartitionEvaluation:
+    topic: str
+    partition: int
+    status: Status
+    start: OffsetSample | None
+    end: OffsetSample | None
+    current_lag: int
+    lag_seconds: float | None
+    complete: float
+
+
+@dataclass(frozen=True)
+class GroupEvaluation:
+    status: Status  # NOTFOUND, OK, WARN or ERR (STOP, STALL and REWIND count as ERR, as in Burrow)
+    complete: float  # share of partitions whose window is full
+    partitions: tuple[PartitionEvaluation, ...]
+    max_lag: PartitionEvaluation | None
+    total_lag: int
+
+
+# -- rule predicates -------------------------------------------------------------------------------------------------
+
+
+def current_lag(samples: Sequence[OffsetSample], high_watermark_now: int) -> int:
+    """Lag against the high-watermark at evaluation time, not the one seen with the last commit."""
+    return max(0, high_watermark_now - samples[-1].offset) if samples else 0
+
+
+def is_lag_allowed(lag_records: int, lag_seconds: float | None, config: EvaluatorConfig) -> bool:
+    """Rule 1: within the allowed lag in records, or (when a seconds threshold is set and known) in seconds."""
+    if lag_records <= config.allowed_lag_records:
+        return True
+    return (
+        config.allowed_lag_seconds is not None and lag_seconds is not None and lag_seconds <= config.allowed_lag_seconds
+    )
+
+
+def stalled_for_ms(samples: Sequence[OffsetSample], now_ms: int) -> int:
+    """How long the offset has not moved: since the first observation of the current offset (a lower bound when the
+    whole window shows the same offset)."""
+    if not samples:
+        return 0
+    since = samples[-1].observed_ms
+    for sample in reversed(samples):
+        if sample.offset != samples[-1].offset:
+            break
+        since = sample.observed_ms
+    return max(0, now_ms - since)
+
+
+def stop_threshold_ms(samples: Sequence[OffsetSample], config: EvaluatorConfig) -> int:
+    """Not moving for longer than this is a stop or a stall: the window's span, and never less than the minimum."""
+    span = samples[-1].observed_ms - samples[0].observed_ms if samples else 0
+    return max(span, int(config.min_stop_seconds * 1000))
+
+
+def is_stopped(
+    samples: Sequence[OffsetSample], now_ms: int, lag_seconds: float | None, config: EvaluatorConfig
+) -> bool:
+    """Rule 2: not moving for too long, nobody in the group, and the records waiting are not fresh."""
+    if not samples or samples[-1].has_members:
+        return False
+    threshold_ms = stop_threshold_ms(samples, config)
+    if stalled_for_ms(samples, now_ms) <= threshold_ms:
+        return False
+    # Data that arrived only just now cannot have been missed by a consumer that committed long ago.
+    return lag_seconds is None or lag_seconds * 1000 > threshold_ms
+
+
+def is_rewound(samples: Sequence[OffsetSample]) -> bool:
+    """Rule 3: an offset went backwards and the latest one is still below the highest offset seen before."""
+    highest = None
+    rewound_from = None
+    for sample in samples:
+        if highest is not None and sample.offset < highest:
+            rewound_from = highest if rewound_from is None else max(rewound_from, highest)
+        highest = sample.offset if highest is None else max(highest, sample.offset)
+    return rewound_from is not None and samples[-1].offset < rewound_from
+
+
+def is_lag_always_above_allowed(samples: Sequence[OffsetSample], config: EvaluatorConfig) -> bool:
+    """Rule 4's condition: the lag (against the high-watermark of its time) exceeded the allowed lag every time."""
+    return bool(samples) and all(s.lag > config.allowed_lag_records for s in samples)
+
+
+def is_stalled(samples: Sequence[OffsetSample], now_ms: int, config: EvaluatorConfig) -> bool:
+    """Rule 4a: a member is there but the offset has not moved for as long as rule 2 asks."""
+    return (
+        bool(samples)
+        and samples[-1].has_members
+        and stalled_for_ms(samples, now_ms) > stop_threshold_ms(samples, config)
+    )
+
+
+def has_moved(samples: Sequence[OffsetSample]) -> bool:
+    """The offset changed at least once within the window."""
+    return any(s.offset != samples[0].offset for s in samples)
+
+
+def is_lag_not_decreasing(samples: Sequence[OffsetSample]) -> bool:
+    """Rule 4b: from one observation to the next the lag never went down."""
+    return all(later.lag >= earlier.lag for earlier, later in itertools.pairwise(samples))
+
+
+# -- evaluation ------------------------------------------------------------------------------------------------------
+
+
+def evaluate_partition(
+    topic: str,
+    partition: int,
+    samples: Sequence[OffsetSample],
+    *,
+    high_watermark_now: int,
+    now_ms: int,
+    config: EvaluatorConfig,
+    lag_seconds: float | None = None,
+) -> PartitionEvaluation:
+    """The status of one partition of one group. `lag_seconds` is the age of the first record not yet consumed."""
+    complete = min(1.0, len(samples) / config.window)
+    lag = current_lag(samples, high_watermark_now)
+    if not samples:
+        status = Status.NOTFOUND
+    elif is_lag_allowed(lag, lag_seconds, config):  # rule 1
+        status = Status.OK
+    elif is_stopped(samples, now_ms, lag_seconds, config):  # rule 2
+        status = Status.STOP
+    elif is_rewound(samples):  # rule 3
+        status = Status.REWIND
+    elif complete >= config.min_complete and is_lag_always_above_allowed(samples, config):  # rule 4
+        if is_stalled(samples, now_ms, config):
+            status = Status.STALL
+        elif has_moved(samples) and is_lag_not_decreasing(samples):
+            status = Status.WARN
+        else:
+            status = Status.OK
+    else:  # rule 5
+        status = Status.OK
+    return PartitionEvaluation(
+        topic=topic,
+        partition=partition,
+        status=status,
+        start=samples[0] if samples else None,
+        end=samples[-1] if samples else None,
+        current_lag=lag,
+        lag_seconds=lag_seconds if lag > 0 else 0.0,
+        complete=complete,
+    )
+
+
+def group_status(partition_statuses: Iterable[Status]) -> Status:
+    """The worst partition's status, with STOP, STALL and REWIND reported as ERR (Burrow's group status)."""
+    statuses = [s for s in partition_statuses if s != Status.NOTFOUND]
+    if not statuses:
+        return Status.NOTFOUND
+    worst = max(statuses)
+    return Status.ERR if worst >= Status.ERR else worst
+
+
+def evaluate_group(partitions: Sequence[PartitionEvaluation]) -> GroupEvaluation:
+    known = [p for p in partitions if p.status != Status.NOTFOUND]
+    max_lag = max(known, key=lambda p: p.current_lag, default=None)
+    return GroupEvaluation(
+        status=group_status(p.status for p in partitions),
+        complete=sum(1 for p in known if p.complete >= 1.0) / len(known) if known else 0.0,
+        partitions=tuple(partitions),
+        max_lag=max_lag,
+        total_lag=sum(p.current_lag for p in known),
+    )

@@ -1,0 +1,306 @@
+"""The evaluator's correctness proof: a numbered table of offset windows, each saying what it tests and why, with the
+value of every rule predicate and the final status. Then group evaluation and properties."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from monitor.evaluator import (
+    EvaluatorConfig,
+    OffsetSample,
+    PartitionEvaluation,
+    Status,
+    current_lag,
+    evaluate_group,
+    evaluate_partition,
+    group_status,
+    has_moved,
+    is_lag_allowed,
+    is_lag_always_above_allowed,
+    is_lag_not_decreasing,
+    is_rewound,
+    is_stalled,
+    is_stopped,
+)
+
+T0 = 1_700_000_000_000
+STEP = 10_000  # one observation every 10 s, the default monitor interval
+MIN = 60_000
+
+
+def window(
+    offsets: list[int], hwms: list[int] | int, *, step_ms: int = STEP, members: bool | list[bool] = True
+) -> tuple[OffsetSample, ...]:
+    hwm_list = hwms if isinstance(hwms, list) else [hwms] * len(offsets)
+    member_list = members if isinstance(members, list) else [members] * len(offsets)
+    return tuple(
+        OffsetSample(o, T0 + i * step_ms, h, m)
+        for i, (o, h, m) in enumerate(zip(offsets, hwm_list, member_list, strict=True))
+    )
+
+
+@dataclass(frozen=True)
+class Case:
+    number: int
+    tests: str
+    why: str
+    samples: tuple[OffsetSample, ...]
+    hwm_now: int
+    now_ms: int
+    expected: Status
+    # rule predicates: allowed (1), stopped (2), rewound (3), always_above (4), stalled (4a), moved and not_decreasing (4b)
+    predicates: dict[str, bool] = field(default_factory=dict)
+    lag_seconds: float | None = None
+    config: EvaluatorConfig = field(default_factory=EvaluatorConfig)
+
+
+def after(samples: tuple[OffsetSample, ...], ms: int) -> int:
+    return samples[-1].observed_ms + ms
+
+
+_caught_up = window(list(range(10, 110, 10)), list(range(10, 110, 10)))
+_idle_gone = window([500] * 10, 500, members=False)
+_moving_then_gone = window(list(range(0, 100, 10)), list(range(100, 200, 10)), members=[True] * 9 + [False])
+_catching_up_then_gone = window(list(range(0, 200, 20)), list(range(100, 200, 10)), members=[True] * 9 + [False])
+_slow_committer_gone = window(list(range(0, 100, 10)), list(range(100, 200, 10)), step_ms=100_000, members=False)
+_idle_then_data = window([500] * 10, 500, members=False)
+_rewind = window([100, 110, 120, 50, 60], 200)
+_rewind_recovered = window([100, 110, 50, 90, 130, 140], 200)
+_reset_to_earliest = window([900, 910, 920, 0, 10, 20, 30, 40, 50, 60], 1000)
+_stuck_member = window([100] * 10, list(range(200, 300, 10)), step_ms=15_000)
+_mm1_between_commits = window([100] * 5, list(range(200, 250, 10)))
+_falling_behind = window(list(range(0, 100, 10)), list(range(100, 300, 20)))
+_steady_lag = window(list(range(0, 100, 10)), list(range(100, 200, 10)))
+_catching_up = window(list(range(0, 200, 20)), list(range(100, 200, 10)))
+_incomplete = window([0, 10, 20], [100, 120, 140])
+_two_then_gone = window([0, 10], [100, 110], members=False)
+_single = window([10], 20)
+_caught_up_then_stopped = window(list(range(10, 110, 10)), list(range(10, 110, 10)), members=[True] * 9 + [False])
+_touches_zero = window([0, 10, 20, 30, 40, 50, 60, 70, 80, 90], [5, 10, 25, 35, 45, 55, 65, 75, 85, 95])
+_mm1_full_window = window([100] * 6 + [160] * 4, list(range(110, 210, 10)))
+_rewind_then_gone = window([100, 110, 120, 50, 60], 200, members=[True, True, True, True, False])
+_commit_only_group = window(list(range(0, 200, 20)), list(range(100, 200, 10)), members=False)
+_stuck_under_allowed = window([100] * 10, 105, step_ms=15_000)
+
+CASES = [
+    Case(1, "a consumer caught up at every observation", "rule 1: no lag is never a problem",
+         _caught_up, 100, after(_caught_up, STEP), Status.OK,
+         {"allowed": True, "stopped": False, "rewound": False, "always_above": False, "stalled": False, "not_decreasing": True}),
+    Case(2, "an idle partition whose consumer left an hour ago", "Burrow's false alarm: idle is not STOP (rule 1 first)",
+         _idle_gone, 500, after(_idle_gone, 60 * MIN), Status.OK,
+         {"allowed": True, "stopped": True, "rewound": False, "always_above": False, "stalled": False}),
+    Case(3, "lag within the allowed records", "rule 1 in records",
+         _caught_up, 130, after(_caught_up, STEP), Status.OK, {"allowed": True},
+         config=EvaluatorConfig(allowed_lag_records=50)),
+    Case(4, "1000 records behind but only 5 s behind", "rule 1 in seconds: a busy topic can be many records behind",
+         _steady_lag, 1090, after(_steady_lag, STEP), Status.OK, {"allowed": True}, lag_seconds=5.0,
+         config=EvaluatorConfig(allowed_lag_seconds=60)),
+    Case(5, "behind, and over the allowed seconds too", "rule 1 fails in both units; the window decides",
+         _steady_lag, 190, after(_steady_lag, STEP), Status.WARN, {"allowed": False, "always_above": True}, lag_seconds=300.0,
+         config=EvaluatorConfig(allowed_lag_seconds=60)),
+    Case(6, "a consumer that committed until 200 s ago and left", "rule 2: nobody is consuming and the lag stays",
+         _moving_then_gone, 200, after(_moving_then_gone, 200_000), Status.STOP,
+         {"allowed": False, "stopped": True, "rewound": False}),
+    Case(7, "the same consumer gone for only 60 s, catching up before", "a MirrorMaker 1 commit interval is not STOP",
+         _catching_up_then_gone, 200, after(_catching_up_then_gone, MIN), Status.OK,
+         {"allowed": False, "stopped": False, "rewound": False, "always_above": True, "not_decreasing": False}),
+    Case(8, "a group that commits every 100 s, gone for 200 s", "rule 2 waits longer than the window spans (900 s)",
+         _slow_committer_gone, 200, after(_slow_committer_gone, 200_000), Status.WARN,
+         {"stopped": False, "always_above": True, "not_decreasing": True}),
+    Case(9, "new records after an hour idle, 2 s old, consumer gone", "fresh data cannot have been missed yet",
+         _idle_then_data, 510, after(_idle_then_data, 60 * MIN), Status.OK,
+         {"allowed": False, "stopped": False, "always_above": False}, lag_seconds=2.0),
+    Case(10, "the same, but the waiting records are an hour old", "rule 2: the consumer is gone and data waits",
+         _idle_then_data, 510, after(_idle_then_data, 60 * MIN), Status.STOP, {"stopped": True}, lag_seconds=3600.0),
+    Case(11, "the same, record age unknown", "without the age, a long silence with lag is taken as STOP",
+         _idle_then_data, 510, after(_idle_then_data, 60 * MIN), Status.STOP, {"stopped": True}),
+    Case(12, "an offset that went back and stayed below", "rule 3: a reset or a bug replays data",
+         _rewind, 200, after(_rewind, STEP), Status.REWIND, {"rewound": True, "stopped": False}),
+    Case(13, "an offset that went back and then passed where it was", "a finished replay is no longer REWIND",
+         _rewind_recovered, 200, after(_rewind_recovered, STEP), Status.OK,
+         {"rewound": False, "always_above": True, "not_decreasing": False}),
+    Case(14, "a group reset to earliest, still far behind", "rule 3 with a full window",
+         _reset_to_earliest, 1000, after(_reset_to_earliest, STEP), Status.REWIND, {"rewound": True}),
+    Case(15, "a member that has not moved for 150 s with lag", "rule 4a: alive but stuck",
+         _stuck_member, 300, after(_stuck_member, 15_000), Status.STALL,
+         {"stopped": False, "always_above": True, "stalled": True, "moved": False}),
+    Case(16, "a member that has not moved for 50 s (between two 60 s commits)", "not long enough to call it STALL or WARN",
+         _mm1_between_commits, 250, after(_mm1_between_commits, STEP), Status.OK,
+         {"always_above": True, "stalled": False, "moved": False, "not_decreasing": True}),
+    Case(17, "a consumer moving slower than the producer", "rule 4b: lag never decreases",
+         _falling_behind, 300, after(_falling_behind, STEP), Status.WARN,
+         {"always_above": True, "stalled": False, "moved": True, "not_decreasing": True}),
+    Case(18, "a consumer keeping pace 100 records behind", "rule 4b as Burrow: steady lag is not catching up",
+         _steady_lag, 190, after(_steady_lag, STEP), Status.WARN, {"moved": True, "not_decreasing": True}),
+    Case(19, "the same with 100 records allowed", "allowed lag silences a steady, known lag",
+         _steady_lag, 190, after(_steady_lag, STEP), Status.OK, {"allowed": True},
+         config=EvaluatorConfig(allowed_lag_records=100)),
+    Case(20, "a consumer lagging but catching up", "the lag fell: not WARN",
+         _catching_up, 190, after(_catching_up, STEP), Status.OK, {"always_above": True, "not_decreasing": False}),
+    Case(21, "3 of 10 observations, lag growing", "too little history for rule 4: OK, complete 0.3",
+         _incomplete, 150, after(_incomplete, STEP), Status.OK, {"always_above": True, "not_decreasing": True}),
+    Case(22, "2 observations, then the group is empty for 10 minutes", "rule 2 needs no full window",
+         _two_then_gone, 110, after(_two_then_gone, 10 * MIN), Status.STOP, {"stopped": True}),
+    Case(23, "no observation at all", "don't know is a value: NOTFOUND",
+         (), 100, T0, Status.NOTFOUND, {"allowed": True, "stopped": False, "rewound": False}),
+    Case(24, "one observation, a little lag, member present", "nothing to judge yet",
+         _single, 20, after(_single, STEP), Status.OK, {"allowed": False, "stopped": False, "always_above": True}),
+    Case(25, "caught up at its last commit, then gone for 10 minutes while the producer wrote 1000 records",
+         "lag uses the high-watermark now: Burrow's commit-time lag of 0 would say OK",
+         _caught_up_then_stopped, 1100, after(_caught_up_then_stopped, 10 * MIN), Status.STOP,
+         {"allowed": False, "stopped": True, "always_above": False}, lag_seconds=590.0),
+    Case(26, "lag that touched 0 in the window", "rule 4 needs lag in every observation",
+         _touches_zero, 100, after(_touches_zero, STEP), Status.OK, {"always_above": False}),
+    Case(27, "MirrorMaker 1 committing every 60 s over a full window", "the lag falls at each commit: not WARN",
+         _mm1_full_window, 210, after(_mm1_full_window, STEP), Status.OK,
+         {"always_above": True, "stalled": False, "moved": True, "not_decreasing": False}),
+    Case(28, "a rewind, then the group left 10 minutes ago", "rule 2 before rule 3: STOP says more",
+         _rewind_then_gone, 200, after(_rewind_then_gone, 10 * MIN), Status.STOP, {"stopped": True, "rewound": True}),
+    Case(29, "a group with no members whose offsets move (a Spark link's commit-only group)",
+         "no members is normal for it: moving offsets are not STOP",
+         _commit_only_group, 190, after(_commit_only_group, STEP), Status.OK,
+         {"stopped": False, "not_decreasing": False}),
+    Case(30, "stuck for 150 s but within the allowed lag", "rule 1 before rule 4a",
+         _stuck_under_allowed, 105, after(_stuck_under_allowed, 15_000), Status.OK, {"allowed": True, "stalled": True},
+         config=EvaluatorConfig(allowed_lag_records=10)),
+]  # fmt: skip
+
+
+def predicates_of(case: Case) -> dict[str, bool]:
+    samples, config = case.samples, case.config
+    lag = current_lag(samples, case.hwm_now)
+    return {
+        "allowed": is_lag_allowed(lag, case.lag_seconds, config),
+        "stopped": is_stopped(samples, case.now_ms, case.lag_seconds, config),
+        "rewound": is_rewound(samples),
+        "always_above": is_lag_always_above_allowed(samples, config),
+        "stalled": is_stalled(samples, case.now_ms, config),
+        "moved": has_moved(samples) if samples else False,
+        "not_decreasing": is_lag_not_decreasing(samples),
+    }
+
+
+def test_the_table_is_numbered_and_large_enough() -> None:
+    assert [c.number for c in CASES] == list(range(1, len(CASES) + 1))
+    assert len(CASES) >= 25
+    assert {c.expected for c in CASES} == set(Status) - {Status.ERR}  # every partition status appears
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{c.number:02d}-{c.tests}" for c in CASES])
+def test_window(case: Case) -> None:
+    actual = predicates_of(case)
+    assert {k: actual[k] for k in case.predicates} == case.predicates, f"#{case.number}: {case.why}"
+    result = evaluate_partition(
+        "t",
+        0,
+        case.samples,
+        high_watermark_now=case.hwm_now,
+        now_ms=case.now_ms,
+        config=case.config,
+        lag_seconds=case.lag_seconds,
+    )
+    assert result.status == case.expected, f"#{case.number} {case.tests}: {case.why}"
+    assert result.current_lag == current_lag(case.samples, case.hwm_now)
+    assert result.complete == min(1.0, len(case.samples) / case.config.window)
+
+
+def test_partition_evaluation_reports_start_end_lag_and_completeness() -> None:
+    result = evaluate_partition(
+        "orders",
+        3,
+        _incomplete,
+        high_watermark_now=150,
+        now_ms=after(_incomplete, STEP),
+        config=EvaluatorConfig(),
+        lag_seconds=12.5,
+    )
+    assert (result.topic, result.partition, result.start, result.end) == ("orders", 3, _incomplete[0], _incomplete[-1])
+    assert (result.current_lag, result.lag_seconds, result.complete) == (130, 12.5, 0.3)
+    caught_up = evaluate_partition("orders", 3, _caught_up, high_watermark_now=100, now_ms=T0, config=EvaluatorConfig())
+    assert caught_up.lag_seconds == 0.0  # no lag: 0 seconds, known
+
+
+# -- groups ----------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("statuses", "expected"),
+    [
+        ([], Status.NOTFOUND),
+        ([Status.NOTFOUND], Status.NOTFOUND),
+        ([Status.OK, Status.OK], Status.OK),
+        ([Status.OK, Status.WARN], Status.WARN),
+        ([Status.OK, Status.STOP], Status.ERR),
+        ([Status.WARN, Status.STALL], Status.ERR),
+        ([Status.REWIND, Status.OK, Status.NOTFOUND], Status.ERR),
+    ],
+)
+def test_group_status_is_the_worst_partition_with_stop_stall_rewind_as_err(
+    statuses: list[Status], expected: Status
+) -> None:
+    assert group_status(statuses) == expected
+
+
+def _evaluation(partition: int, status: Status, lag: int, complete: float) -> PartitionEvaluation:
+    return PartitionEvaluation("t", partition, status, None, None, lag, None, complete)
+
+
+def test_group_evaluation() -> None:
+    group = evaluate_group(
+        [
+            _evaluation(0, Status.OK, 5, 1.0),
+            _evaluation(1, Status.WARN, 50, 1.0),
+            _evaluation(2, Status.OK, 0, 0.5),
+            _evaluation(3, Status.NOTFOUND, 0, 0.0),
+        ]
+    )
+    assert group.status == Status.WARN
+    assert group.complete == 2 / 3  # partitions with a full window, among those known
+    assert group.max_lag is not None and group.max_lag.partition == 1
+    assert group.total_lag == 55
+    empty = evaluate_group([])
+    assert (empty.status, empty.complete, empty.max_lag, empty.total_lag) == (Status.NOTFOUND, 0.0, None, 0)
+
+
+# -- properties ------------------------------------------------------------------------------------------------------
+
+samples_strategy = st.lists(
+    st.tuples(st.integers(0, 1000), st.integers(0, 200), st.booleans()), min_size=1, max_size=10
+).map(lambda rows: tuple(OffsetSample(o, T0 + i * STEP, o + lag, m) for i, (o, lag, m) in enumerate(rows)))
+
+
+@given(
+    samples=samples_strategy, extra_lag=st.integers(0, 500), allowed=st.integers(0, 300), wait=st.integers(0, 3_600_000)
+)
+def test_allowing_more_lag_never_makes_a_status_worse(
+    samples: tuple[OffsetSample, ...], extra_lag: int, allowed: int, wait: int
+) -> None:
+    hwm_now = samples[-1].high_watermark + extra_lag
+    now = samples[-1].observed_ms + wait
+    strict = evaluate_partition("t", 0, samples, high_watermark_now=hwm_now, now_ms=now, config=EvaluatorConfig())
+    lenient = evaluate_partition(
+        "t",
+        0,
+        samples,
+        high_watermark_now=hwm_now,
+        now_ms=now,
+        config=replace(EvaluatorConfig(), allowed_lag_records=allowed),
+    )
+    assert lenient.status in (strict.status, Status.OK)
+
+
+@given(samples=samples_strategy, wait=st.integers(0, 3_600_000))
+def test_a_caught_up_partition_is_always_ok(samples: tuple[OffsetSample, ...], wait: int) -> None:
+    result = evaluate_partition(
+        "t",
+        0,
+        samples,
+        high_watermark_now=samples[-1].offset,
+        now_ms=samples[-1].observed_ms + wait,
+        config=EvaluatorConfig(),
+    )
+    assert result.status == Status.OK
