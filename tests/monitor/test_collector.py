@@ -1,0 +1,60 @@
+"""The collector on the real local clusters: offsets, groups, members, and failures recorded as data."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from confluent_kafka import TopicPartition
+
+from mirrorwatch.config import ClusterConfig, MirrorwatchConfig
+from mirrorwatch.kafka import new_admin, new_consumer
+from mirrorwatch.local import free_port
+from mirrorwatch.wait import wait_until
+from monitor.collector import PartitionOffsets, collect_cluster
+from tests.kafka_helpers import Record, produce
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_snapshot_has_offsets_groups_members_and_commits(
+    clusters_config: MirrorwatchConfig, make_topic: Callable[..., str], unique: Callable[[str], str]
+) -> None:
+    source = clusters_config.clusters["source"]
+    topic = make_topic("source", 2)
+    produce(source, "source", topic, [Record(value=b"x", partition=i % 2) for i in range(30)])
+    active, committed_only = unique("active"), unique("simple")
+    consumer = new_consumer(source, "source", active, {"auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    wait_until(
+        lambda: consumer.consume(num_messages=100, timeout=0.5) and consumer.assignment(),
+        timeout_s=30,
+        description="the consumer to join and read",
+    )
+    consumer.commit(offsets=[TopicPartition(topic, 0, 7), TopicPartition(topic, 1, 15)], asynchronous=False)
+    # A group that only commits (as a Spark link's group does): never joins, has no members.
+    simple = new_consumer(source, "source", committed_only)
+    simple.commit(offsets=[TopicPartition(topic, 0, 3)], asynchronous=False)
+    simple.close()
+    try:
+        snapshot = collect_cluster(new_admin(source, "source"), "source", now_ms=123)
+    finally:
+        consumer.close()
+    assert snapshot.up and snapshot.error is None and snapshot.observed_ms == 123
+    assert snapshot.cluster_id
+    assert snapshot.partitions[(topic, 0)] == PartitionOffsets(0, 15)
+    assert snapshot.partitions[(topic, 1)] == PartitionOffsets(0, 15)
+    assert snapshot.topics()[topic] == 2
+    group = snapshot.groups[active]
+    assert (group.members, group.state, group.error) == (1, "STABLE", None)
+    assert dict(group.offsets) == {(topic, 0): 7, (topic, 1): 15}
+    simple_group = snapshot.groups[committed_only]
+    assert (simple_group.members, dict(simple_group.offsets)) == (0, {(topic, 0): 3})
+    assert snapshot.collect_seconds > 0
+
+
+def test_an_unreachable_cluster_is_a_snapshot_that_says_so() -> None:
+    nowhere = ClusterConfig(bootstrap_servers=f"127.0.0.1:{free_port()}")
+    snapshot = collect_cluster(new_admin(nowhere, "nowhere", {"log_level": 0}), "nowhere", 5, timeout_s=2)
+    assert not snapshot.up
+    assert snapshot.error is not None and snapshot.partitions == {} and snapshot.groups == {}
