@@ -1,0 +1,84 @@
+"""Snapshots into windows, group evaluation and mirror link views, from hand-made snapshots (no broker)."""
+
+from __future__ import annotations
+
+from mirrorwatch.config import LinkConfig
+from monitor.collector import ClusterSnapshot, GroupInfo, PartitionOffsets
+from monitor.evaluator import EvaluatorConfig, Status
+from monitor.state import evaluate_groups, link_view, observe_snapshot
+from monitor.windows import OffsetWindows
+
+T0 = 1_700_000_000_000
+LINK = LinkConfig(name="l", source="source", target="target", group_id="g")
+
+
+def snapshot(at_ms: int, hwm: int, committed: int, members: int = 1, up: bool = True) -> ClusterSnapshot:
+    return ClusterSnapshot(
+        alias="source", observed_ms=at_ms, up=up, cluster_id="c1",
+        partitions={("orders", 0): PartitionOffsets(0, hwm), ("orders", 1): PartitionOffsets(0, 10)},
+        groups={"g": GroupInfo("g", "STABLE" if members else "EMPTY", members, False,
+                               {("orders", 0): committed, ("orders", 1): 10})},
+    )  # fmt: skip
+
+
+def test_observations_go_into_the_groups_windows() -> None:
+    windows = OffsetWindows(10)
+    observe_snapshot(windows, snapshot(T0, 100, 40))
+    observe_snapshot(windows, snapshot(T0 + 10_000, 120, 60, members=0))
+    samples = windows.samples(("source", "g", "orders", 0))
+    assert [(s.offset, s.high_watermark, s.has_members) for s in samples] == [(40, 100, True), (60, 120, False)]
+    observe_snapshot(windows, snapshot(T0 + 20_000, 0, 0, up=False))  # a failed collection adds nothing
+    assert len(windows.samples(("source", "g", "orders", 0))) == 2
+
+
+def test_groups_are_evaluated_with_lag_in_records_and_seconds() -> None:
+    windows = OffsetWindows(10)
+    for i in range(10):
+        observe_snapshot(windows, snapshot(T0 + i * 10_000, 100 + i * 20, i * 10))  # falling behind
+    last = snapshot(T0 + 90_000, 280, 90)
+    views = evaluate_groups(windows, last, EvaluatorConfig(), {("source", "orders", 0, 90): T0 + 30_000})
+    view = views[("source", "g")]
+    assert (view.state, view.members) == ("STABLE", 1)
+    assert view.evaluation.status == Status.WARN
+    by_partition = {p.partition: p for p in view.evaluation.partitions}
+    assert (by_partition[0].status, by_partition[0].current_lag, by_partition[0].lag_seconds) == (
+        Status.WARN,
+        190,
+        60.0,
+    )
+    assert (by_partition[1].status, by_partition[1].current_lag, by_partition[1].lag_seconds) == (Status.OK, 0, 0.0)
+    assert view.evaluation.total_lag == 190
+
+
+def test_a_link_view_from_running_workers() -> None:
+    status = {
+        "failure": None,
+        "stats": {"records_out_total": 10, "bytes_out_total": 100, "replication_latency_seconds": {"sum": 1}},
+        "partitions": [
+            {"topic": "orders", "partition": 0, "target_topic": "src.orders", "consumed": 95, "acked": 90,
+             "committed": 80, "in_flight_records": 5},
+            {"topic": "orders", "partition": 1, "target_topic": "src.orders", "consumed": 10, "acked": 10,
+             "committed": 10, "in_flight_records": 0},
+        ],
+    }  # fmt: skip
+    view = link_view(LINK, worker_statuses=[status, {**status, "partitions": []}], snapshot=snapshot(T0, 100, 80),
+                     record_times={("source", "orders", 0, 90): T0 - 4_000})  # fmt: skip
+    p0, p1 = view.partitions
+    assert (p0.high_watermark, p0.replication_lag_records, p0.committed_lag_records, p0.in_flight_records) == (
+        100,
+        10,
+        20,
+        5,
+    )
+    assert p0.replication_lag_seconds == 4.0
+    assert (p1.replication_lag_records, p1.replication_lag_seconds) == (0, 0.0)
+    assert view.engine_running and view.replication_lag_records == 10 and view.replication_lag_seconds == 4.0
+    assert view.stats == {"records_out_total": 20, "bytes_out_total": 200}  # summed over workers; histograms left out
+
+
+def test_a_link_view_without_the_engine_uses_the_groups_commits() -> None:
+    view = link_view(LINK, worker_statuses=[], snapshot=snapshot(T0, 100, 70), record_times={})
+    p0 = next(p for p in view.partitions if p.partition == 0)
+    assert (p0.acked, p0.committed, p0.replication_lag_records, p0.committed_lag_records) == (None, 70, 30, 30)
+    assert p0.replication_lag_seconds is None  # the record's age is not known: unknown, not 0
+    assert not view.engine_running
