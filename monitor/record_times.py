@@ -1,0 +1,91 @@
+"""Timestamps of records at given offsets, for lag in seconds (the monitor's I/O).
+
+Lag in seconds of a consumer at offset o < high-watermark is now minus the timestamp of the record at o: exact, and
+fetched once per (cluster, topic, partition, offset) since a record's timestamp never changes. An offset may point
+at a gap (compaction, a transaction marker): the next record's timestamp is used. A record removed by retention
+comes back as None.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from mirrorwatch.config import ClusterConfig
+from mirrorwatch.kafka import new_consumer
+
+__all__ = ["RecordTimeFetcher"]
+
+log = logging.getLogger("mirrorwatch.monitor")
+
+Key = tuple[str, str, int, int]  # cluster alias, topic, partition, offset
+CACHE_SIZE = 200_000
+FETCH_TIMEOUT_S = 5.0
+
+
+class RecordTimeFetcher:
+    def __init__(self, clusters: Mapping[str, ClusterConfig]) -> None:
+        self._clusters = clusters
+        self._consumers: dict[str, Consumer] = {}
+        self._cache: OrderedDict[Key, int | None] = OrderedDict()
+
+    def times(self, wanted: Iterable[Key]) -> dict[Key, int | None]:
+        """The timestamp (ms) of each wanted record; keys that could not be read in time are left out."""
+        out: dict[Key, int | None] = {}
+        missing: dict[str, list[Key]] = {}
+        for key in wanted:
+            if key in self._cache:
+                out[key] = self._cache[key]
+                self._cache.move_to_end(key)
+            else:
+                missing.setdefault(key[0], []).append(key)
+        for alias, keys in missing.items():
+            for key, timestamp in self._fetch(alias, keys).items():
+                out[key] = self._cache[key] = timestamp
+        while len(self._cache) > CACHE_SIZE:
+            self._cache.popitem(last=False)
+        return out
+
+    def _consumer(self, alias: str) -> Consumer:
+        consumer = self._consumers.get(alias)
+        if consumer is None:
+            consumer = self._consumers[alias] = new_consumer(
+                self._clusters[alias], alias, "mirrorwatch-monitor-record-times",
+                # error: an offset before the log start is reported instead of silently reading another record
+                {"enable.auto.commit": False, "auto.offset.reset": "error", "fetch.wait.max.ms": 50,
+                 "isolation.level": "read_uncommitted"},
+            )  # fmt: skip
+        return consumer
+
+    def _fetch(self, alias: str, keys: list[Key]) -> dict[Key, int | None]:
+        consumer = self._consumer(alias)
+        by_tp = {(k[1], k[2]): k for k in keys}  # one offset per partition per call
+        consumer.assign([TopicPartition(t, p, k[3]) for (t, p), k in by_tp.items()])
+        found: dict[Key, int | None] = {}
+        deadline = time.monotonic() + FETCH_TIMEOUT_S
+        try:
+            while len(found) < len(by_tp) and time.monotonic() < deadline:
+                for msg in consumer.consume(num_messages=len(by_tp), timeout=0.2):
+                    key = by_tp.get((msg.topic() or "", msg.partition() or 0))
+                    if key is None or key in found:
+                        continue
+                    err = msg.error()
+                    if err is None:
+                        found[key] = msg.timestamp()[1]
+                    elif err.code() == KafkaError._AUTO_OFFSET_RESET:
+                        found[key] = None  # removed by retention
+        finally:
+            consumer.unassign()
+        if len(found) < len(by_tp):
+            log.debug("record times: %d of %d records not read within %gs on %s", len(by_tp) - len(found),
+                      len(by_tp), FETCH_TIMEOUT_S, alias)  # fmt: skip
+        return found
+
+    def close(self) -> None:
+        for consumer in self._consumers.values():
+            consumer.close()
+        self._consumers.clear()
