@@ -316,6 +316,37 @@ def mirror(  # noqa: PLR0917 - one parameter per MirrorMaker 1 flag
     sys.exit(run_links(config, links, _stop_event()))
 
 
+# -- monitor and run --------------------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False, path_type=Path))
+def monitor(config_path: Path) -> None:
+    """Evaluate every consumer group and mirror link (Burrow's rules) and serve the HTTP API and /metrics.
+
+    Every monitor.interval_seconds it reads every cluster's high-watermarks and every group's committed offsets.
+    The API (http.host:http.port) answers Burrow's /v3/kafka/... requests, /mirror/links, /metrics, /healthz, /readyz.
+    """
+    from mirrorwatch.config import load_config
+    from mirrorwatch.services import run_monitor
+
+    sys.exit(run_monitor(load_config(config_path), _stop_event()))
+
+
+@cli.command()
+@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False, path_type=Path))
+def run(config_path: Path) -> None:
+    """The mirror links, the monitor and the HTTP API in one process, side by side.
+
+    The monitor reads the engine's consumed, acknowledged and committed positions in memory, so /mirror/links and
+    the mirrorwatch_mirror_* metrics show replication lag, not just committed lag.
+    """
+    from mirrorwatch.config import load_config
+    from mirrorwatch.services import run_everything
+
+    sys.exit(run_everything(load_config(config_path), _stop_event()))
+
+
 # -- demo -------------------------------------------------------------------------------------------------------------
 
 

@@ -252,6 +252,15 @@ class LinkConfig(_Model):
 class MonitorConfig(_Model):
     interval_seconds: Annotated[float, Field(gt=0)] = 10
     window: Annotated[int, Field(ge=2, le=1000)] = 10
+    # Lag at or below either threshold is OK (Burrow's rule 1); seconds are the age of the oldest unread record.
+    allowed_lag_records: Annotated[int, Field(ge=0)] = 0
+    allowed_lag_seconds: Annotated[float, Field(gt=0)] | None = None
+    # STOP and STALL never fire before an offset has stood still this long (covers a 60 s commit interval twice).
+    min_stop_seconds: Annotated[float, Field(ge=0)] = 120
+    # The share of the window that must be filled before lag trends (STALL, WARN) are judged.
+    min_complete: Annotated[float, Field(gt=0, le=1)] = 0.5
+    # Windows of groups or partitions not seen for this long are forgotten.
+    expire_group_seconds: Annotated[float, Field(gt=0)] = 7 * 24 * 3600
 
 
 class CanaryConfig(_Model):
@@ -260,6 +269,7 @@ class CanaryConfig(_Model):
 
 
 class HttpConfig(_Model):
+    host: str = "0.0.0.0"  # all interfaces, as Burrow and kafka_exporter listen, so Prometheus can scrape
     port: Annotated[int, Field(ge=0, le=65535)] = 8000
 
 

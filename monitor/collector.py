@@ -91,11 +91,24 @@ def collect_cluster(admin: AdminClient, alias: str, now_ms: int, *, timeout_s: f
     try:
         groups = _collect_groups(admin)
     except KafkaException as exc:
-        return ClusterSnapshot(alias, now_ms, up=False, error=f"listing consumer groups: {_reason(exc)}",
-                               cluster_id=metadata.cluster_id, partitions=partitions,
-                               collect_seconds=time.monotonic() - started)  # fmt: skip
-    return ClusterSnapshot(alias, now_ms, up=True, cluster_id=metadata.cluster_id, partitions=partitions,
-                           groups=groups, collect_seconds=time.monotonic() - started)  # fmt: skip
+        return ClusterSnapshot(
+            alias,
+            now_ms,
+            up=False,
+            error=f"listing consumer groups: {_reason(exc)}",
+            cluster_id=metadata.cluster_id,
+            partitions=partitions,
+            collect_seconds=time.monotonic() - started,
+        )
+    return ClusterSnapshot(
+        alias,
+        now_ms,
+        up=True,
+        cluster_id=metadata.cluster_id,
+        partitions=partitions,
+        groups=groups,
+        collect_seconds=time.monotonic() - started,
+    )
 
 
 def _collect_groups(admin: AdminClient) -> dict[str, GroupInfo]:
@@ -105,8 +118,10 @@ def _collect_groups(admin: AdminClient) -> dict[str, GroupInfo]:
         return {}
     described = admin.describe_consumer_groups(ids, request_timeout=TIMEOUT_S)
     # One OffsetFetch per group (the admin API's limit): all submitted before any is awaited.
-    fetches = {g: admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g)], request_timeout=TIMEOUT_S)[g]
-               for g in ids}  # fmt: skip
+    fetches = {
+        g: admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g)], request_timeout=TIMEOUT_S)[g]
+        for g in ids
+    }
     groups: dict[str, GroupInfo] = {}
     for listed in listing.valid:
         group_id = listed.group_id

@@ -54,11 +54,17 @@ class RecordTimeFetcher:
         consumer = self._consumers.get(alias)
         if consumer is None:
             consumer = self._consumers[alias] = new_consumer(
-                self._clusters[alias], alias, "mirrorwatch-monitor-record-times",
+                self._clusters[alias],
+                alias,
+                "mirrorwatch-monitor-record-times",
                 # error: an offset before the log start is reported instead of silently reading another record
-                {"enable.auto.commit": False, "auto.offset.reset": "error", "fetch.wait.max.ms": 50,
-                 "isolation.level": "read_uncommitted"},
-            )  # fmt: skip
+                {
+                    "enable.auto.commit": False,
+                    "auto.offset.reset": "error",
+                    "fetch.wait.max.ms": 50,
+                    "isolation.level": "read_uncommitted",
+                },
+            )
         return consumer
 
     def _fetch(self, alias: str, keys: list[Key]) -> dict[Key, int | None]:
@@ -81,8 +87,13 @@ class RecordTimeFetcher:
         finally:
             consumer.unassign()
         if len(found) < len(by_tp):
-            log.debug("record times: %d of %d records not read within %gs on %s", len(by_tp) - len(found),
-                      len(by_tp), FETCH_TIMEOUT_S, alias)  # fmt: skip
+            log.debug(
+                "record times: %d of %d records not read within %gs on %s",
+                len(by_tp) - len(found),
+                len(by_tp),
+                FETCH_TIMEOUT_S,
+                alias,
+            )
         return found
 
     def close(self) -> None:

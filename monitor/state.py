@@ -74,6 +74,7 @@ class LinkView:
     partitions: tuple[LinkPartitionView, ...]
     stats: Mapping[str, Any] = field(default_factory=dict)  # the workers' counters, summed
     failure: str | None = None
+    config_drift: tuple[Mapping[str, Any], ...] = ()  # source/target topic config differences the workers found
 
     @property
     def replication_lag_records(self) -> int:
@@ -128,8 +129,17 @@ def evaluate_groups(
             lag_seconds = None
             if committed is not None and committed < offsets.latest:
                 lag_seconds = _age_seconds(now, record_times.get((snapshot.alias, topic, partition, committed)))
-            evaluations.append(evaluate_partition(topic, partition, samples, high_watermark_now=offsets.latest,
-                                                  now_ms=now, config=config, lag_seconds=lag_seconds))  # fmt: skip
+            evaluations.append(
+                evaluate_partition(
+                    topic,
+                    partition,
+                    samples,
+                    high_watermark_now=offsets.latest,
+                    now_ms=now,
+                    config=config,
+                    lag_seconds=lag_seconds,
+                )
+            )
         views[(snapshot.alias, group.group_id)] = GroupView(
             snapshot.alias, group.group_id, group.state, group.members, evaluate_group(evaluations)
         )
@@ -153,11 +163,20 @@ def link_view(
     partitions: list[LinkPartitionView] = []
     stats: dict[str, Any] = {}
     failure = None
+    drift: dict[tuple[str, str], Mapping[str, Any]] = {}
     for status in worker_statuses:
         failure = failure or status.get("failure")
+        for d in status.get("config_drift", []):
+            drift[(d["source_topic"], d["config"])] = d
         for key, value in status.get("stats", {}).items():
             if isinstance(value, int | float):
                 stats[key] = stats.get(key, 0) + value
+            elif isinstance(value, Mapping) and "counts" in value:  # a histogram: add bucket by bucket
+                total = stats.setdefault(
+                    key, {"buckets": value["buckets"], "counts": [0] * len(value["counts"]), "sum": 0.0}
+                )
+                total["counts"] = [a + b for a, b in zip(total["counts"], value["counts"], strict=True)]
+                total["sum"] += value["sum"]
         partitions.extend(_partition_view(position, context) for position in status.get("partitions", []))
     group = link.consumer_group
     if not worker_statuses and snapshot is not None and snapshot.up and group in snapshot.groups:

@@ -7,7 +7,9 @@ import json
 from mirror.client_stats import summarize
 
 PRODUCER = {
-    "type": "producer", "msg_cnt": 12, "msg_size": 3400,
+    "type": "producer",
+    "msg_cnt": 12,
+    "msg_size": 3400,
     "brokers": {
         "127.0.0.1:9092/bootstrap": {"nodeid": -1, "txretries": 99, "txerrs": 99, "rtt": {"avg": 999999, "cnt": 9}},
         "127.0.0.1:9092/1": {"nodeid": 1, "txretries": 2, "txerrs": 1, "rtt": {"avg": 3000, "cnt": 10}},
@@ -19,17 +21,27 @@ PRODUCER = {
         "payments": {"batchsize": {"avg": 4000, "cnt": 3}, "batchcnt": {"avg": 30, "cnt": 3}, "partitions": {}},
         "idle": {"batchsize": {"avg": 0, "cnt": 0}, "batchcnt": {"avg": 0, "cnt": 0}, "partitions": {}},
     },
-}  # fmt: skip
+}
 
 CONSUMER = {
-    "type": "consumer", "msg_cnt": 0, "msg_size": 0,
-    "brokers": {"b/1": {"nodeid": 1, "rxbytes": 30000, "req": {"Fetch": 10, "Heartbeat": 5}},
-                "b/2": {"nodeid": 2, "rxbytes": 10000, "req": {"Fetch": 30}}},
-    "topics": {"orders": {"partitions": {"0": {"partition": 0, "fetchq_size": 100},
-                                         "1": {"partition": 1, "fetchq_size": 50},
-                                         "-1": {"partition": -1, "fetchq_size": 7}}}},
+    "type": "consumer",
+    "msg_cnt": 0,
+    "msg_size": 0,
+    "brokers": {
+        "b/1": {"nodeid": 1, "rxbytes": 30000, "req": {"Fetch": 10, "Heartbeat": 5}},
+        "b/2": {"nodeid": 2, "rxbytes": 10000, "req": {"Fetch": 30}},
+    },
+    "topics": {
+        "orders": {
+            "partitions": {
+                "0": {"partition": 0, "fetchq_size": 100},
+                "1": {"partition": 1, "fetchq_size": 50},
+                "-1": {"partition": -1, "fetchq_size": 7},
+            }
+        }
+    },
     "cgrp": {"rebalance_cnt": 3},
-}  # fmt: skip
+}
 
 
 def test_producer_summary() -> None:

@@ -29,13 +29,24 @@ def test_positions_status_and_drift_of_a_running_worker(
         topic,
         [Record(value=b"x" * 10, key=b"k", partition=i % 3, timestamp_ms=1_700_000_000_000) for i in range(300)],
     )
-    config = parse_config({
-        "clusters": {a: {"bootstrap_servers": c.bootstrap_servers} for a, c in clusters_config.clusters.items()},
-        "links": [{"name": "inproc", "source": "source", "target": "target", "topics": {"include": [topic]},
-                   "group_id": unique("g"), "offset_commit_interval_ms": 200,
-                   "consumer_properties": {"statistics.interval.ms": 500},
-                   "producer_properties": {"statistics.interval.ms": 500}}],
-    }, env={})  # fmt: skip
+    config = parse_config(
+        {
+            "clusters": {a: {"bootstrap_servers": c.bootstrap_servers} for a, c in clusters_config.clusters.items()},
+            "links": [
+                {
+                    "name": "inproc",
+                    "source": "source",
+                    "target": "target",
+                    "topics": {"include": [topic]},
+                    "group_id": unique("g"),
+                    "offset_commit_interval_ms": 200,
+                    "consumer_properties": {"statistics.interval.ms": 500},
+                    "producer_properties": {"statistics.interval.ms": 500},
+                }
+            ],
+        },
+        env={},
+    )
     stop = threading.Event()
     worker = LinkWorker(config, config.links[0], stop=stop)
     result: list[int] = []

@@ -14,11 +14,17 @@ LINK = LinkConfig(name="l", source="source", target="target", group_id="g")
 
 def snapshot(at_ms: int, hwm: int, committed: int, members: int = 1, up: bool = True) -> ClusterSnapshot:
     return ClusterSnapshot(
-        alias="source", observed_ms=at_ms, up=up, cluster_id="c1",
+        alias="source",
+        observed_ms=at_ms,
+        up=up,
+        cluster_id="c1",
         partitions={("orders", 0): PartitionOffsets(0, hwm), ("orders", 1): PartitionOffsets(0, 10)},
-        groups={"g": GroupInfo("g", "STABLE" if members else "EMPTY", members, False,
-                               {("orders", 0): committed, ("orders", 1): 10})},
-    )  # fmt: skip
+        groups={
+            "g": GroupInfo(
+                "g", "STABLE" if members else "EMPTY", members, False, {("orders", 0): committed, ("orders", 1): 10}
+            )
+        },
+    )
 
 
 def test_observations_go_into_the_groups_windows() -> None:
@@ -53,16 +59,38 @@ def test_groups_are_evaluated_with_lag_in_records_and_seconds() -> None:
 def test_a_link_view_from_running_workers() -> None:
     status = {
         "failure": None,
-        "stats": {"records_out_total": 10, "bytes_out_total": 100, "replication_latency_seconds": {"sum": 1}},
+        "stats": {
+            "records_out_total": 10,
+            "bytes_out_total": 100,
+            "replication_latency_seconds": {"buckets": [0.1, "+Inf"], "counts": [3, 1], "sum": 1.5},
+        },
         "partitions": [
-            {"topic": "orders", "partition": 0, "target_topic": "src.orders", "consumed": 95, "acked": 90,
-             "committed": 80, "in_flight_records": 5},
-            {"topic": "orders", "partition": 1, "target_topic": "src.orders", "consumed": 10, "acked": 10,
-             "committed": 10, "in_flight_records": 0},
+            {
+                "topic": "orders",
+                "partition": 0,
+                "target_topic": "src.orders",
+                "consumed": 95,
+                "acked": 90,
+                "committed": 80,
+                "in_flight_records": 5,
+            },
+            {
+                "topic": "orders",
+                "partition": 1,
+                "target_topic": "src.orders",
+                "consumed": 10,
+                "acked": 10,
+                "committed": 10,
+                "in_flight_records": 0,
+            },
         ],
-    }  # fmt: skip
-    view = link_view(LINK, worker_statuses=[status, {**status, "partitions": []}], snapshot=snapshot(T0, 100, 80),
-                     record_times={("source", "orders", 0, 90): T0 - 4_000})  # fmt: skip
+    }
+    view = link_view(
+        LINK,
+        worker_statuses=[status, {**status, "partitions": []}],
+        snapshot=snapshot(T0, 100, 80),
+        record_times={("source", "orders", 0, 90): T0 - 4_000},
+    )
     p0, p1 = view.partitions
     assert (p0.high_watermark, p0.replication_lag_records, p0.committed_lag_records, p0.in_flight_records) == (
         100,
@@ -73,7 +101,11 @@ def test_a_link_view_from_running_workers() -> None:
     assert p0.replication_lag_seconds == 4.0
     assert (p1.replication_lag_records, p1.replication_lag_seconds) == (0, 0.0)
     assert view.engine_running and view.replication_lag_records == 10 and view.replication_lag_seconds == 4.0
-    assert view.stats == {"records_out_total": 20, "bytes_out_total": 200}  # summed over workers; histograms left out
+    assert view.stats == {
+        "records_out_total": 20,
+        "bytes_out_total": 200,  # summed over workers, histograms too
+        "replication_latency_seconds": {"buckets": [0.1, "+Inf"], "counts": [6, 2], "sum": 3.0},
+    }
 
 
 def test_a_link_view_without_the_engine_uses_the_groups_commits() -> None:

@@ -1,0 +1,254 @@
+"""The HTTP API (one server on `http.port`): Burrow's v3 read API with Burrow's JSON shape, the mirror's links,
+Prometheus metrics, and health checks. It only reads the monitor's current state.
+
+    /v3/kafka                                   clusters
+    /v3/kafka/{cluster}                         one cluster's module detail
+    /v3/kafka/{cluster}/topic[/{topic}]         topics; one topic's high-watermarks by partition
+    /v3/kafka/{cluster}/consumer[/{group}]      groups; one group's offset windows
+    /v3/kafka/{cluster}/consumer/{group}/status partitions at WARN or worse, with the group's status
+    /v3/kafka/{cluster}/consumer/{group}/lag    every partition, with the group's status
+    /mirror/links[/{link}]                      per-partition positions and replication lag of the mirror links
+    /metrics  /healthz  /readyz
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from dataclasses import asdict
+from typing import Any
+
+import uvicorn
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from monitor.evaluator import GroupEvaluation, OffsetSample, PartitionEvaluation, Status
+from monitor.exporter import MonitorCollector
+from monitor.service import MonitorService
+from monitor.state import LinkView, MonitorState
+
+__all__ = ["HttpServer", "create_app"]
+
+
+def _burrow(request: Request, message: str, status_code: int = 200, **body: Any) -> JSONResponse:
+    return JSONResponse(
+        {
+            "error": status_code >= 400,
+            "message": message,
+            **body,
+            "request": {"url": request.url.path, "host": socket.gethostname()},
+        },
+        status_code=status_code,
+    )
+
+
+def _not_found(request: Request, what: str) -> JSONResponse:
+    return _burrow(request, f"{what} not found", 404)
+
+
+def _sample(sample: OffsetSample | None) -> dict[str, int] | None:
+    if sample is None:
+        return None
+    return {
+        "offset": sample.offset,
+        "timestamp": sample.observed_ms,
+        "observedAt": sample.observed_ms,
+        "lag": sample.lag,
+    }
+
+
+def _partition(p: PartitionEvaluation) -> dict[str, Any]:
+    return {
+        "topic": p.topic,
+        "partition": p.partition,
+        "owner": "",
+        "client_id": "",
+        "status": p.status.name,
+        "start": _sample(p.start),
+        "end": _sample(p.end),
+        "current_lag": p.current_lag,
+        "complete": p.complete,
+    }
+
+
+def _group_status(cluster: str, group: str, evaluation: GroupEvaluation, *, only_bad: bool) -> dict[str, Any]:
+    partitions = [p for p in evaluation.partitions if not only_bad or p.status >= Status.WARN]
+    return {
+        "cluster": cluster,
+        "group": group,
+        "status": evaluation.status.name,
+        "complete": evaluation.complete,
+        "partitions": [_partition(p) for p in partitions],
+        "partition_count": len(evaluation.partitions),
+        "maxlag": _partition(evaluation.max_lag) if evaluation.max_lag is not None else None,
+        "totallag": evaluation.total_lag,
+    }
+
+
+def _link(view: LinkView) -> dict[str, Any]:
+    return {
+        "link": view.link,
+        "source": view.source,
+        "target": view.target,
+        "consumer_group": view.consumer_group,
+        "engine_running": view.engine_running,
+        "failure": view.failure,
+        "replication_lag_records": view.replication_lag_records,
+        "replication_lag_seconds": view.replication_lag_seconds,
+        "partitions": [asdict(p) for p in view.partitions],
+        "stats": dict(view.stats),
+        "config_drift": [dict(d) for d in view.config_drift],
+    }
+
+
+def create_app(service: MonitorService) -> Starlette:
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(MonitorCollector(service))
+
+    def state() -> MonitorState | None:
+        return service.state
+
+    async def clusters(request: Request) -> Response:
+        return _burrow(request, "cluster list returned", clusters=sorted(service.config.clusters))
+
+    async def cluster(request: Request) -> Response:
+        alias = request.path_params["cluster"]
+        if alias not in service.config.clusters:
+            return _not_found(request, "cluster")
+        c = service.config.clusters[alias]
+        module = {
+            "class-name": "kafka",
+            "servers": c.bootstrap_servers.split(","),
+            "client-profile": {},
+            "topic-refresh": service.config.monitor.interval_seconds,
+            "offset-refresh": service.config.monitor.interval_seconds,
+        }
+        return _burrow(request, "cluster module detail returned", module=module)
+
+    def snapshot_of(request: Request) -> Any:
+        current = state()
+        alias = request.path_params["cluster"]
+        return current.clusters.get(alias) if current is not None else None
+
+    async def topics(request: Request) -> Response:
+        snapshot = snapshot_of(request)
+        if snapshot is None:
+            return _not_found(request, "cluster")
+        return _burrow(request, "topic list returned", topics=sorted(snapshot.topics()))
+
+    async def topic(request: Request) -> Response:
+        snapshot = snapshot_of(request)
+        name = request.path_params["topic"]
+        if snapshot is None or name not in snapshot.topics():
+            return _not_found(request, "cluster or topic")
+        offsets = [snapshot.partitions[(name, p)].latest for p in range(snapshot.topics()[name])]
+        return _burrow(request, "topic offsets returned", offsets=offsets)
+
+    async def consumers(request: Request) -> Response:
+        snapshot = snapshot_of(request)
+        if snapshot is None:
+            return _not_found(request, "cluster")
+        return _burrow(request, "consumer list returned", consumers=sorted(snapshot.groups))
+
+    def group_view(request: Request) -> Any:
+        current = state()
+        key = (request.path_params["cluster"], request.path_params["group"])
+        return current.groups.get(key) if current is not None else None
+
+    async def consumer(request: Request) -> Response:
+        view = group_view(request)
+        if view is None:
+            return _not_found(request, "cluster or consumer")
+        windows = service.windows
+        detail: dict[str, list[dict[str, Any]]] = {}
+        for p in view.evaluation.partitions:
+            samples = windows.samples((view.cluster, view.group, p.topic, p.partition))
+            detail.setdefault(p.topic, []).append(
+                {"offsets": [_sample(s) for s in samples], "owner": "", "client_id": "", "current-lag": p.current_lag}
+            )
+        return _burrow(request, "consumer detail returned", topics=detail)
+
+    async def consumer_status(request: Request) -> Response:
+        view = group_view(request)
+        if view is None:
+            return _not_found(request, "cluster or consumer")
+        only_bad = request.url.path.endswith("/status")
+        return _burrow(
+            request,
+            "consumer status returned",
+            status=_group_status(view.cluster, view.group, view.evaluation, only_bad=only_bad),
+        )
+
+    async def links(request: Request) -> Response:
+        current = state()
+        views = current.links.values() if current is not None else ()
+        return JSONResponse({"links": [_link(v) for v in views]})
+
+    async def link(request: Request) -> Response:
+        current = state()
+        view = current.links.get(request.path_params["link"]) if current is not None else None
+        if view is None:
+            return JSONResponse({"error": True, "message": "link not found"}, status_code=404)
+        return JSONResponse(_link(view))
+
+    async def metrics(request: Request) -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(request: Request) -> Response:
+        ready = state() is not None
+        return JSONResponse({"status": "ready" if ready else "no collection yet"}, status_code=200 if ready else 503)
+
+    return Starlette(
+        routes=[
+            Route("/v3/kafka", clusters),
+            Route("/v3/kafka/{cluster}", cluster),
+            Route("/v3/kafka/{cluster}/topic", topics),
+            Route("/v3/kafka/{cluster}/topic/{topic}", topic),
+            Route("/v3/kafka/{cluster}/consumer", consumers),
+            Route("/v3/kafka/{cluster}/consumer/{group}", consumer),
+            Route("/v3/kafka/{cluster}/consumer/{group}/status", consumer_status),
+            Route("/v3/kafka/{cluster}/consumer/{group}/lag", consumer_status),
+            Route("/mirror/links", links),
+            Route("/mirror/links/{link}", link),
+            Route("/metrics", metrics),
+            Route("/healthz", healthz),
+            Route("/readyz", readyz),
+        ]
+    )
+
+
+class HttpServer:
+    """uvicorn serving the app on a background thread; `port` is the bound port (useful with port 0)."""
+
+    def __init__(self, app: Starlette, host: str, port: int) -> None:
+        self._server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off"))
+        self._thread = threading.Thread(target=self._server.run, name="mirrorwatch-http", daemon=True)
+        self.host = host
+        self.port = port
+
+    def start(self, timeout_s: float = 10.0) -> None:
+        from mirrorwatch.wait import wait_until
+
+        self._thread.start()
+        wait_until(
+            lambda: self._server.started or not self._thread.is_alive(),
+            timeout_s=timeout_s,
+            description="the HTTP server to start",
+        )
+        if not self._server.started:
+            from mirrorwatch.errors import MirrorwatchError
+
+            raise MirrorwatchError(f"the HTTP server could not listen on {self.host}:{self.port} (port in use?)")
+        sockets = [s for server in self._server.servers for s in server.sockets]
+        if sockets:
+            self.port = int(sockets[0].getsockname()[1])
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
