@@ -72,6 +72,14 @@ class OffsetSample:
     observed_ms: int  # when the collector saw it
     high_watermark: int  # the partition's high-watermark then
     has_members: bool = True  # whether the group had members then
+    # When this offset was first seen, possibly before the window's oldest sample (the window store carries it
+    # forward); None: at observed_ms. Without it, a sliding window could never show an offset standing still for
+    # longer than the window spans.
+    since_ms: int | None = None
+
+    @property
+    def first_seen_ms(self) -> int:
+        return self.observed_ms if self.since_ms is None else self.since_ms
 
     @property
     def lag(self) -> int:
@@ -126,15 +134,14 @@ def is_lag_allowed(lag_records: int, lag_seconds: float | None, config: Evaluato
 
 
 def stalled_for_ms(samples: Sequence[OffsetSample], now_ms: int) -> int:
-    """How long the offset has not moved: since the first observation of the current offset (a lower bound when the
-    whole window shows the same offset)."""
+    """How long the offset has not moved: since the current offset was first seen."""
     if not samples:
         return 0
-    since = samples[-1].observed_ms
+    since = samples[-1].first_seen_ms
     for sample in reversed(samples):
         if sample.offset != samples[-1].offset:
             break
-        since = sample.observed_ms
+        since = min(since, sample.first_seen_ms)
     return max(0, now_ms - since)
 
 

@@ -1,7 +1,8 @@
 """Offset windows: per (cluster, group, topic, partition), the last N observations of a committed offset (pure).
 
 As Burrow's storage module: a ring per partition, `min_distance_ms` (an observation closer than that to the last one
-replaces it instead of pushing the oldest out, so a fast poller cannot shrink the time a window covers), and expiry
+replaces it instead of pushing the oldest out, so a fast poller cannot shrink the time a window covers; an offset
+that went backwards is always kept), and expiry
 of partitions and groups that stopped appearing (a deleted group must not stay in ERR for ever).
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
+from dataclasses import replace
 
 from monitor.evaluator import OffsetSample
 
@@ -32,7 +34,10 @@ class OffsetWindows:
             window = self._windows[key] = deque(maxlen=self.size)
         if window and sample.observed_ms < window[-1].observed_ms:
             return  # late news: the window is ordered by observation time
-        if window and sample.observed_ms - window[-1].observed_ms < self.min_distance_ms:
+        if window and window[-1].offset == sample.offset:  # still there: it was first seen earlier
+            sample = replace(sample, since_ms=window[-1].first_seen_ms)
+        too_close = window and sample.observed_ms - window[-1].observed_ms < self.min_distance_ms
+        if too_close and sample.offset >= window[-1].offset:  # a move backwards is news (REWIND): never replaced
             window[-1] = sample
         else:
             window.append(sample)

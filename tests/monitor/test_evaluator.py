@@ -85,6 +85,7 @@ _mm1_full_window = window([100] * 6 + [160] * 4, list(range(110, 210, 10)))
 _rewind_then_gone = window([100, 110, 120, 50, 60], 200, members=[True, True, True, True, False])
 _commit_only_group = window(list(range(0, 200, 20)), list(range(100, 200, 10)), members=False)
 _stuck_under_allowed = window([100] * 10, 105, step_ms=15_000)
+_slid_window_gone = tuple(OffsetSample(300, T0 + i * STEP, 400, False, since_ms=T0 - 10 * MIN) for i in range(3))
 
 CASES = [
     Case(

@@ -29,6 +29,13 @@ def test_min_distance_replaces_the_last_observation() -> None:
     assert [(s.offset, s.observed_ms) for s in windows.samples(KEY)] == [(2, 5000), (3, 20000)]
 
 
+def test_a_rewind_is_never_replaced_by_min_distance() -> None:
+    windows = OffsetWindows(3, min_distance_ms=10_000)
+    windows.observe(KEY, sample(500, 0))
+    windows.observe(KEY, sample(200, 1))
+    assert [s.offset for s in windows.samples(KEY)] == [500, 200]
+
+
 def test_late_observations_are_ignored() -> None:
     windows = OffsetWindows(3)
     windows.observe(KEY, sample(5, 10))
@@ -58,3 +65,14 @@ def test_groups_partitions_and_forgetting() -> None:
 def test_size_must_be_positive() -> None:
     with pytest.raises(ValueError, match="at least one"):
         OffsetWindows(0)
+
+
+def test_an_offset_that_stays_keeps_the_time_it_was_first_seen() -> None:
+    windows = OffsetWindows(2)
+    for at in (0, 10, 20, 30):
+        windows.observe(KEY, sample(7, at))
+    first, last = windows.samples(KEY)
+    assert (first.observed_ms, last.observed_ms) == (20_000, 30_000)  # the window slid ...
+    assert last.first_seen_ms == 0  # ... but still knows the offset has stood since 0
+    windows.observe(KEY, sample(8, 40))
+    assert windows.samples(KEY)[-1].first_seen_ms == 40_000

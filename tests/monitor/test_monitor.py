@@ -1,0 +1,323 @@
+"""The monitor on the real local clusters: groups driven into each state, exact lag in seconds, the mirror's
+replication lag while the target is down, and the HTTP API (Burrow's JSON shape, Prometheus text)."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from jsonschema import validate
+from prometheus_client.parser import text_string_to_metric_families
+from starlette.testclient import TestClient
+
+from mirror.engine import LinkWorker
+from mirrorwatch.config import MirrorwatchConfig, parse_config
+from mirrorwatch.kafka import new_consumer
+from mirrorwatch.local import LocalClusters
+from mirrorwatch.wait import wait_until
+from monitor.evaluator import Status
+from monitor.exporter import METRIC_NAMES
+from monitor.http import create_app
+from monitor.service import MonitorService
+from tests.kafka_helpers import Record, produce
+
+pytestmark = pytest.mark.integration
+
+BASE_TS = 1_700_000_000_000
+
+
+def monitor_config(clusters_config: MirrorwatchConfig, **extra: Any) -> MirrorwatchConfig:
+    return parse_config(
+        {
+            "clusters": {a: {"bootstrap_servers": c.bootstrap_servers} for a, c in clusters_config.clusters.items()},
+            # short windows and thresholds so that the states appear within seconds
+            "monitor": {"interval_seconds": 1, "window": 3, "min_stop_seconds": 2},
+            **extra,
+        },
+        env={},
+    )
+
+
+def member(config: MirrorwatchConfig, group: str, topic: str) -> Consumer:
+    """A consumer that joins `group` (and stays a member while open) without reading."""
+    consumer = new_consumer(config.clusters["source"], "source", group, {"enable.auto.commit": False})
+    consumer.subscribe([topic])
+    wait_until(
+        lambda: consumer.poll(0.2) is None and bool(consumer.assignment()), timeout_s=30, description=f"{group} to join"
+    )
+    return consumer
+
+
+def commit(consumer: Consumer, topic: str, offset: int) -> None:
+    consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+
+
+@pytest.fixture
+def service_for(clusters_config: MirrorwatchConfig) -> Iterator[Callable[..., MonitorService]]:
+    made: list[MonitorService] = []
+
+    def make(config: MirrorwatchConfig, **kwargs: Any) -> MonitorService:
+        made.append(MonitorService(config, **kwargs))
+        return made[-1]
+
+    yield make
+    for service in made:
+        service.stop()
+
+
+def test_groups_are_evaluated_stop_stall_rewind_catching_up_idle_and_lag_seconds(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    unique: Callable[[str], str],
+    service_for: Callable[..., MonitorService],
+) -> None:
+    topic, idle_topic = make_topic("source", 1), make_topic("source", 1)
+    source = clusters_config.clusters["source"]
+    # Record i was written 10 s after record i-1: a lag at offset k is exactly (now - BASE_TS - 10 k s) old.
+    produce(source, "source", topic, [Record(value=b"x", timestamp_ms=BASE_TS + i * 10_000) for i in range(1000)])
+    produce(source, "source", idle_topic, [Record(value=b"y") for _ in range(50)])
+    g = {name: unique(name) for name in ("stopper", "stuck", "rewinder", "catcher", "idle")}
+    stopper, stuck = member(clusters_config, g["stopper"], topic), member(clusters_config, g["stuck"], topic)
+    rewinder, catcher = member(clusters_config, g["rewinder"], topic), member(clusters_config, g["catcher"], topic)
+    idle = member(clusters_config, g["idle"], idle_topic)
+    service = service_for(monitor_config(clusters_config))
+    try:
+        commit(idle, idle_topic, 50)
+        idle.close()  # caught up, then gone: an idle partition
+        commit(stuck, topic, 100)
+        commit(rewinder, topic, 500)
+        for round_ in range(3):  # three observations of progress, one monitor interval (1 s) apart
+            commit(stopper, topic, 100 + round_ * 100)
+            commit(catcher, topic, 400 + round_ * 200)
+            commit(stuck, topic, 100)
+            if service.state is not None:
+                last_ms = service.state.observed_ms
+
+                def one_interval_later(last_ms: int = last_ms) -> bool:
+                    return time.time() * 1000 - last_ms >= 1000
+
+                wait_until(one_interval_later, timeout_s=5, interval_s=0.05, description="one monitor interval")
+            service.collect()
+        catching_up = service.state.groups[("source", g["catcher"])].evaluation  # type: ignore[union-attr]
+        assert (catching_up.status, catching_up.complete) == (Status.OK, 1.0)  # lag 600, 400, 200: not WARN
+        stopper.close()  # stops committing and leaves: nobody consumes
+        commit(rewinder, topic, 200)  # reset backwards, stays there
+        rewound = service.collect().groups[("source", g["rewinder"])].evaluation
+        assert (rewound.partitions[0].status, rewound.status) == (Status.REWIND, Status.ERR)
+
+        def status(name: str) -> Status:
+            state = service.collect()
+            return state.groups[("source", g[name])].evaluation.status
+
+        # STOP and STALL need the offset to stand still longer than the window (3 s) and min_stop_seconds (2 s)
+        wait_until(lambda: status("stopper") == Status.ERR, timeout_s=30, interval_s=0.5, description="stopper: ERR")
+        state = service.collect()
+        by_group = {name: state.groups[("source", gid)].evaluation for name, gid in g.items()}
+        assert by_group["stopper"].partitions[0].status == Status.STOP
+        wait_until(
+            lambda: service.collect().groups[("source", g["stuck"])].evaluation.partitions[0].status == Status.STALL,
+            timeout_s=30,
+            interval_s=0.5,
+            description="stuck: STALL",
+        )
+        assert by_group["idle"].status == Status.OK  # idle, caught up, consumer gone: never STOP
+        # lag in seconds: the age of the record at the committed offset, within a second
+        stuck_partition = service.collect().groups[("source", g["stuck"])].evaluation.partitions[0]
+        assert stuck_partition.current_lag == 900
+        expected = (service.state.observed_ms - (BASE_TS + 100 * 10_000)) / 1000  # type: ignore[union-attr]
+        assert stuck_partition.lag_seconds is not None and abs(stuck_partition.lag_seconds - expected) < 1
+    finally:
+        for consumer in (stuck, rewinder, catcher):
+            consumer.close()
+
+
+def test_mirror_replication_lag_rises_while_the_target_is_down_and_returns_to_zero(
+    clusters_config: MirrorwatchConfig,
+    local_clusters: LocalClusters,
+    owns_clusters: bool,
+    make_topic: Callable[..., str],
+    unique: Callable[[str], str],
+    service_for: Callable[..., MonitorService],
+) -> None:
+    source = clusters_config.clusters["source"]
+    topic = make_topic("source", 2)
+    config = monitor_config(
+        clusters_config,
+        links=[
+            {
+                "name": "watched",
+                "source": "source",
+                "target": "target",
+                "topics": {"include": [topic]},
+                "group_id": unique("g"),
+                "offset_commit_interval_ms": 200,
+            }
+        ],
+    )
+    stop = threading.Event()
+    worker = LinkWorker(config, config.links[0], stop=stop)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    service = service_for(config, link_statuses=lambda: {"watched": [worker.status()]})
+    try:
+        wait_until(lambda: len(worker.positions()) == 2, timeout_s=60, description="the link to own its partitions")
+        local_clusters.kill("target")
+        produce(source, "source", topic, [Record(value=b"x", partition=i % 2) for i in range(500)])
+
+        def lag() -> int:
+            return service.collect().links["watched"].replication_lag_records
+
+        wait_until(lambda: lag() == 500, timeout_s=60, description="replication lag to count all 500 records")
+        view = service.state.links["watched"]  # type: ignore[union-attr]
+        assert view.replication_lag_seconds > 0
+        assert all(p.committed_lag_records == 250 for p in view.partitions)
+        local_clusters.up(["target"], tie_to_parent=owns_clusters)
+        wait_until(lambda: lag() == 0, timeout_s=120, description="replication lag back to 0")
+        assert service.state.links["watched"].replication_lag_seconds == 0.0  # type: ignore[union-attr]
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+
+
+BURROW_REQUEST = {"type": "object", "required": ["url", "host"]}
+BURROW_OFFSET = {
+    "type": ["object", "null"],
+    "required": ["offset", "timestamp", "lag"],
+    "properties": {"offset": {"type": "integer"}, "timestamp": {"type": "integer"}, "lag": {"type": "integer"}},
+}
+BURROW_PARTITION = {
+    "type": "object",
+    "required": ["topic", "partition", "status", "start", "end", "current_lag", "complete"],
+    "properties": {
+        "topic": {"type": "string"},
+        "partition": {"type": "integer"},
+        "status": {"enum": [s.name for s in Status]},
+        "start": BURROW_OFFSET,
+        "end": BURROW_OFFSET,
+        "current_lag": {"type": "integer"},
+        "complete": {"type": "number"},
+    },
+}
+BURROW_STATUS = {
+    "type": "object",
+    "required": ["error", "message", "status", "request"],
+    "properties": {
+        "error": {"const": False},
+        "request": BURROW_REQUEST,
+        "status": {
+            "type": "object",
+            "required": [
+                "cluster",
+                "group",
+                "status",
+                "complete",
+                "partitions",
+                "partition_count",
+                "maxlag",
+                "totallag",
+            ],
+            "properties": {
+                "status": {"enum": ["NOTFOUND", "OK", "WARN", "ERR"]},
+                "partitions": {"type": "array", "items": BURROW_PARTITION},
+                "maxlag": {"anyOf": [{"type": "null"}, BURROW_PARTITION]},
+                "totallag": {"type": "integer"},
+                "partition_count": {"type": "integer"},
+            },
+        },
+    },
+}
+
+
+def _list_schema(key: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["error", "message", key, "request"],
+        "properties": {
+            "error": {"const": False},
+            key: {"type": "array", "items": {"type": "string"}},
+            "request": BURROW_REQUEST,
+        },
+    }
+
+
+def test_the_http_api_speaks_burrow_v3_and_prometheus(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    unique: Callable[[str], str],
+    service_for: Callable[..., MonitorService],
+) -> None:
+    topic = make_topic("source", 2)
+    produce(
+        clusters_config.clusters["source"], "source", topic, [Record(value=b"x", partition=i % 2) for i in range(40)]
+    )
+    group = unique("api")
+    consumer = member(clusters_config, group, topic)
+    config = monitor_config(
+        clusters_config,
+        links=[
+            {
+                "name": "api-link",
+                "source": "source",
+                "target": "target",
+                "topics": {"include": [topic]},
+                "group_id": group,
+            }
+        ],
+    )
+    service = service_for(config)
+    client = TestClient(create_app(service))
+    assert client.get("/readyz").status_code == 503  # nothing collected yet
+    try:
+        commit(consumer, topic, 5)
+        for _ in range(2):
+            service.collect()
+    finally:
+        consumer.close()
+    assert client.get("/readyz").status_code == 200 and client.get("/healthz").json() == {"status": "ok"}
+    validate(client.get("/v3/kafka").json(), _list_schema("clusters"))
+    assert client.get("/v3/kafka").json()["clusters"] == ["source", "target"]
+    detail = client.get("/v3/kafka/source").json()
+    assert detail["module"]["class-name"] == "kafka" and detail["error"] is False
+    validate(client.get("/v3/kafka/source/topic").json(), _list_schema("topics"))
+    assert client.get(f"/v3/kafka/source/topic/{topic}").json()["offsets"] == [20, 20]
+    validate(client.get("/v3/kafka/source/consumer").json(), _list_schema("consumers"))
+    assert group in client.get("/v3/kafka/source/consumer").json()["consumers"]
+    windows = client.get(f"/v3/kafka/source/consumer/{group}").json()["topics"][topic]
+    assert windows[0]["offsets"][-1]["offset"] == 5 and windows[0]["current-lag"] == 15
+    lag = client.get(f"/v3/kafka/source/consumer/{group}/lag").json()
+    validate(lag, BURROW_STATUS)
+    assert lag["status"]["partition_count"] == 1 and lag["status"]["totallag"] == 15
+    status = client.get(f"/v3/kafka/source/consumer/{group}/status").json()
+    validate(status, BURROW_STATUS)
+    assert all(p["status"] != "OK" for p in status["status"]["partitions"])  # /status lists WARN or worse only
+    missing = client.get("/v3/kafka/source/consumer/no-such-group/status")
+    assert missing.status_code == 404 and missing.json()["error"] is True
+    assert client.get("/v3/kafka/nowhere/topic").status_code == 404
+    link = client.get("/mirror/links/api-link").json()
+    assert link["consumer_group"] == group and not link["engine_running"]
+    assert [p["committed_lag_records"] for p in link["partitions"]] == [15]
+    assert client.get("/mirror/links/nope").status_code == 404
+
+    metrics = client.get("/metrics")
+    assert metrics.headers["content-type"].startswith("text/plain")
+    families = {f.name: f for f in text_string_to_metric_families(metrics.text)}
+    exported = {name.removesuffix("_total") for name in METRIC_NAMES}
+    assert exported <= set(families), exported - set(families)
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value for f in families.values() for s in f.samples}
+    assert (
+        samples[
+            (
+                "kafka_consumergroup_lag",
+                (("cluster", "source"), ("consumergroup", group), ("partition", "0"), ("topic", topic)),
+            )
+        ]
+        == 15
+    )
+    assert samples[("mirrorwatch_cluster_up", (("cluster", "source"),))] == 1
+    assert samples[("mirrorwatch_mirror_send_errors_total", (("link", "api-link"),))] == 0  # there from the start
+    assert not any(math.isnan(v) for v in samples.values())
