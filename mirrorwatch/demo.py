@@ -1,8 +1,9 @@
 """`mirrorwatch demo`: the main job on an embedded default, from nothing.
 
 It starts the two local clusters, creates the sample topic `demo.orders` on the source, produces sample orders to it,
-runs the link `demo` (source -> target, the python engine) in this process, reads the mirrored orders back from the
-target, and prints progress with the link's replication lag. Ctrl-C / SIGTERM (or `--duration`) stops the traffic,
+runs the link `demo` (source -> target, the python engine), the monitor and the HTTP API (Burrow's /v3, /mirror/links,
+/metrics) in this process, reads the mirrored orders back from the target, and prints progress with the link's
+replication lag as the monitor measures it. Ctrl-C / SIGTERM (or `--duration`) stops the traffic,
 lets the mirror catch up, checks that every order arrived, and stops everything. Each capability that lands in
 mirrorwatch joins this command.
 """
@@ -22,9 +23,12 @@ from confluent_kafka import Consumer, Message, Producer
 
 from mirror.engine import LinkWorker
 from mirrorwatch.config import MirrorwatchConfig, load_config, parse_config
+from mirrorwatch.errors import MirrorwatchError
 from mirrorwatch.kafka import create_topics, new_admin, new_consumer, new_producer
 from mirrorwatch.local import LocalClusters
 from mirrorwatch.wait import WaitTimeout, wait_until
+from monitor.http import HttpServer, create_app
+from monitor.service import MonitorService
 
 __all__ = ["DemoOptions", "run_demo"]
 
@@ -59,7 +63,7 @@ def _sample_order(n: int) -> tuple[bytes, bytes]:
     return key, value
 
 
-def demo_config(clusters_config: MirrorwatchConfig, topic: str) -> MirrorwatchConfig:
+def demo_config(clusters_config: MirrorwatchConfig, topic: str, http_port: int = 8000) -> MirrorwatchConfig:
     """The local clusters plus the demo link, as a user would write it in YAML."""
     document = {
         "clusters": {
@@ -87,6 +91,8 @@ def run_demo(options: DemoOptions, stop: threading.Event, out: Callable[[str], N
     mirror_thread: threading.Thread | None = None
     mirror_result: list[int | BaseException] = []
     traffic: _Traffic | None = None
+    monitor: MonitorService | None = None
+    server: HttpServer | None = None
     try:
         clusters.up(tie_to_parent=True)
         config = demo_config(load_config(clusters.config_path), options.topic)
@@ -102,6 +108,12 @@ def run_demo(options: DemoOptions, stop: threading.Event, out: Callable[[str], N
 
         mirror_thread = threading.Thread(target=run_mirror, name="mirror-demo", daemon=True)
         mirror_thread.start()
+        monitor = MonitorService(config, link_statuses=lambda: {LINK: [worker.status()]})
+        monitor.start()
+        server = _serve(monitor, config)
+        url = f"http://127.0.0.1:{server.port}"
+        group = config.links[0].consumer_group
+        out(f"HTTP API: {url}/mirror/links/{LINK}  {url}/metrics  {url}/v3/kafka/source/consumer/{group}/lag")
         traffic = _Traffic(
             producer=new_producer(source, "source", {"acks": "all", "enable.idempotence": True, "linger.ms": 5}),
             reader=new_consumer(target, "target", "mirrorwatch-demo-reader", {"auto.offset.reset": "earliest"}),
@@ -111,10 +123,14 @@ def run_demo(options: DemoOptions, stop: threading.Event, out: Callable[[str], N
             f"mirroring {options.topic!r} from source ({source.bootstrap_servers}) to target "
             f"({target.bootstrap_servers}) with link {LINK!r}"
         )
-        _run_loop(traffic, worker, options, stop, out)
+        _run_loop(traffic, worker=worker, monitor=monitor, options=options, stop=stop, out=out)
         _catch_up(traffic, out)
         return _verdict(traffic, mirror_result, out)
     finally:
+        if server is not None:
+            server.stop()
+        if monitor is not None:
+            monitor.stop()
         mirror_stop.set()
         if mirror_thread is not None:
             mirror_thread.join(timeout=60)
@@ -124,8 +140,25 @@ def run_demo(options: DemoOptions, stop: threading.Event, out: Callable[[str], N
             out(line)
 
 
+def _serve(monitor: MonitorService, config: MirrorwatchConfig) -> HttpServer:
+    """The HTTP API on its configured port (8000), or on a free port when that one is taken."""
+    try:
+        server = HttpServer(create_app(monitor), config.http.host, config.http.port)
+        server.start()
+    except MirrorwatchError:
+        server = HttpServer(create_app(monitor), config.http.host, 0)
+        server.start()
+    return server
+
+
 def _run_loop(
-    t: _Traffic, worker: LinkWorker, options: DemoOptions, stop: threading.Event, out: Callable[[str], None]
+    t: _Traffic,
+    *,
+    worker: LinkWorker,
+    monitor: MonitorService,
+    options: DemoOptions,
+    stop: threading.Event,
+    out: Callable[[str], None],
 ) -> None:
     started = time.monotonic()
     next_progress = started + options.progress_every_s
@@ -142,7 +175,7 @@ def _run_loop(
         n += 1
         _read(t, timeout_s=0)
         if now >= next_progress:
-            out(_progress_line(t, worker, now - started))
+            out(_progress_line(t, worker, monitor, now - started))
             next_progress = now + options.progress_every_s
         stop.wait(interval_s)
 
@@ -178,12 +211,17 @@ def _read(t: _Traffic, timeout_s: float) -> None:
             t.read_on_target += 1
 
 
-def _progress_line(t: _Traffic, worker: LinkWorker, elapsed_s: float) -> str:
-    positions = worker.positions()
-    in_flight = sum(p["in_flight_records"] for p in positions)
+def _progress_line(t: _Traffic, worker: LinkWorker, monitor: MonitorService, elapsed_s: float) -> str:
+    in_flight = sum(p["in_flight_records"] for p in worker.positions())
+    view = monitor.state.links.get(LINK) if monitor.state is not None else None
+    lag = (
+        f"replication lag {view.replication_lag_records} records, {view.replication_lag_seconds:.1f}s"
+        if view
+        else "lag: not measured yet"
+    )
     return (
         f"[{elapsed_s:6.1f}s] source: produced {t.acked} | mirror: {worker.stats.records_out_total} mirrored, "
-        f"{in_flight} in flight | target: read {t.read_on_target}"
+        f"{in_flight} in flight, {lag} | target: read {t.read_on_target}"
     )
 
 

@@ -188,11 +188,13 @@ def create_app(service: MonitorService) -> Starlette:
         return JSONResponse({"links": [_link(v) for v in views]})
 
     async def link(request: Request) -> Response:
-        current = state()
-        view = current.links.get(request.path_params["link"]) if current is not None else None
-        if view is None:
+        name = request.path_params["link"]
+        if all(link.name != name for link in service.config.links):
             return JSONResponse({"error": True, "message": "link not found"}, status_code=404)
-        return JSONResponse(_link(view))
+        current = state()
+        if current is None or name not in current.links:
+            return JSONResponse({"error": True, "message": "no collection yet"}, status_code=503)
+        return JSONResponse(_link(current.links[name]))
 
     async def metrics(request: Request) -> Response:
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

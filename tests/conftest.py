@@ -11,15 +11,21 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from mirrorwatch.config import MirrorwatchConfig, load_config
 from mirrorwatch.kafka import create_topics, new_admin
 from mirrorwatch.local import ALIASES, LocalClusters
+from tests.processes import MirrorProcess
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -81,3 +87,53 @@ def make_topic(clusters_config: MirrorwatchConfig, unique: Callable[[str], str])
         return topic
 
     return make
+
+
+@pytest.fixture
+def write_config(clusters_config: MirrorwatchConfig, tmp_path: Path) -> Callable[..., Path]:
+    """A config file with the session clusters and the given links (dicts as in YAML)."""
+    counter = iter(range(1000))
+
+    def write(links: list[dict[str, Any]], **sections: Any) -> Path:
+        document: dict[str, Any] = {
+            "clusters": {
+                alias: {"bootstrap_servers": c.bootstrap_servers} for alias, c in clusters_config.clusters.items()
+            },
+            "links": links,
+            **sections,
+        }
+        path = tmp_path / f"mirrorwatch-{next(counter)}.yaml"
+        path.write_text(yaml.safe_dump(document, sort_keys=False))
+        return path
+
+    return write
+
+
+@pytest.fixture
+def start_mirror(tmp_path: Path) -> Iterator[Callable[..., MirrorProcess]]:
+    """Start `mirrorwatch mirror ARGS...` (or another command) as a real process; whatever is still running at
+    teardown gets SIGTERM."""
+    started: list[MirrorProcess] = []
+    counter = iter(range(1000))
+
+    def start(*args: str, command: str = "mirror") -> MirrorProcess:
+        log_path = tmp_path / f"{command}-{next(counter)}.log"
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "mirrorwatch.cli", command, *args],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: kill() takes the workers down with it
+            )
+        started.append(MirrorProcess(process, log_path))
+        return started[-1]
+
+    yield start
+    for mirror in started:
+        if mirror.process.poll() is None:
+            mirror.process.send_signal(signal.SIGTERM)
+            try:
+                mirror.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                mirror.process.kill()
+                mirror.process.wait(timeout=10)

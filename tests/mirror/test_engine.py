@@ -26,7 +26,7 @@ from tests.kafka_helpers import (
     read_to_end,
     user_headers,
 )
-from tests.mirror.conftest import MirrorProcess
+from tests.processes import MirrorProcess
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.local import free_port
 from mirrorwatch.wait import wait_until
 from tests.kafka_helpers import Record, committed_offsets, end_offsets, produce, read_all
-from tests.mirror.conftest import MirrorProcess
+from tests.processes import MirrorProcess
 
 pytestmark = pytest.mark.integration
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import queue
 import signal
 import subprocess
 import sys
 import threading
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -45,6 +48,20 @@ def test_demo_mirrors_sample_traffic_and_stops_cleanly_on_ctrl_c(tmp_path: Path)
 
     try:
         wait_until(progress_shows_mirrored_records, timeout_s=120, description="a progress line with mirrored records")
+        api = next(line for line in seen if line.startswith("HTTP API: ")).split()[2]  # .../mirror/links/demo
+
+        def served() -> bool:
+            with urllib.request.urlopen(api, timeout=5) as response:
+                link = json.load(response)
+            return bool(link["engine_running"]) and link["stats"].get("records_out_total", 0) > 0
+
+        wait_until(
+            served,
+            timeout_s=60,
+            interval_s=0.5,
+            ignore=(urllib.error.URLError,),
+            description="the demo's HTTP API to show the link",
+        )
         demo.send_signal(signal.SIGINT)
         returncode = demo.wait(timeout=90)
     finally:
@@ -58,6 +75,7 @@ def test_demo_mirrors_sample_traffic_and_stops_cleanly_on_ctrl_c(tmp_path: Path)
     assert returncode == 0, output + stderr
     assert "SIGINT received, stopping cleanly" in stderr
     assert "mirroring 'demo.orders' from source" in output
+    assert any(" records, " in line and "replication lag" in line for line in seen if line.startswith("["))
     assert output.splitlines()[-3].endswith(
         "read from the target through the mirror: every order arrived on the target"
     )
