@@ -105,6 +105,9 @@ class PartitionEvaluation:
     current_lag: int
     lag_seconds: float | None
     complete: float
+    # How lag_seconds was found: "record" (the record's own timestamp), "interpolated" (the record is gone: from the
+    # high-watermark history), None when unknown or not lagging.
+    lag_seconds_method: str | None = None
 
 
 @dataclass(frozen=True)

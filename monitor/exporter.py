@@ -153,7 +153,9 @@ class MonitorCollector(Collector):
                 p_lag.add_metric(labels, p.current_lag)
                 sums[p.topic] = sums.get(p.topic, 0) + p.current_lag
                 if p.lag_seconds is not None:
-                    lag_s.add_metric(labels, p.lag_seconds)
+                    lag_s.add_metric(
+                        [alias, group, p.topic, str(p.partition), p.lag_seconds_method or "record"], p.lag_seconds
+                    )
                     seconds.append(p.lag_seconds)
             for topic, lag in sorted(sums.items()):
                 g_lag_sum.add_metric([alias, group, topic], lag)
@@ -220,7 +222,9 @@ class MonitorCollector(Collector):
                 if p.replication_lag_records is not None:
                     repl.add_metric(labels, p.replication_lag_records)
                 if p.replication_lag_seconds is not None:
-                    repl_s.add_metric(labels, p.replication_lag_seconds)
+                    repl_s.add_metric(
+                        [*labels, p.replication_lag_seconds_method or "record"], p.replication_lag_seconds
+                    )
                 inflight.add_metric(labels, p.in_flight_records)
                 if p.committed_lag_records is not None:
                     committed.add_metric(labels, p.committed_lag_records)

@@ -8,6 +8,7 @@ round instead of piling rounds up. A collection that fails is logged and leaves 
 from __future__ import annotations
 
 import datetime
+import functools
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -20,7 +21,7 @@ from mirrorwatch.clock import Clock, SystemClock
 from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.kafka import new_admin
 from monitor.collector import ClusterSnapshot, collect_cluster
-from monitor.evaluator import EvaluatorConfig
+from monitor.evaluator import EvaluatorConfig, OffsetSample
 from monitor.record_times import Key, RecordTimeFetcher
 from monitor.state import MonitorState, evaluate_groups, link_view, observe_snapshot
 from monitor.windows import OffsetWindows
@@ -99,12 +100,17 @@ class MonitorService:
                     link,
                     worker_statuses=list(statuses.get(link.name, ())),
                     snapshot=snapshots.get(link.source),
+                    target=snapshots.get(link.target),
                     record_times=record_times,
+                    history=functools.partial(self._history, link.source, link.consumer_group),
                 )
                 for link in self.config.links
             }
             self.state = MonitorState(now, snapshots, groups, links)
             return self.state
+
+    def _history(self, cluster: str, group: str, topic: str, partition: int) -> tuple[OffsetSample, ...]:
+        return self._windows.samples((cluster, group, topic, partition))
 
     def _wanted_record_times(
         self, snapshots: Mapping[str, ClusterSnapshot], statuses: Mapping[str, Sequence[Mapping[str, Any]]]

@@ -9,8 +9,9 @@ and in seconds: the age of the oldest record not yet acknowledged (0 when caught
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mirrorwatch.config import LinkConfig
@@ -32,6 +33,8 @@ __all__ = [
     "MonitorState",
     "RecordTimes",
     "evaluate_groups",
+    "interpolate_record_time",
+    "lag_age",
     "link_view",
     "observe_snapshot",
 ]
@@ -62,6 +65,7 @@ class LinkPartitionView:
     committed_lag_records: int | None
     in_flight_records: int
     replication_lag_seconds: float | None
+    replication_lag_seconds_method: str | None = None  # "record" or "interpolated" (see lag_age)
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,33 @@ def _age_seconds(now_ms: int, timestamp_ms: int | None) -> float | None:
     return None if timestamp_ms is None else max(0.0, (now_ms - timestamp_ms) / 1000)
 
 
+def interpolate_record_time(history: Sequence[OffsetSample], offset: int) -> int | None:
+    """When the record at `offset` was written, from the high-watermarks observed over time (for a record that
+    retention already removed). Before the oldest observation: that observation's time, so the age is a lower bound."""
+    if not history or offset >= history[-1].high_watermark:
+        return None
+    if offset < history[0].high_watermark:
+        return history[0].observed_ms
+    for earlier, later in itertools.pairwise(history):
+        if earlier.high_watermark <= offset < later.high_watermark:
+            share = (offset - earlier.high_watermark) / (later.high_watermark - earlier.high_watermark)
+            return earlier.observed_ms + int(share * (later.observed_ms - earlier.observed_ms))
+    return None
+
+
+def lag_age(
+    now_ms: int, key: tuple[str, str, int, int], record_times: RecordTimes, history: Sequence[OffsetSample]
+) -> tuple[float | None, str | None]:
+    """Age in seconds of the record at `key`'s offset, and how it was found ("record" or "interpolated")."""
+    if key not in record_times:
+        return None, None  # not read (yet): unknown
+    timestamp = record_times[key]
+    if timestamp is not None:
+        return _age_seconds(now_ms, timestamp), "record"
+    interpolated = interpolate_record_time(history, key[3])
+    return (_age_seconds(now_ms, interpolated), "interpolated") if interpolated is not None else (None, None)
+
+
 def evaluate_groups(
     windows: OffsetWindows, snapshot: ClusterSnapshot, config: EvaluatorConfig, record_times: RecordTimes
 ) -> dict[tuple[str, str], GroupView]:
@@ -126,20 +157,20 @@ def evaluate_groups(
                 continue
             samples = windows.samples((snapshot.alias, group.group_id, topic, partition))
             committed = samples[-1].offset if samples else None
-            lag_seconds = None
+            lag_seconds, method = None, None
             if committed is not None and committed < offsets.latest:
-                lag_seconds = _age_seconds(now, record_times.get((snapshot.alias, topic, partition, committed)))
-            evaluations.append(
-                evaluate_partition(
-                    topic,
-                    partition,
-                    samples,
-                    high_watermark_now=offsets.latest,
-                    now_ms=now,
-                    config=config,
-                    lag_seconds=lag_seconds,
-                )
+                key = (snapshot.alias, topic, partition, committed)
+                lag_seconds, method = lag_age(now, key, record_times, samples)
+            evaluation = evaluate_partition(
+                topic,
+                partition,
+                samples,
+                high_watermark_now=offsets.latest,
+                now_ms=now,
+                config=config,
+                lag_seconds=lag_seconds,
             )
+            evaluations.append(replace(evaluation, lag_seconds_method=method))
         views[(snapshot.alias, group.group_id)] = GroupView(
             snapshot.alias, group.group_id, group.state, group.members, evaluate_group(evaluations)
         )
@@ -152,6 +183,8 @@ def link_view(
     worker_statuses: Sequence[Mapping[str, Any]],
     snapshot: ClusterSnapshot | None,
     record_times: RecordTimes,
+    history: Callable[[str, int], Sequence[OffsetSample]] = lambda _topic, _partition: (),
+    target: ClusterSnapshot | None = None,
 ) -> LinkView:
     """A link's per-partition lag, from its running workers' positions or, without them, from its group's commits."""
     context = _Context(
@@ -159,6 +192,7 @@ def link_view(
         source=link.source,
         now_ms=snapshot.observed_ms if snapshot is not None else 0,
         record_times=record_times,
+        history=history,
     )
     partitions: list[LinkPartitionView] = []
     stats: dict[str, Any] = {}
@@ -184,9 +218,40 @@ def link_view(
             position = {"topic": topic, "partition": partition, "committed": committed, "in_flight_records": 0}
             partitions.append(_partition_view(position, context))
     partitions.sort(key=lambda p: (p.topic, p.partition))
+    for d in _partition_count_drift(partitions, snapshot, target):
+        drift[(d["source_topic"], d["config"])] = d
     return LinkView(
-        link.name, link.source, link.target, group, bool(worker_statuses), tuple(partitions), stats, failure
+        link.name,
+        link.source,
+        link.target,
+        group,
+        bool(worker_statuses),
+        tuple(partitions),
+        stats,
+        failure,
+        tuple(drift[k] for k in sorted(drift)),
     )
+
+
+def _partition_count_drift(
+    partitions: Sequence[LinkPartitionView], source: ClusterSnapshot | None, target: ClusterSnapshot | None
+) -> list[dict[str, Any]]:
+    """Topics whose partition count differs between source and target (reported like a config difference)."""
+    if source is None or target is None or not source.up or not target.up:
+        return []
+    source_counts, target_counts = source.topics(), target.topics()
+    pairs = {(p.topic, p.target_topic) for p in partitions}
+    return [
+        {
+            "source_topic": s,
+            "target_topic": t,
+            "config": "partition_count",
+            "source_value": str(source_counts[s]),
+            "target_value": str(target_counts[t]),
+        }
+        for s, t in sorted(pairs)
+        if s in source_counts and t in target_counts and source_counts[s] != target_counts[t]
+    ]
 
 
 @dataclass(frozen=True)
@@ -195,6 +260,7 @@ class _Context:
     source: str
     now_ms: int
     record_times: RecordTimes
+    history: Callable[[str, int], Sequence[OffsetSample]]
 
 
 def _partition_view(position: Mapping[str, Any], context: _Context) -> LinkPartitionView:
@@ -206,10 +272,12 @@ def _partition_view(position: Mapping[str, Any], context: _Context) -> LinkParti
     safe = acked if acked is not None else committed  # without the engine, committed is what we know is safe
     replication_lag = max(0, high - safe) if high is not None and safe is not None else None
     seconds: float | None = None
+    method: str | None = None
     if replication_lag == 0:
         seconds = 0.0
     elif replication_lag is not None and safe is not None:
-        seconds = _age_seconds(context.now_ms, context.record_times.get((context.source, topic, partition, safe)))
+        key = (context.source, topic, partition, safe)
+        seconds, method = lag_age(context.now_ms, key, context.record_times, context.history(topic, partition))
     return LinkPartitionView(
         topic=topic,
         partition=partition,
@@ -222,4 +290,5 @@ def _partition_view(position: Mapping[str, Any], context: _Context) -> LinkParti
         committed_lag_records=max(0, high - committed) if high is not None and committed is not None else None,
         in_flight_records=int(position.get("in_flight_records", 0)),
         replication_lag_seconds=seconds,
+        replication_lag_seconds_method=method,
     )

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from mirrorwatch.config import LinkConfig
 from monitor.collector import ClusterSnapshot, GroupInfo, PartitionOffsets
-from monitor.evaluator import EvaluatorConfig, Status
-from monitor.state import evaluate_groups, link_view, observe_snapshot
+from monitor.evaluator import EvaluatorConfig, OffsetSample, Status
+from monitor.state import evaluate_groups, interpolate_record_time, lag_age, link_view, observe_snapshot
 from monitor.windows import OffsetWindows
 
 T0 = 1_700_000_000_000
@@ -59,6 +61,15 @@ def test_groups_are_evaluated_with_lag_in_records_and_seconds() -> None:
 def test_a_link_view_from_running_workers() -> None:
     status = {
         "failure": None,
+        "config_drift": [
+            {
+                "source_topic": "orders",
+                "target_topic": "src.orders",
+                "config": "retention.ms",
+                "source_value": "1",
+                "target_value": "2",
+            }
+        ],
         "stats": {
             "records_out_total": 10,
             "bytes_out_total": 100,
@@ -101,6 +112,7 @@ def test_a_link_view_from_running_workers() -> None:
     assert p0.replication_lag_seconds == 4.0
     assert (p1.replication_lag_records, p1.replication_lag_seconds) == (0, 0.0)
     assert view.engine_running and view.replication_lag_records == 10 and view.replication_lag_seconds == 4.0
+    assert [d["config"] for d in view.config_drift] == ["retention.ms"]  # from both workers, once
     assert view.stats == {
         "records_out_total": 20,
         "bytes_out_total": 200,  # summed over workers, histograms too
@@ -114,3 +126,54 @@ def test_a_link_view_without_the_engine_uses_the_groups_commits() -> None:
     assert (p0.acked, p0.committed, p0.replication_lag_records, p0.committed_lag_records) == (None, 70, 30, 30)
     assert p0.replication_lag_seconds is None  # the record's age is not known: unknown, not 0
     assert not view.engine_running
+
+
+def test_interpolation_over_the_high_watermark_history() -> None:
+    history = [OffsetSample(0, T0, 100), OffsetSample(0, T0 + 10_000, 200), OffsetSample(0, T0 + 20_000, 400)]
+    assert interpolate_record_time(history, 150) == T0 + 5_000  # halfway between 100 (at T0) and 200 (at T0+10 s)
+    assert interpolate_record_time(history, 300) == T0 + 15_000
+    assert interpolate_record_time(history, 50) == T0  # older than the history: at least this old
+    assert interpolate_record_time(history, 400) is None  # not written as of the last observation
+    assert interpolate_record_time([], 5) is None
+
+
+@pytest.mark.parametrize(
+    ("record_times", "expected"),
+    [
+        ({}, (None, None)),  # not read yet: unknown
+        ({("source", "t", 0, 150): T0 + 1_000}, (29.0, "record")),
+        ({("source", "t", 0, 150): None}, (25.0, "interpolated")),  # removed by retention
+    ],
+)
+def test_lag_age(
+    record_times: dict[tuple[str, str, int, int], int | None], expected: tuple[float | None, str | None]
+) -> None:
+    history = [OffsetSample(0, T0, 100), OffsetSample(0, T0 + 10_000, 200)]
+    assert lag_age(T0 + 30_000, ("source", "t", 0, 150), record_times, history) == expected
+
+
+def test_a_group_whose_record_is_gone_gets_an_interpolated_age() -> None:
+    windows = OffsetWindows(10)
+    for i in range(3):
+        observe_snapshot(windows, snapshot(T0 + i * 10_000, 100 + i * 100, 50))
+    view = evaluate_groups(
+        windows, snapshot(T0 + 20_000, 300, 50), EvaluatorConfig(), {("source", "orders", 0, 50): None}
+    )
+    p0 = next(p for p in view[("source", "g")].evaluation.partitions if p.partition == 0)
+    assert (p0.lag_seconds, p0.lag_seconds_method) == (20.0, "interpolated")
+
+
+def test_partition_count_drift_between_source_and_target() -> None:
+    target = ClusterSnapshot(
+        alias="target", observed_ms=T0, up=True, partitions={("orders", p): PartitionOffsets(0, 0) for p in range(4)}
+    )
+    view = link_view(LINK, worker_statuses=[], snapshot=snapshot(T0, 100, 70), target=target, record_times={})
+    assert view.config_drift == (
+        {
+            "source_topic": "orders",
+            "target_topic": "orders",
+            "config": "partition_count",
+            "source_value": "2",
+            "target_value": "4",
+        },
+    )
