@@ -16,6 +16,7 @@ What can go wrong, and what the worker does:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import threading
@@ -66,6 +67,8 @@ PRODUCER_DEFAULTS: dict[str, str | int | bool] = {
     # The target decides how large a record may be (its max.message.bytes), not a client-side default of 1 MB.
     "message.max.bytes": 64 * 1024 * 1024,
     "statistics.interval.ms": 10_000,
+    # librdkafka's default is 5 minutes; a grown target topic should be seen sooner even without a produce error.
+    "topic.metadata.refresh.interval.ms": 30_000,
 }
 # Safety settings nobody overrides: the no-loss guarantee rests on them.
 CONSUMER_FIXED: dict[str, str | int | bool] = {"enable.auto.commit": False, "enable.auto.offset.store": False}
@@ -621,8 +624,11 @@ class LinkWorker:
             except KafkaException as exc:
                 error = exc.args[0]
                 if error.code() in TOPIC_NOT_READY_CODES:
-                    # The target topic or partition is not known to the producer yet (just created or grown).
+                    # The target topic or partition is not known to the producer yet (just created or grown):
+                    # make sure it exists, and make the producer ask the broker instead of its cached metadata.
                     self._refresh_requested = True
+                    with contextlib.suppress(KafkaException):
+                        self._producer.list_topics(topic, timeout=5)
                     self._producer.poll(0.2)
                     return
                 outbox.popleft()

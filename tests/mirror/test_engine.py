@@ -380,7 +380,13 @@ def test_partitions_added_to_a_source_topic_are_mirrored_into_a_grown_target(
     for future in admin.create_partitions([NewPartitions(topic, 4)]).values():
         future.result(timeout=30)
     produce(source, "source", topic, [Record(value=b"after", partition=i % 4) for i in range(40)])
-    got = read_all(target, "target", topic, expected=60, timeout_s=60)
+    target_admin = new_admin(target, "target")
+
+    def target_grown() -> bool:
+        return len(target_admin.list_topics(topic, timeout=10).topics[topic].partitions) == 4
+
+    wait_until(target_grown, timeout_s=30, description="the target topic to grow to 4 partitions")
+    got = read_all(target, "target", topic, expected=60, timeout_s=60, partitions=4)
     assert sorted(r.partition for r in got if r.value == b"after") == sorted(i % 4 for i in range(40))
     assert mirror.stop() == 0
     assert f"grew target topic {topic!r} to 4 partitions" in mirror.log()
