@@ -3,9 +3,10 @@ server in one process (the composition root; the only module here that imports m
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from mirror.engine import LinkWorker
@@ -13,7 +14,7 @@ from mirror.runner import python_links, run_links, worker_for
 from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.errors import MirrorwatchError
 from monitor.http import HttpServer, create_app
-from monitor.service import MonitorService
+from monitor.service import LinkStatuses, MonitorService
 
 __all__ = ["run_everything", "run_monitor"]
 
@@ -29,16 +30,23 @@ def _serve(service: MonitorService, config: MirrorwatchConfig) -> HttpServer:
     return server
 
 
-def run_monitor(config: MirrorwatchConfig, stop: threading.Event) -> int:
-    """The monitor and its HTTP API until `stop` is set."""
-    service = MonitorService(config)
+@contextlib.contextmanager
+def _monitoring(config: MirrorwatchConfig, link_statuses: LinkStatuses | None = None) -> Iterator[MonitorService]:
+    """The monitor collecting and the HTTP API serving, for the duration of the block."""
+    service = MonitorService(config, link_statuses=link_statuses)
     service.start()
     server = _serve(service, config)
     try:
-        stop.wait()
+        yield service
     finally:
         server.stop()
         service.stop()
+
+
+def run_monitor(config: MirrorwatchConfig, stop: threading.Event) -> int:
+    """The monitor and its HTTP API until `stop` is set."""
+    with _monitoring(config):
+        stop.wait()
     return 0
 
 
@@ -76,18 +84,14 @@ def run_everything(config: MirrorwatchConfig, stop: threading.Event) -> int:
     def statuses() -> Mapping[str, Sequence[Mapping[str, Any]]]:
         return {name: [w.status() for w in ws] for name, ws in workers.items()}
 
-    service = MonitorService(config, link_statuses=statuses)
     for thread in threads:
         thread.start()
-    service.start()
-    server = _serve(service, config)
-    try:
-        stop.wait()
-    finally:
-        worker_stop.set()
-        for thread in threads:
-            thread.join(timeout=90)
-        server.stop()
-        service.stop()
+    with _monitoring(config, statuses):
+        try:
+            stop.wait()
+        finally:
+            worker_stop.set()
+            for thread in threads:
+                thread.join(timeout=90)
     failed = [code for code in results.values() if code != 0]
     return max(failed) if failed else 0

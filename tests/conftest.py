@@ -25,7 +25,7 @@ import yaml
 from mirrorwatch.config import MirrorwatchConfig, load_config
 from mirrorwatch.kafka import create_topics, new_admin
 from mirrorwatch.local import ALIASES, LocalClusters
-from tests.processes import MirrorProcess
+from tests.processes import MirrorProcess, session_document
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -95,13 +95,7 @@ def write_config(clusters_config: MirrorwatchConfig, tmp_path: Path) -> Callable
     counter = iter(range(1000))
 
     def write(links: list[dict[str, Any]], **sections: Any) -> Path:
-        document: dict[str, Any] = {
-            "clusters": {
-                alias: {"bootstrap_servers": c.bootstrap_servers} for alias, c in clusters_config.clusters.items()
-            },
-            "links": links,
-            **sections,
-        }
+        document = session_document(clusters_config, links, **sections)
         path = tmp_path / f"mirrorwatch-{next(counter)}.yaml"
         path.write_text(yaml.safe_dump(document, sort_keys=False))
         return path

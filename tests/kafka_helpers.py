@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import cast
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from mirrorwatch.config import ClusterConfig
 from mirrorwatch.kafka import new_consumer, new_producer
@@ -30,6 +30,18 @@ class ReadRecord:
     value: bytes | None
     headers: tuple[tuple[str, bytes], ...]
     timestamp_ms: int
+
+    @classmethod
+    def of(cls, msg: Message) -> ReadRecord:
+        return cls(
+            msg.topic() or "",
+            msg.partition() or 0,
+            msg.offset() or 0,
+            msg.key(),
+            msg.value(),
+            tuple(cast(list[tuple[str, bytes]], msg.headers() or [])),
+            msg.timestamp()[1],
+        )
 
 
 @dataclass
@@ -100,18 +112,7 @@ def read_all(
             for msg in consumer.consume(num_messages=10_000, timeout=0.5):
                 err = msg.error()
                 assert err is None, err
-                _, ts = msg.timestamp()
-                out.append(
-                    ReadRecord(
-                        msg.topic() or "",
-                        msg.partition() or 0,
-                        msg.offset() or 0,
-                        msg.key(),
-                        msg.value(),
-                        tuple(cast(list[tuple[str, bytes]], msg.headers() or [])),
-                        ts,
-                    )
-                )
+                out.append(ReadRecord.of(msg))
             return len(out) >= expected
 
         wait_until(enough, timeout_s=timeout_s, interval_s=0, description=f"{expected} records on {alias}:{topic}")
@@ -190,17 +191,7 @@ def read_to_end(
                     continue
                 assert err is None, err
                 at_end.discard(msg.partition() or 0)
-                out.append(
-                    ReadRecord(
-                        msg.topic() or "",
-                        msg.partition() or 0,
-                        msg.offset() or 0,
-                        msg.key(),
-                        msg.value(),
-                        tuple(cast(list[tuple[str, bytes]], msg.headers() or [])),
-                        msg.timestamp()[1],
-                    )
-                )
+                out.append(ReadRecord.of(msg))
             return len(at_end) == partitions
 
         wait_until(done, timeout_s=timeout_s, interval_s=0, description=f"the end of {alias}:{topic}")

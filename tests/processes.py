@@ -1,14 +1,51 @@
-"""A mirrorwatch command running as a real process in a test: its log, waiting for lines, stopping and killing it."""
+"""Running mirrorwatch in tests: a command as a real process (its log, waiting for lines, stopping, killing), a link
+worker on a thread of the test, and configs for the session's clusters."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from mirror.engine import LinkWorker
+from mirrorwatch.config import MirrorwatchConfig, parse_config
 from mirrorwatch.wait import wait_until
+
+
+def session_document(
+    clusters_config: MirrorwatchConfig, links: list[dict[str, Any]] | None = None, **sections: Any
+) -> dict[str, Any]:
+    """A config document (as YAML would hold it) for the session's clusters with these links and sections."""
+    clusters = {alias: {"bootstrap_servers": c.bootstrap_servers} for alias, c in clusters_config.clusters.items()}
+    return {"clusters": clusters, "links": links or [], **sections}
+
+
+def session_config(
+    clusters_config: MirrorwatchConfig, links: list[dict[str, Any]] | None = None, **sections: Any
+) -> MirrorwatchConfig:
+    return parse_config(session_document(clusters_config, links, **sections), env={})
+
+
+@contextlib.contextmanager
+def running_worker(config: MirrorwatchConfig, link: int = 0) -> Iterator[LinkWorker]:
+    """A link worker on a thread of the test; at the end it is stopped and must have exited 0."""
+    stop = threading.Event()
+    worker = LinkWorker(config, config.links[link], stop=stop)
+    result: list[int] = []
+    thread = threading.Thread(target=lambda: result.append(worker.run()), name=f"test-{worker.name}")
+    thread.start()
+    try:
+        yield worker
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+    assert result == [0], f"the worker exited with {result}"
 
 
 @dataclass

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable
 
 import pytest
 
-from mirror.engine import LinkWorker
-from mirrorwatch.config import MirrorwatchConfig, parse_config
+from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.local import LocalClusters
 from mirrorwatch.wait import wait_until
 from tests.kafka_helpers import Record, end_offsets, produce, read_all
+from tests.processes import running_worker, session_config
 
 pytestmark = pytest.mark.integration
 
@@ -23,36 +22,24 @@ def test_positions_status_and_drift_of_a_running_worker(
     source = clusters_config.clusters["source"]
     topic = make_topic("source", 3, config={"retention.ms": "3600000"})
     make_topic("target", 3, name=topic, config={"retention.ms": "7200000"})
-    produce(
-        source,
-        "source",
-        topic,
-        [Record(value=b"x" * 10, key=b"k", partition=i % 3, timestamp_ms=1_700_000_000_000) for i in range(300)],
+    records = [Record(value=b"x" * 10, key=b"k", partition=i % 3, timestamp_ms=1_700_000_000_000) for i in range(300)]
+    produce(source, "source", topic, records)
+    config = session_config(
+        clusters_config,
+        [
+            {
+                "name": "inproc",
+                "source": "source",
+                "target": "target",
+                "topics": {"include": [topic]},
+                "group_id": unique("g"),
+                "offset_commit_interval_ms": 200,
+                "consumer_properties": {"statistics.interval.ms": 500},
+                "producer_properties": {"statistics.interval.ms": 500},
+            }
+        ],
     )
-    config = parse_config(
-        {
-            "clusters": {a: {"bootstrap_servers": c.bootstrap_servers} for a, c in clusters_config.clusters.items()},
-            "links": [
-                {
-                    "name": "inproc",
-                    "source": "source",
-                    "target": "target",
-                    "topics": {"include": [topic]},
-                    "group_id": unique("g"),
-                    "offset_commit_interval_ms": 200,
-                    "consumer_properties": {"statistics.interval.ms": 500},
-                    "producer_properties": {"statistics.interval.ms": 500},
-                }
-            ],
-        },
-        env={},
-    )
-    stop = threading.Event()
-    worker = LinkWorker(config, config.links[0], stop=stop)
-    result: list[int] = []
-    thread = threading.Thread(target=lambda: result.append(worker.run()))
-    thread.start()
-    try:
+    with running_worker(config) as worker:
         ends = end_offsets(source, "source", topic, 3)
 
         def caught_up() -> bool:
@@ -85,10 +72,6 @@ def test_positions_status_and_drift_of_a_running_worker(
                 "target_value": "7200000",
             }
         ]
-    finally:
-        stop.set()
-        thread.join(timeout=60)
-    assert result == [0]
 
 
 def test_target_down_pauses_the_source_within_bounded_memory_and_resumes_without_loss(
@@ -101,30 +84,22 @@ def test_target_down_pauses_the_source_within_bounded_memory_and_resumes_without
     source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
     topic = make_topic("source", 2)
     make_topic("target", 2, name=topic)
-    config = parse_config(
-        {
-            "clusters": {a: {"bootstrap_servers": c.bootstrap_servers} for a, c in clusters_config.clusters.items()},
-            "links": [
-                {
-                    "name": "pressure",
-                    "source": "source",
-                    "target": "target",
-                    "topics": {"include": [topic]},
-                    "group_id": unique("g"),
-                    "offset_commit_interval_ms": 200,
-                    # a small producer buffer, so that it fills while the target is down
-                    "producer_properties": {"queue.buffering.max.messages": 200},
-                }
-            ],
-        },
-        env={},
+    config = session_config(
+        clusters_config,
+        [
+            {
+                "name": "pressure",
+                "source": "source",
+                "target": "target",
+                "topics": {"include": [topic]},
+                "group_id": unique("g"),
+                "offset_commit_interval_ms": 200,
+                # a small producer buffer, so that it fills while the target is down
+                "producer_properties": {"queue.buffering.max.messages": 200},
+            }
+        ],
     )
-    stop = threading.Event()
-    worker = LinkWorker(config, config.links[0], stop=stop)
-    result: list[int] = []
-    thread = threading.Thread(target=lambda: result.append(worker.run()))
-    thread.start()
-    try:
+    with running_worker(config) as worker:
         wait_until(lambda: len(worker.positions()) == 2, timeout_s=60, description="the worker to own both partitions")
         local_clusters.kill("target")
         produce(source, "source", topic, [Record(value=str(i).encode(), partition=i % 2) for i in range(3000)])
@@ -144,9 +119,5 @@ def test_target_down_pauses_the_source_within_bounded_memory_and_resumes_without
         )
         assert all(c is None or c < e for c, e in zip(committed_while_down, ends, strict=True))
         assert worker.status()["state"] == "running"
-    finally:
-        stop.set()
-        thread.join(timeout=60)
-    assert result == [0]
     got = read_all(target, "target", topic, expected=3000)
     assert {r.value for r in got} == {str(i).encode() for i in range(3000)}

@@ -4,7 +4,6 @@ replication lag while the target is down, and the HTTP API (Burrow's JSON shape,
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -15,16 +14,16 @@ from jsonschema import validate
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
-from mirror.engine import LinkWorker
-from mirrorwatch.config import MirrorwatchConfig, parse_config
+from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.kafka import new_consumer
 from mirrorwatch.local import LocalClusters
-from mirrorwatch.wait import wait_until
+from mirrorwatch.wait import WaitTimeout, wait_until
 from monitor.evaluator import Status
 from monitor.exporter import METRIC_NAMES
 from monitor.http import create_app
 from monitor.service import MonitorService
 from tests.kafka_helpers import Record, produce
+from tests.processes import running_worker, session_config
 
 pytestmark = pytest.mark.integration
 
@@ -32,15 +31,9 @@ BASE_TS = 1_700_000_000_000
 
 
 def monitor_config(clusters_config: MirrorwatchConfig, **extra: Any) -> MirrorwatchConfig:
-    return parse_config(
-        {
-            "clusters": {a: {"bootstrap_servers": c.bootstrap_servers} for a, c in clusters_config.clusters.items()},
-            # short windows and thresholds so that the states appear within seconds
-            "monitor": {"interval_seconds": 1, "window": 3, "min_stop_seconds": 2},
-            **extra,
-        },
-        env={},
-    )
+    # short windows and thresholds so that the states appear within seconds
+    monitor = {"interval_seconds": 1, "window": 3, "min_stop_seconds": 2}
+    return session_config(clusters_config, extra.pop("links", None), monitor=monitor, **extra)
 
 
 def member(config: MirrorwatchConfig, group: str, topic: str) -> Consumer:
@@ -115,13 +108,20 @@ def test_groups_are_evaluated_stop_stall_rewind_catching_up_idle_and_lag_seconds
             return state.groups[("source", g[name])].evaluation.status
 
         # STOP and STALL need the offset to stand still longer than the window (3 s) and min_stop_seconds (2 s)
-        wait_until(lambda: status("stopper") == Status.ERR, timeout_s=30, interval_s=0.5, description="stopper: ERR")
+        try:
+            wait_until(
+                lambda: status("stopper") == Status.ERR, timeout_s=90, interval_s=0.5, description="stopper: ERR"
+            )
+        except WaitTimeout:
+            key = ("source", g["stopper"], topic, 0)
+            seen = service.state.groups[("source", g["stopper"])] if service.state else None  # what the monitor saw
+            raise AssertionError(f"stopper not STOP: {seen}; window {service.windows.samples(key)}") from None
         state = service.collect()
         by_group = {name: state.groups[("source", gid)].evaluation for name, gid in g.items()}
         assert by_group["stopper"].partitions[0].status == Status.STOP
         wait_until(
             lambda: service.collect().groups[("source", g["stuck"])].evaluation.partitions[0].status == Status.STALL,
-            timeout_s=30,
+            timeout_s=90,
             interval_s=0.5,
             description="stuck: STALL",
         )
@@ -159,12 +159,8 @@ def test_mirror_replication_lag_rises_while_the_target_is_down_and_returns_to_ze
             }
         ],
     )
-    stop = threading.Event()
-    worker = LinkWorker(config, config.links[0], stop=stop)
-    thread = threading.Thread(target=worker.run)
-    thread.start()
-    service = service_for(config, link_statuses=lambda: {"watched": [worker.status()]})
-    try:
+    with running_worker(config) as worker:
+        service = service_for(config, link_statuses=lambda: {"watched": [worker.status()]})
         wait_until(lambda: len(worker.positions()) == 2, timeout_s=60, description="the link to own its partitions")
         local_clusters.kill("target")
         produce(source, "source", topic, [Record(value=b"x", partition=i % 2) for i in range(500)])
@@ -179,9 +175,6 @@ def test_mirror_replication_lag_rises_while_the_target_is_down_and_returns_to_ze
         local_clusters.up(["target"], tie_to_parent=owns_clusters)
         wait_until(lambda: lag() == 0, timeout_s=120, description="replication lag back to 0")
         assert service.state.links["watched"].replication_lag_seconds == 0.0  # type: ignore[union-attr]
-    finally:
-        stop.set()
-        thread.join(timeout=60)
 
 
 BURROW_REQUEST = {"type": "object", "required": ["url", "host"]}
