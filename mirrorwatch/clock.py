@@ -1,11 +1,11 @@
-"""Time as a dependency: pure code takes `now_ms`; shells own a `Clock`. Tests use `ManualClock`."""
+"""Time as a dependency: pure code takes `now_ms`; shells own a `Clock`."""
 
 from __future__ import annotations
 
 import time
 from typing import Protocol
 
-__all__ = ["Clock", "ManualClock", "SystemClock"]
+__all__ = ["Clock", "SystemClock"]
 
 
 class Clock(Protocol):
@@ -24,23 +24,3 @@ class SystemClock:
 
     def monotonic_s(self) -> float:
         return time.monotonic()
-
-
-class ManualClock:
-    """A clock that moves only when told to."""
-
-    def __init__(self, start_ms: int = 1_700_000_000_000) -> None:
-        self._now_ms = start_ms
-        self._mono_s = 0.0
-
-    def now_ms(self) -> int:
-        return self._now_ms
-
-    def monotonic_s(self) -> float:
-        return self._mono_s
-
-    def advance(self, ms: int) -> None:
-        if ms < 0:
-            raise ValueError("a ManualClock never goes backwards")
-        self._now_ms += ms
-        self._mono_s += ms / 1000
