@@ -72,7 +72,7 @@ def cli(log_level: str) -> None:
 
     \b
     Start here:
-      mirrorwatch demo                      two local clusters, sample traffic, everything running
+      mirrorwatch demo                      two local clusters, sample traffic, mirror, monitor, HTTP API
       mirrorwatch local up                  just the two local clusters (source, target)
       mirrorwatch config check FILE         validate a config file
     """
@@ -366,7 +366,11 @@ def run(config_path: Path) -> None:
     help="Sample records per second per cluster.",
 )
 def demo(state_dir: Path | None, duration: float | None, rate: float) -> None:
-    """Start two local clusters and sample traffic and show it flowing; Ctrl-C stops everything cleanly."""
+    """Two local clusters, sample orders mirrored source -> target, the monitor and the HTTP API; Ctrl-C stops all.
+
+    Prints progress with the link's replication lag, and where the HTTP API answers (/mirror/links/demo, /metrics,
+    Burrow's /v3/kafka). At the end it checks that every order produced to the source arrived on the target.
+    """
     from mirrorwatch.demo import DemoOptions, run_demo
     from mirrorwatch.local import default_state_dir
 
