@@ -198,3 +198,48 @@ def read_to_end(
         return out
     finally:
         consumer.close()
+
+
+def wait_for_commits(
+    cluster: ClusterConfig,
+    alias: str,
+    group: str,
+    topic: str,
+    partitions: int,
+    *,
+    upto: list[int] | None = None,
+    timeout_s: float = 120,
+    description: str = "",
+) -> list[int]:
+    """Wait until `group` has committed `upto` on every partition (default: the high-watermarks); returns them."""
+    target = upto if upto is not None else end_offsets(cluster, alias, topic, partitions)
+    wait_until(
+        lambda: committed_offsets(cluster, alias, group, topic, partitions) == target,
+        timeout_s=timeout_s,
+        description=description or f"{group} to commit {target} on {alias}:{topic}",
+    )
+    return target
+
+
+def wait_for_records(
+    cluster: ClusterConfig,
+    alias: str,
+    topic: str,
+    partitions: int,
+    at_least: int,
+    *,
+    timeout_s: float = 120,
+    description: str = "",
+) -> int:
+    """Wait until the topic's high-watermarks add up to at least `at_least` (> 0); returns the sum."""
+
+    def enough() -> int:
+        total = sum(end_offsets(cluster, alias, topic, partitions))
+        return total if total >= at_least else 0
+
+    return wait_until(
+        enough,
+        timeout_s=timeout_s,
+        interval_s=0.05,
+        description=description or f"{at_least} records on {alias}:{topic}",
+    )

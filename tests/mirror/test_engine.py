@@ -25,6 +25,8 @@ from tests.kafka_helpers import (
     read_all,
     read_to_end,
     user_headers,
+    wait_for_commits,
+    wait_for_records,
 )
 from tests.processes import MirrorProcess
 
@@ -99,11 +101,7 @@ def test_records_are_mirrored_with_key_value_headers_timestamp_partition_and_ord
     assert {provenance(r, "hops") for r in got} == {b"1"}
     assert all(r.value is None for r in got_small)  # tombstones stay tombstones
     # Progress is committed to the source group up to the end once the target has acknowledged everything.
-    wait_until(
-        lambda: committed_offsets(source, "source", group, big, 6) == end_offsets(source, "source", big, 6),
-        timeout_s=30,
-        description="the link's group to commit up to the high-watermarks",
-    )
+    wait_for_commits(source, "source", group, big, 6, timeout_s=30)
     assert mirror.stop() == 0
     assert "Traceback" not in mirror.log()
 
@@ -169,10 +167,7 @@ def test_sigkill_at_three_random_moments_loses_nothing(
         mirror = start_mirror("--config", str(config))
         threshold = mirrored + rng.randint(2_000, 12_000)  # a random moment, measured in progress
 
-        def reached(threshold: int = threshold) -> bool:
-            return sum(end_offsets(target, "target", topic, partitions)) >= threshold
-
-        wait_until(reached, timeout_s=120, interval_s=0.05, description=f"kill {kill + 1}: {threshold} on the target")
+        wait_for_records(target, "target", topic, partitions, threshold, description=f"kill {kill + 1} at {threshold}")
         mirror.kill()
         for p, offset in enumerate(committed_offsets(source, "source", group, topic, partitions)):
             rewind_points[p].add(max(offset, 0))
@@ -181,11 +176,7 @@ def test_sigkill_at_three_random_moments_loses_nothing(
     mirror = start_mirror("--config", str(config))
     ends = end_offsets(source, "source", topic, partitions)
     assert sum(ends) == n
-    wait_until(
-        lambda: committed_offsets(source, "source", group, topic, partitions) == ends,
-        timeout_s=120,
-        description="the restarted link to catch up and commit everything",
-    )
+    wait_for_commits(source, "source", group, topic, partitions, upto=ends)
     assert mirror.stop() == 0
     total = sum(end_offsets(target, "target", topic, partitions))
     got = read_all(target, "target", topic, expected=total)
@@ -208,21 +199,13 @@ def test_target_broker_restart_mid_stream_loses_nothing(
     group = unique("g")
     mirror = start_mirror("--config", str(write_config([link("restart", topic, group_id=group)])))
     producer = _produce_in_background(source, topic, n, partitions, pace=1000)
-    wait_until(
-        lambda: sum(end_offsets(target, "target", topic, partitions)) >= 3000,
-        timeout_s=60,
-        description="the mirror to be mid-stream",
-    )
+    wait_for_records(target, "target", topic, partitions, 3000, timeout_s=60, description="the mirror mid-stream")
     local_clusters.kill("target")  # a crash, not a clean shutdown
     local_clusters.up(["target"], tie_to_parent=owns_clusters)
     producer.join(timeout=120)
     ends = end_offsets(source, "source", topic, partitions)
     assert sum(ends) == n
-    wait_until(
-        lambda: committed_offsets(source, "source", group, topic, partitions) == ends,
-        timeout_s=180,
-        description="the link to catch up after the target came back",
-    )
+    wait_for_commits(source, "source", group, topic, partitions, upto=ends, timeout_s=180)
     assert mirror.stop() == 0
     got = read_all(target, "target", topic, expected=sum(end_offsets(target, "target", topic, partitions)))
     by_upstream = source_offsets_on_target(got)
@@ -281,14 +264,8 @@ def test_active_active_links_converge_without_a_loop(
     for cluster, alias in ((a, "source"), (b, "target")):
         assert {r.value for r in read_all(cluster, alias, topic, expected=200, timeout_s=60)} == want
     # Both links have read (and skipped or written) everything on both sides: nothing more will come.
-    wait_until(
-        lambda: (
-            committed_offsets(a, "source", group_ab, topic, 2) == end_offsets(a, "source", topic, 2)
-            and committed_offsets(b, "target", group_ba, topic, 2) == end_offsets(b, "target", topic, 2)
-        ),
-        timeout_s=60,
-        description="both links to commit up to the end",
-    )
+    wait_for_commits(a, "source", group_ab, topic, 2, timeout_s=60)
+    wait_for_commits(b, "target", group_ba, topic, 2, timeout_s=60)
     assert sum(end_offsets(a, "source", topic, 2)) == 200
     assert sum(end_offsets(b, "target", topic, 2)) == 200
     assert mirror.stop() == 0
@@ -339,19 +316,12 @@ def test_exactly_once_survives_sigkills_with_each_record_once(
         mirror = start_mirror("--config", str(config))
         threshold = rng.randint(1_000, 4_000) * (kill + 1)
 
-        def reached(threshold: int = threshold) -> bool:
-            return sum(end_offsets(target, "target", topic, partitions)) >= threshold
-
-        wait_until(reached, timeout_s=120, interval_s=0.05, description=f"kill {kill + 1}: {threshold} on the target")
+        wait_for_records(target, "target", topic, partitions, threshold, description=f"kill {kill + 1} at {threshold}")
         mirror.kill()  # the runner and both workers, mid-transaction
     producer.join(timeout=120)
     ends = end_offsets(source, "source", topic, partitions)
     mirror = start_mirror("--config", str(config))
-    wait_until(
-        lambda: committed_offsets(source, "source", group, topic, partitions) == ends,
-        timeout_s=120,
-        description="the exactly-once link to catch up",
-    )
+    wait_for_commits(source, "source", group, topic, partitions, upto=ends)
     assert mirror.stop() == 0
     got = read_to_end(target, "target", topic, partitions)
     assert len(got) == n

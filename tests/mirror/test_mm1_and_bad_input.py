@@ -10,8 +10,7 @@ import pytest
 
 from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.local import free_port
-from mirrorwatch.wait import wait_until
-from tests.kafka_helpers import Record, committed_offsets, end_offsets, produce, read_all
+from tests.kafka_helpers import Record, committed_offsets, end_offsets, produce, read_all, wait_for_commits
 from tests.processes import MirrorProcess
 
 pytestmark = pytest.mark.integration
@@ -46,13 +45,7 @@ def test_the_classic_mirrormaker_1_command_line_works(
     got = read_all(target, "target", topic, expected=300)
     assert sorted(int(r.value or b"") for r in got) == list(range(300))
     # group.id=groupIdMirror from the file holds the progress, where Burrow and kafka_exporter can see it.
-    wait_until(
-        lambda: (
-            committed_offsets(source, "source", "groupIdMirror", topic, 3) == end_offsets(source, "source", topic, 3)
-        ),
-        timeout_s=30,
-        description="groupIdMirror to commit up to the end",
-    )
+    wait_for_commits(source, "source", "groupIdMirror", topic, 3, timeout_s=30)
     assert mirror.stop() == 0
     assert "RoundRobinAssignor is an eager assignor" in mirror.log()
 
@@ -90,11 +83,7 @@ def test_num_streams_and_the_rename_topic_handler(
     got2 = read_all(target, "target", f"{prefix}_target2", expected=200)
     assert {r.value for r in got} == {b"one"} and {r.value for r in got2} == {b"two"}
     assert sorted(r.partition for r in got) == sorted(i % 4 for i in range(400))  # partitions kept through renaming
-    wait_until(
-        lambda: committed_offsets(source, "source", group, src, 4) == end_offsets(source, "source", src, 4),
-        timeout_s=30,
-        description="the group to commit",
-    )
+    wait_for_commits(source, "source", group, src, 4, timeout_s=30)
     assert mirror.stop() == 0
     log = mirror.log()
     assert "started 2 worker process(es)" in log
@@ -158,10 +147,8 @@ def test_a_record_too_large_for_the_target_stops_the_link_and_loses_nothing(
 
     dead_letters = unique("dlq")
     mirror = start_mirror("--config", str(write_config([{**link, "dead_letter_topic": dead_letters}])))
-    wait_until(
-        lambda: committed_offsets(source, "source", group, topic, 1) == [21],
-        timeout_s=60,
-        description="the link to pass the refused record",
+    wait_for_commits(
+        source, "source", group, topic, 1, upto=[21], timeout_s=60, description="the link to pass the refused record"
     )
     (dead,) = read_all(target, "target", dead_letters, expected=1)
     assert dead.value == big
