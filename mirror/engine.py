@@ -39,6 +39,7 @@ from mirrorwatch.clock import Clock, SystemClock
 from mirrorwatch.config import LinkConfig, MirrorwatchConfig
 from mirrorwatch.errors import ConfigError, ConfigProblem, KafkaClientError, MirrorwatchError
 from mirrorwatch.kafka import new_admin, new_consumer, new_producer
+from mirrorwatch.status_board import StatusBoard
 
 __all__ = ["CONSUMER_DEFAULTS", "PRODUCER_DEFAULTS", "LinkWorker", "MirrorFailure"]
 
@@ -81,6 +82,7 @@ PRODUCER_FIXED: dict[str, str | int | bool] = {
 
 SHUTDOWN_FLUSH_S = 30.0
 PROGRESS_EVERY_S = 10.0
+STATUS_EVERY_S = 1.0  # how often the status file the monitor reads (when in another process) is rewritten
 CONNECT_BACKOFF_MAX_S = 30.0
 TOPIC_NOT_READY_CODES = frozenset({KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC})
 
@@ -136,6 +138,7 @@ class LinkWorker:
         # Clients are created in run(), never here.
         self._consumer: Consumer | None = None
         self._producer: Producer | None = None
+        self._board = StatusBoard(config.state_path / "status")
 
     # -- public view ------------------------------------------------------------------------------------------------
 
@@ -216,6 +219,10 @@ class LinkWorker:
             self._loop()
         finally:
             self._shutdown()
+            if self._failure is None:
+                self._board.withdraw("links", self.link.name, self.worker)
+            else:
+                self._publish_status()  # the failure stays visible until the file goes stale
         if self._failure is not None:
             raise MirrorFailure(self._failure)
         return 0
@@ -435,6 +442,7 @@ class LinkWorker:
         commit_every_s = self.link.offset_commit_interval_ms / 1000
         now = clock.monotonic_s()
         next_refresh, next_commit, next_progress = now + refresh_every_s, now + commit_every_s, now + PROGRESS_EVERY_S
+        next_status = now
         last_progress_records, last_progress_at = 0, now
         while not self._stop.is_set() and self._failure is None:
             if self._refresh_requested:
@@ -461,6 +469,9 @@ class LinkWorker:
             if now >= next_refresh:
                 self._refresh_safely()
                 next_refresh = now + refresh_every_s
+            if now >= next_status:
+                self._publish_status()
+                next_status = now + STATUS_EVERY_S
             if now >= next_progress:
                 rate = (self.stats.records_out_total - last_progress_records) / max(now - last_progress_at, 1e-9)
                 in_flight = sum(p.in_flight_records for p in self._progress.values())
@@ -475,6 +486,9 @@ class LinkWorker:
                 )
                 last_progress_records, last_progress_at = self.stats.records_out_total, now
                 next_progress = now + PROGRESS_EVERY_S
+
+    def _publish_status(self) -> None:
+        self._board.publish("links", self.link.name, self.worker, self.status(), self._clock.now_ms())
 
     def _refresh_safely(self) -> None:
         try:

@@ -177,6 +177,7 @@ class TransactionalLinkWorker(LinkWorker):
         transaction_s = self.link.offset_commit_interval_ms / 1000
         next_refresh = time.monotonic() + self.link.refresh_topics_interval_seconds
         while not self._stop.is_set() and self._failure is None:
+            self._publish_status()  # once per transaction (offset_commit_interval_ms)
             if time.monotonic() >= next_refresh or self._refresh_requested:
                 self._refresh_requested = False
                 self._refresh_safely()

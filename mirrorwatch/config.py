@@ -279,6 +279,16 @@ class MirrorwatchConfig(_Model):
     monitor: MonitorConfig = MonitorConfig()
     canary: CanaryConfig = CanaryConfig()
     http: HttpConfig = HttpConfig()
+    # Where workers publish their status for the monitor, and Spark keeps its checkpoints.
+    # Default: $XDG_STATE_HOME/mirrorwatch (~/.local/state/mirrorwatch).
+    state_dir: Annotated[str, StringConstraints(min_length=1)] | None = None
+
+    @property
+    def state_path(self) -> Path:
+        if self.state_dir is not None:
+            return Path(self.state_dir).expanduser()
+        base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+        return Path(base) / "mirrorwatch"
 
     def link(self, name: str) -> LinkConfig:
         for link in self.links:

@@ -383,6 +383,9 @@ class LocalClusters:
                 f"    bootstrap_servers: {cluster.bootstrap_servers}",
             ]
         lines.append("links: []")
+        lines.append(
+            f"state_dir: {json.dumps(str(self.state_dir / 'run'))}  # status files of running links and the canary"
+        )
         self.config_path.write_text("\n".join(lines) + "\n")
 
     # -- down -------------------------------------------------------------------------------------------------------

@@ -11,8 +11,10 @@ from typing import Any
 
 from mirror.engine import LinkWorker
 from mirror.runner import python_links, run_links, worker_for
+from mirrorwatch.clock import SystemClock
 from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.errors import MirrorwatchError
+from mirrorwatch.status_board import StatusBoard
 from monitor.http import HttpServer, create_app
 from monitor.service import LinkStatuses, MonitorService
 
@@ -30,6 +32,19 @@ def _serve(service: MonitorService, config: MirrorwatchConfig) -> HttpServer:
     return server
 
 
+def _link_statuses(config: MirrorwatchConfig, in_memory: Mapping[str, Sequence[LinkWorker]]) -> LinkStatuses:
+    """Each link's worker statuses: in memory for the workers of this process, else from their status files."""
+    board = StatusBoard(config.state_path / "status")
+    clock = SystemClock()
+
+    def statuses() -> Mapping[str, Sequence[Mapping[str, Any]]]:
+        found: dict[str, Sequence[Mapping[str, Any]]] = dict(board.read("links", clock.now_ms()))
+        found.update({name: [w.status() for w in workers] for name, workers in in_memory.items()})
+        return found
+
+    return statuses
+
+
 @contextlib.contextmanager
 def _monitoring(config: MirrorwatchConfig, link_statuses: LinkStatuses | None = None) -> Iterator[MonitorService]:
     """The monitor collecting and the HTTP API serving, for the duration of the block."""
@@ -45,7 +60,7 @@ def _monitoring(config: MirrorwatchConfig, link_statuses: LinkStatuses | None = 
 
 def run_monitor(config: MirrorwatchConfig, stop: threading.Event) -> int:
     """The monitor and its HTTP API until `stop` is set."""
-    with _monitoring(config):
+    with _monitoring(config, _link_statuses(config, {})):
         stop.wait()
     return 0
 
@@ -81,12 +96,9 @@ def run_everything(config: MirrorwatchConfig, stop: threading.Event) -> int:
 
         threads.append(threading.Thread(target=run_elsewhere, name="link-processes", daemon=True))
 
-    def statuses() -> Mapping[str, Sequence[Mapping[str, Any]]]:
-        return {name: [w.status() for w in ws] for name, ws in workers.items()}
-
     for thread in threads:
         thread.start()
-    with _monitoring(config, statuses):
+    with _monitoring(config, _link_statuses(config, workers)):
         try:
             stop.wait()
         finally:

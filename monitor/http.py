@@ -95,6 +95,7 @@ def _link(view: LinkView) -> dict[str, Any]:
         "target": view.target,
         "consumer_group": view.consumer_group,
         "engine_running": view.engine_running,
+        "workers": view.workers,
         "failure": view.failure,
         "replication_lag_records": view.replication_lag_records,
         "replication_lag_seconds": view.replication_lag_seconds,

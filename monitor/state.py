@@ -74,11 +74,12 @@ class LinkView:
     source: str
     target: str
     consumer_group: str
-    engine_running: bool  # positions come from a running engine in this process (else: from the group only)
+    engine_running: bool  # positions come from running workers (in memory or their status files), else the group
     partitions: tuple[LinkPartitionView, ...]
     stats: Mapping[str, Any] = field(default_factory=dict)  # the workers' counters, summed
     failure: str | None = None
     config_drift: tuple[Mapping[str, Any], ...] = ()  # source/target topic config differences the workers found
+    workers: int = 0  # how many workers reported
 
     @property
     def replication_lag_records(self) -> int:
@@ -198,6 +199,7 @@ def link_view(
     stats: dict[str, Any] = {}
     failure = None
     drift: dict[tuple[str, str], Mapping[str, Any]] = {}
+    by_tp: dict[tuple[str, int], LinkPartitionView] = {}
     for status in worker_statuses:
         failure = failure or status.get("failure")
         for d in status.get("config_drift", []):
@@ -211,7 +213,10 @@ def link_view(
                 )
                 total["counts"] = [a + b for a, b in zip(total["counts"], value["counts"], strict=True)]
                 total["sum"] += value["sum"]
-        partitions.extend(_partition_view(position, context) for position in status.get("partitions", []))
+        for position in status.get("partitions", []):
+            # After a rebalance two workers may both have reported a partition; the later status wins.
+            by_tp[(position["topic"], position["partition"])] = _partition_view(position, context)
+    partitions.extend(by_tp.values())
     group = link.consumer_group
     if not worker_statuses and snapshot is not None and snapshot.up and group in snapshot.groups:
         for (topic, partition), committed in sorted(snapshot.groups[group].offsets.items()):
@@ -230,6 +235,7 @@ def link_view(
         stats,
         failure,
         tuple(drift[k] for k in sorted(drift)),
+        len(worker_statuses),
     )
 
 

@@ -37,6 +37,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.fixture(autouse=True)
+def _private_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Status files of configs without `state_dir` go below the test's own directory (also in its subprocesses)."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
+
+
 @pytest.fixture(scope="session")
 def local_clusters(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClusters]:
     existing = request.config.getoption("--clusters")

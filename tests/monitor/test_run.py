@@ -80,3 +80,83 @@ def test_run_mirrors_monitors_and_serves_the_link(
     assert get(f"{base}/healthz") == {"status": "ok"}
     assert process.stop() == 0
     assert "Traceback" not in process.log()
+
+
+def test_monitor_in_its_own_process_reads_the_positions_of_every_mirror_worker(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    write_config: Callable[..., Any],
+    start_mirror: Callable[..., MirrorProcess],
+    unique: Callable[[str], str],
+    tmp_path: Any,
+) -> None:
+    """`mirrorwatch mirror` with two worker processes and `mirrorwatch monitor` alone: the monitor serves the acked
+    and consumed positions of both workers from their status files (not only the group's commits), and falls back to
+    the commits once the mirror has stopped and withdrawn them."""
+    topic = make_topic("source", 4)
+    source = clusters_config.clusters["source"]
+    produce(source, "source", topic, [Record(value=b"x", partition=i % 4) for i in range(400)])
+    config = write_config(
+        [
+            {
+                "name": "two-workers",
+                "source": "source",
+                "target": "target",
+                "topics": {"include": [topic]},
+                "group_id": unique("g"),
+                "num_streams": 2,
+                # Commits so rare that only the workers' own positions can show the link caught up in time.
+                "offset_commit_interval_ms": 3_600_000,
+            }
+        ],
+        monitor={"interval_seconds": 1},
+        http={"host": "127.0.0.1", "port": 0},
+        state_dir=str(tmp_path / "state"),
+    )
+    mirror = start_mirror("--config", str(config))
+    monitor = start_mirror("--config", str(config), command="monitor")
+    monitor.wait_for_log("HTTP API on http://127.0.0.1:")
+    port = int(re.search(r"HTTP API on http://127\.0\.0\.1:(\d+)", monitor.log()).group(1))  # type: ignore[union-attr]
+    link_url = f"http://127.0.0.1:{port}/mirror/links/two-workers"
+
+    def both_workers_caught_up() -> bool:
+        link = get(link_url)
+        partitions = link["partitions"]
+        return (
+            link["engine_running"]
+            and link["workers"] == 2
+            and [p["partition"] for p in partitions] == [0, 1, 2, 3]
+            and all(p["acked"] == 100 and p["replication_lag_records"] == 0 for p in partitions)
+            and link["stats"]["records_out_total"] == 400
+        )
+
+    wait_until(
+        both_workers_caught_up,
+        timeout_s=90,
+        interval_s=0.5,
+        ignore=(urllib.error.HTTPError,),
+        description="the separate monitor to show both workers' positions caught up",
+    )
+    produce(source, "source", topic, [Record(value=b"y", partition=0) for _ in range(50)])
+    wait_until(
+        lambda: get(link_url)["partitions"][0]["acked"] == 150,
+        timeout_s=60,
+        interval_s=0.5,
+        description="the monitor to follow the acked position of partition 0",
+    )
+    assert mirror.stop() == 0  # SIGTERM: the workers commit and withdraw their status files
+    wait_until(
+        lambda: not get(link_url)["engine_running"],
+        timeout_s=30,
+        interval_s=0.5,
+        description="the monitor to fall back to the group's commits once the workers are gone",
+    )
+    link = get(link_url)
+    assert [(p["committed"], p["acked"]) for p in link["partitions"]] == [
+        (150, None),
+        (100, None),
+        (100, None),
+        (100, None),
+    ]
+    assert monitor.stop() == 0
+    assert "Traceback" not in mirror.log() + monitor.log()

@@ -1,0 +1,42 @@
+"""Status files: fresh ones are read, stale and withdrawn ones are not, a later update wins."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mirrorwatch.status_board import StatusBoard
+
+
+def test_fresh_statuses_are_read_per_name_oldest_first(tmp_path: Path) -> None:
+    board = StatusBoard(tmp_path)
+    board.publish("links", "a", 1, {"state": "running"}, now_ms=2_000)
+    board.publish("links", "a", 0, {"state": "running"}, now_ms=1_000)
+    board.publish("links", "b/odd name", 0, {"state": "failed"}, now_ms=1_500)
+    board.publish("canary", "a", 0, {"probes": 3}, now_ms=1_000)
+
+    found = board.read("links", now_ms=3_000, max_age_ms=5_000)
+
+    assert sorted(found) == ["a", "b/odd name"]
+    assert [(d["worker"], d["updated_ms"]) for d in found["a"]] == [(0, 1_000), (1, 2_000)]
+    assert found["b/odd name"][0]["state"] == "failed"
+    assert board.read("canary", now_ms=3_000)["a"][0]["probes"] == 3
+
+
+def test_stale_and_withdrawn_statuses_are_ignored(tmp_path: Path) -> None:
+    board = StatusBoard(tmp_path)
+    board.publish("links", "killed", 0, {}, now_ms=1_000)
+    board.publish("links", "stopped", 0, {}, now_ms=9_000)
+    board.withdraw("links", "stopped", 0)
+    board.withdraw("links", "never-there", 3)
+
+    assert board.read("links", now_ms=10_000, max_age_ms=8_999) == {}
+    assert list(board.read("links", now_ms=10_000, max_age_ms=9_000)) == ["killed"]
+
+
+def test_unreadable_files_and_missing_folders_are_skipped(tmp_path: Path) -> None:
+    board = StatusBoard(tmp_path / "nowhere")
+    assert board.read("links", now_ms=0) == {}
+    (tmp_path / "links").mkdir()
+    (tmp_path / "links" / "half.0.json").write_text('{"name": "half", "upd')
+    (tmp_path / "links" / "list.0.json").write_text("[1, 2]")
+    assert StatusBoard(tmp_path).read("links", now_ms=0) == {}
