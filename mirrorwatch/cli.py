@@ -335,8 +335,25 @@ def monitor(config_path: Path) -> None:
 
 @cli.command()
 @click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False, path_type=Path))
+def canary(config_path: Path) -> None:
+    """Probe every link end to end: a probe per partition every canary.interval_seconds, read back at the target.
+
+    Probes go to canary.topic on each link's source (created with one partition per broker if missing) and are read
+    back from the mirrored topic on the target, and from the source topic for the broker-only round trip. Reports
+    end-to-end, produce and round-trip latency, lost, late, duplicated and reordered probes and absent links at
+    /canary and /metrics (http.host:http.port). Run the mirror (any mirror tool) separately; `mirrorwatch run`
+    includes the canary.
+    """
+    from mirrorwatch.config import load_config
+    from mirrorwatch.services import run_canary
+
+    sys.exit(run_canary(load_config(config_path), _stop_event()))
+
+
+@cli.command()
+@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False, path_type=Path))
 def run(config_path: Path) -> None:
-    """The mirror links, the monitor and the HTTP API in one process, side by side.
+    """The mirror links, the monitor, the canary and the HTTP API in one process, side by side.
 
     The monitor reads the engine's consumed, acknowledged and committed positions in memory, so /mirror/links and
     the mirrorwatch_mirror_* metrics show replication lag, not just committed lag.

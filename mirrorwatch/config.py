@@ -264,8 +264,15 @@ class MonitorConfig(_Model):
 
 
 class CanaryConfig(_Model):
+    enabled: bool = True  # `mirrorwatch run` starts the canary for every link
     interval_seconds: Annotated[float, Field(gt=0)] = 60
     topic: TopicName = "mirrorwatch.canary"
+    # A probe not read back at the target within this long is counted lost (and late if it turns up afterwards).
+    sla_seconds: Annotated[float, Field(gt=0)] = 120
+    # A link is absent when no probe has arrived at its target for this many intervals.
+    absent_after_intervals: Annotated[int, Field(ge=1, le=1000)] = 3
+    # The probe topic's replication factor when the canary creates it (default: the broker default).
+    replication_factor: Annotated[int, Field(ge=1, le=32)] | None = None
 
 
 class HttpConfig(_Model):

@@ -21,13 +21,14 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Message, Producer
 
+from canary.service import CanaryService
 from mirror.engine import LinkWorker
 from mirrorwatch.config import MirrorwatchConfig, load_config, parse_config
-from mirrorwatch.errors import MirrorwatchError
 from mirrorwatch.kafka import create_topics, new_admin, new_consumer, new_producer
 from mirrorwatch.local import LocalClusters
+from mirrorwatch.services import serve
 from mirrorwatch.wait import WaitTimeout, wait_until
-from monitor.http import HttpServer, create_app
+from monitor.http import HttpServer
 from monitor.service import MonitorService
 
 __all__ = ["DemoOptions", "run_demo"]
@@ -79,6 +80,7 @@ def demo_config(clusters_config: MirrorwatchConfig, topic: str, http_port: int =
                 "refresh_topics_interval_seconds": 5,
             },
         ],
+        "canary": {"interval_seconds": 5, "sla_seconds": 30},
     }
     return parse_config(document, source="the demo", env={})
 
@@ -92,6 +94,7 @@ def run_demo(options: DemoOptions, stop: threading.Event, out: Callable[[str], N
     mirror_result: list[int | BaseException] = []
     traffic: _Traffic | None = None
     monitor: MonitorService | None = None
+    canary: CanaryService | None = None
     server: HttpServer | None = None
     try:
         clusters.up(tie_to_parent=True)
@@ -110,10 +113,15 @@ def run_demo(options: DemoOptions, stop: threading.Event, out: Callable[[str], N
         mirror_thread.start()
         monitor = MonitorService(config, link_statuses=lambda: {LINK: [worker.status()]})
         monitor.start()
-        server = _serve(monitor, config)
+        canary = CanaryService(config)
+        canary.start()
+        server = serve(config, monitor, canary, any_port_if_taken=True)
         url = f"http://127.0.0.1:{server.port}"
         group = config.links[0].consumer_group
-        out(f"HTTP API: {url}/mirror/links/{LINK}  {url}/metrics  {url}/v3/kafka/source/consumer/{group}/lag")
+        out(
+            f"HTTP API: {url}/mirror/links/{LINK}  {url}/metrics  {url}/v3/kafka/source/consumer/{group}/lag  "
+            f"{url}/canary"
+        )
         traffic = _Traffic(
             producer=new_producer(source, "source", {"acks": "all", "enable.idempotence": True, "linger.ms": 5}),
             reader=new_consumer(target, "target", "mirrorwatch-demo-reader", {"auto.offset.reset": "earliest"}),
@@ -123,7 +131,7 @@ def run_demo(options: DemoOptions, stop: threading.Event, out: Callable[[str], N
             f"mirroring {options.topic!r} from source ({source.bootstrap_servers}) to target "
             f"({target.bootstrap_servers}) with link {LINK!r}"
         )
-        _run_loop(traffic, worker=worker, monitor=monitor, options=options, stop=stop, out=out)
+        _run_loop(traffic, worker=worker, monitor=monitor, canary=canary, options=options, stop=stop, out=out)
         _catch_up(traffic, out)
         return _verdict(traffic, mirror_result, out)
     finally:
@@ -131,6 +139,8 @@ def run_demo(options: DemoOptions, stop: threading.Event, out: Callable[[str], N
             server.stop()
         if monitor is not None:
             monitor.stop()
+        if canary is not None:
+            canary.stop()
         mirror_stop.set()
         if mirror_thread is not None:
             mirror_thread.join(timeout=60)
@@ -140,22 +150,12 @@ def run_demo(options: DemoOptions, stop: threading.Event, out: Callable[[str], N
             out(line)
 
 
-def _serve(monitor: MonitorService, config: MirrorwatchConfig) -> HttpServer:
-    """The HTTP API on its configured port (8000), or on a free port when that one is taken."""
-    try:
-        server = HttpServer(create_app(monitor), config.http.host, config.http.port)
-        server.start()
-    except MirrorwatchError:
-        server = HttpServer(create_app(monitor), config.http.host, 0)
-        server.start()
-    return server
-
-
 def _run_loop(
     t: _Traffic,
     *,
     worker: LinkWorker,
     monitor: MonitorService,
+    canary: CanaryService,
     options: DemoOptions,
     stop: threading.Event,
     out: Callable[[str], None],
@@ -175,7 +175,7 @@ def _run_loop(
         n += 1
         _read(t, timeout_s=0)
         if now >= next_progress:
-            out(_progress_line(t, worker, monitor, now - started))
+            out(_progress_line(t, worker, monitor, canary, now - started))
             next_progress = now + options.progress_every_s
         stop.wait(interval_s)
 
@@ -211,7 +211,9 @@ def _read(t: _Traffic, timeout_s: float) -> None:
             t.read_on_target += 1
 
 
-def _progress_line(t: _Traffic, worker: LinkWorker, monitor: MonitorService, elapsed_s: float) -> str:
+def _progress_line(
+    t: _Traffic, worker: LinkWorker, monitor: MonitorService, canary: CanaryService, elapsed_s: float
+) -> str:
     in_flight = sum(p["in_flight_records"] for p in worker.positions())
     view = monitor.state.links.get(LINK) if monitor.state is not None else None
     lag = (
@@ -219,9 +221,12 @@ def _progress_line(t: _Traffic, worker: LinkWorker, monitor: MonitorService, ela
         if view
         else "lag: not measured yet"
     )
+    (probes,) = canary.view()
+    latency = max((p.last_e2e_seconds or 0 for p in probes.partitions), default=0)
     return (
         f"[{elapsed_s:6.1f}s] source: produced {t.acked} | mirror: {worker.stats.records_out_total} mirrored, "
-        f"{in_flight} in flight, {lag} | target: read {t.read_on_target}"
+        f"{in_flight} in flight, {lag} | target: read {t.read_on_target} | canary: {probes.total('received')} "
+        f"probes back, last e2e {latency * 1000:.0f} ms, {probes.total('lost')} lost"
     )
 
 

@@ -6,30 +6,90 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from canary.exporter import CanaryCollector
+from canary.service import CanaryService
 from mirror.engine import LinkWorker
 from mirror.runner import python_links, run_links, worker_for
 from mirrorwatch.clock import SystemClock
 from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.errors import MirrorwatchError
-from mirrorwatch.status_board import StatusBoard
+from mirrorwatch.status_board import STATUS_MAX_AGE_MS, StatusBoard
 from monitor.http import HttpServer, create_app
 from monitor.service import LinkStatuses, MonitorService
 
-__all__ = ["run_everything", "run_monitor"]
+__all__ = ["canary_running", "run_canary", "run_everything", "run_monitor", "serve"]
 
 log = logging.getLogger("mirrorwatch")
 
 
-def _serve(service: MonitorService, config: MirrorwatchConfig) -> HttpServer:
-    server = HttpServer(create_app(service), config.http.host, config.http.port)
-    server.start()
-    log.info(
-        "HTTP API on http://%s:%d (Burrow /v3/kafka, /mirror/links, /metrics, /healthz)", config.http.host, server.port
-    )
+def serve(
+    config: MirrorwatchConfig,
+    monitor: MonitorService | None,
+    canary: CanaryService | None,
+    *,
+    any_port_if_taken: bool = False,
+) -> HttpServer:
+    """The HTTP API on http.host:http.port with what runs in this process. Without an in-process canary, `/canary`
+    serves the status a canary in another process publishes."""
+    routes, collectors = [], []
+    if canary is not None:
+        routes.append(Route("/canary", _json_route(canary.as_json)))
+        collectors.append(CanaryCollector(canary.view))
+    else:
+        routes.append(Route("/canary", _json_route(lambda: _published_canary(config))))
+
+    def start(port: int) -> HttpServer:
+        server = HttpServer(create_app(monitor, extra_routes=routes, collectors=collectors), config.http.host, port)
+        server.start()
+        return server
+
+    try:
+        server = start(config.http.port)
+    except MirrorwatchError:
+        if not any_port_if_taken:
+            raise
+        server = start(0)
+    what = "Burrow /v3/kafka, /mirror/links, " if monitor is not None else ""
+    log.info("HTTP API on http://%s:%d (%s/canary, /metrics, /healthz)", config.http.host, server.port, what)
     return server
+
+
+def _json_route(body: Callable[[], Mapping[str, Any] | None]) -> Callable[[Request], Awaitable[Response]]:
+    async def respond(_request: Request) -> Response:
+        document = body()
+        if document is None:
+            return JSONResponse({"error": True, "message": "no canary is running"}, status_code=503)
+        return JSONResponse(document)
+
+    return respond
+
+
+def _published_canary(config: MirrorwatchConfig) -> Mapping[str, Any] | None:
+    max_age_ms = int(config.canary.interval_seconds * 3000) + STATUS_MAX_AGE_MS  # it publishes once per round
+    found = StatusBoard(config.state_path / "status").read("canary", SystemClock().now_ms(), max_age_ms)
+    documents = sorted((d for ds in found.values() for d in ds), key=lambda d: d["updated_ms"])
+    return documents[-1] if documents else None
+
+
+@contextlib.contextmanager
+def canary_running(config: MirrorwatchConfig, *, required: bool = False) -> Iterator[CanaryService | None]:
+    """The canary probing every link for the duration of the block (None when disabled or there are no links)."""
+    if not required and (not config.canary.enabled or not config.links):
+        yield None
+        return
+    canary = CanaryService(config)
+    canary.start()
+    try:
+        yield canary
+    finally:
+        canary.stop()
 
 
 def _link_statuses(config: MirrorwatchConfig, in_memory: Mapping[str, Sequence[LinkWorker]]) -> LinkStatuses:
@@ -46,11 +106,13 @@ def _link_statuses(config: MirrorwatchConfig, in_memory: Mapping[str, Sequence[L
 
 
 @contextlib.contextmanager
-def _monitoring(config: MirrorwatchConfig, link_statuses: LinkStatuses | None = None) -> Iterator[MonitorService]:
+def _monitoring(
+    config: MirrorwatchConfig, link_statuses: LinkStatuses | None = None, canary: CanaryService | None = None
+) -> Iterator[MonitorService]:
     """The monitor collecting and the HTTP API serving, for the duration of the block."""
     service = MonitorService(config, link_statuses=link_statuses)
     service.start()
-    server = _serve(service, config)
+    server = serve(config, service, canary)
     try:
         yield service
     finally:
@@ -62,6 +124,17 @@ def run_monitor(config: MirrorwatchConfig, stop: threading.Event) -> int:
     """The monitor and its HTTP API until `stop` is set."""
     with _monitoring(config, _link_statuses(config, {})):
         stop.wait()
+    return 0
+
+
+def run_canary(config: MirrorwatchConfig, stop: threading.Event) -> int:
+    """The canary alone, with its own HTTP server (/canary, /metrics), until `stop` is set."""
+    with canary_running(config, required=True) as canary:
+        server = serve(config, None, canary)
+        try:
+            stop.wait()
+        finally:
+            server.stop()
     return 0
 
 
@@ -98,7 +171,7 @@ def run_everything(config: MirrorwatchConfig, stop: threading.Event) -> int:
 
     for thread in threads:
         thread.start()
-    with _monitoring(config, _link_statuses(config, workers)):
+    with canary_running(config) as canary, _monitoring(config, _link_statuses(config, workers), canary):
         try:
             stop.wait()
         finally:

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import socket
 import threading
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
 import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.registry import Collector
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -105,9 +107,35 @@ def _link(view: LinkView) -> dict[str, Any]:
     }
 
 
-def create_app(service: MonitorService) -> Starlette:
+def create_app(
+    service: MonitorService | None,
+    *,
+    extra_routes: Sequence[Route] = (),
+    collectors: Sequence[Collector] = (),
+) -> Starlette:
+    """The HTTP API: the monitor's routes (when it runs here), `extra_routes` (e.g. the canary's `/canary`),
+    `/metrics` from the monitor's and the extra `collectors`, `/healthz` and `/readyz`."""
     registry = CollectorRegistry(auto_describe=True)
+    for collector in collectors:
+        registry.register(collector)
+
+    async def metrics(request: Request) -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def always_ready(request: Request) -> Response:
+        return JSONResponse({"status": "ready"})
+
+    common = [Route("/metrics", metrics), Route("/healthz", healthz), *extra_routes]
+    if service is None:
+        return Starlette(routes=[*common, Route("/readyz", always_ready)])
     registry.register(MonitorCollector(service))
+    return Starlette(routes=[*_monitor_routes(service), *common])
+
+
+def _monitor_routes(service: MonitorService) -> list[Route]:
 
     def state() -> MonitorState | None:
         return service.state
@@ -197,33 +225,23 @@ def create_app(service: MonitorService) -> Starlette:
             return JSONResponse({"error": True, "message": "no collection yet"}, status_code=503)
         return JSONResponse(_link(current.links[name]))
 
-    async def metrics(request: Request) -> Response:
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
-
-    async def healthz(request: Request) -> Response:
-        return JSONResponse({"status": "ok"})
-
     async def readyz(request: Request) -> Response:
         ready = state() is not None
         return JSONResponse({"status": "ready" if ready else "no collection yet"}, status_code=200 if ready else 503)
 
-    return Starlette(
-        routes=[
-            Route("/v3/kafka", clusters),
-            Route("/v3/kafka/{cluster}", cluster),
-            Route("/v3/kafka/{cluster}/topic", topics),
-            Route("/v3/kafka/{cluster}/topic/{topic}", topic),
-            Route("/v3/kafka/{cluster}/consumer", consumers),
-            Route("/v3/kafka/{cluster}/consumer/{group}", consumer),
-            Route("/v3/kafka/{cluster}/consumer/{group}/status", consumer_status),
-            Route("/v3/kafka/{cluster}/consumer/{group}/lag", consumer_status),
-            Route("/mirror/links", links),
-            Route("/mirror/links/{link}", link),
-            Route("/metrics", metrics),
-            Route("/healthz", healthz),
-            Route("/readyz", readyz),
-        ]
-    )
+    return [
+        Route("/v3/kafka", clusters),
+        Route("/v3/kafka/{cluster}", cluster),
+        Route("/v3/kafka/{cluster}/topic", topics),
+        Route("/v3/kafka/{cluster}/topic/{topic}", topic),
+        Route("/v3/kafka/{cluster}/consumer", consumers),
+        Route("/v3/kafka/{cluster}/consumer/{group}", consumer),
+        Route("/v3/kafka/{cluster}/consumer/{group}/status", consumer_status),
+        Route("/v3/kafka/{cluster}/consumer/{group}/lag", consumer_status),
+        Route("/mirror/links", links),
+        Route("/mirror/links/{link}", link),
+        Route("/readyz", readyz),
+    ]
 
 
 class HttpServer:

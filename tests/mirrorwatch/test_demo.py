@@ -62,6 +62,17 @@ def test_demo_mirrors_sample_traffic_and_stops_cleanly_on_ctrl_c(tmp_path: Path)
             ignore=(urllib.error.URLError,),
             description="the demo's HTTP API to show the link",
         )
+
+        def canary_came_back() -> bool:
+            progress_shows_mirrored_records()
+            return any(
+                line.startswith("[") and "| canary: " in line and "canary: 0 probes" not in line for line in seen
+            )
+
+        wait_until(canary_came_back, timeout_s=90, description="a progress line with canary probes read back")
+        with urllib.request.urlopen(api.replace("/mirror/links/demo", "/canary"), timeout=5) as response:
+            (probed,) = json.load(response)["links"]
+        assert probed["link"] == "demo" and probed["received_total"] > 0
         demo.send_signal(signal.SIGINT)
         returncode = demo.wait(timeout=90)
     finally:

@@ -49,6 +49,7 @@ def test_run_mirrors_monitors_and_serves_the_link(
             }
         ],
         monitor={"interval_seconds": 1},
+        canary={"interval_seconds": 1, "topic": unique("canary")},
         http={"host": "127.0.0.1", "port": 0},
     )
     process = start_mirror("--config", str(config), command="run")
@@ -58,10 +59,9 @@ def test_run_mirrors_monitors_and_serves_the_link(
 
     def caught_up() -> bool:
         link = get(f"{base}/mirror/links/served")
-        lags = [p["replication_lag_records"] for p in link["partitions"]]
-        return (
-            link["engine_running"] and len(lags) == 2 and lags == [0, 0] and link["stats"]["records_out_total"] == 200
-        )
+        # The link also mirrors the canary's probe topic; the data topic's positions are exact.
+        data = [(p["acked"], p["replication_lag_records"]) for p in link["partitions"] if p["topic"] == topic]
+        return link["engine_running"] and data == [(100, 0), (100, 0)] and link["stats"]["records_out_total"] >= 200
 
     wait_until(
         caught_up,
@@ -76,8 +76,20 @@ def test_run_mirrors_monitors_and_serves_the_link(
         for s in families["mirrorwatch_mirror_records"].samples
         if s.name.endswith("_total") and s.labels == {"link": "served", "direction": "out"}
     )
-    assert out == 200
+    assert out >= 200  # the 200 records plus the canary's probes
     assert get(f"{base}/healthz") == {"status": "ok"}
+    # The canary runs alongside: its probes come back through the same link.
+    wait_until(
+        lambda: get(f"{base}/canary")["links"][0]["received_total"] >= 2,
+        timeout_s=60,
+        interval_s=0.5,
+        description="canary probes read back through the link",
+    )
+    (canary,) = get(f"{base}/canary")["links"]
+    assert canary["link"] == "served" and not canary["absent"]
+    assert canary["partitions"][0]["e2e_latency"]["count"] >= 2
+    names = {f.name for f in text_string_to_metric_families(get(f"{base}/metrics"))}
+    assert {"mirrorwatch_canary_e2e_latency_seconds", "mirrorwatch_canary_probes_sent"} <= names
     assert process.stop() == 0
     assert "Traceback" not in process.log()
 
@@ -160,3 +172,46 @@ def test_monitor_in_its_own_process_reads_the_positions_of_every_mirror_worker(
     ]
     assert monitor.stop() == 0
     assert "Traceback" not in mirror.log() + monitor.log()
+
+
+def test_canary_alone_serves_its_probes_and_a_separate_monitor_shows_them_at_canary(
+    clusters_config: MirrorwatchConfig,
+    write_config: Callable[..., Any],
+    start_mirror: Callable[..., MirrorProcess],
+    unique: Callable[[str], str],
+    tmp_path: Any,
+) -> None:
+    """`mirrorwatch canary` with no mirror running: probes are sent (and the link reported absent); a
+    `mirrorwatch monitor` on another port serves the same canary status at its /canary."""
+    document = {
+        "links": [{"name": "unmirrored", "source": "source", "target": "target", "group_id": unique("g")}],
+        "canary": {"interval_seconds": 1, "topic": unique("canary"), "absent_after_intervals": 2},
+        "state_dir": str(tmp_path / "state"),
+        "monitor": {"interval_seconds": 1},
+    }
+    canary_config = write_config(http={"host": "127.0.0.1", "port": 0}, **document)
+    monitor_config = write_config(http={"host": "127.0.0.1", "port": 0}, **document)
+    canary = start_mirror("--config", str(canary_config), command="canary")
+    monitor = start_mirror("--config", str(monitor_config), command="monitor")
+    urls = []
+    for process in (canary, monitor):
+        process.wait_for_log("HTTP API on http://127.0.0.1:")
+        port = int(re.search(r"HTTP API on http://127\.0\.0\.1:(\d+)", process.log()).group(1))  # type: ignore[union-attr]
+        urls.append(f"http://127.0.0.1:{port}/canary")
+
+    def sent_and_absent() -> bool:
+        (link,) = get(urls[0])["links"]
+        return bool(link["sent_total"] >= 3 and link["absent"] and link["received_total"] == 0)
+
+    wait_until(sent_and_absent, timeout_s=60, interval_s=0.5, description="probes sent and the link absent")
+    instance = get(urls[0])["instance"]
+    wait_until(
+        lambda: get(urls[1])["instance"] == instance and get(urls[1])["links"][0]["sent_total"] >= 3,
+        timeout_s=30,
+        interval_s=0.5,
+        ignore=(urllib.error.HTTPError,),  # 503 until the canary published its first round
+        description="the monitor to serve the canary's published status",
+    )
+    assert "mirrorwatch_canary_absent" in get(urls[0].replace("/canary", "/metrics"))
+    assert canary.stop() == 0 and monitor.stop() == 0
+    assert "Traceback" not in canary.log() + monitor.log()

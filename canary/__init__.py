@@ -1,0 +1,1 @@
+"""The canary: probes through the mirror, read back at the target (pure core: probe, tracker, topic)."""

@@ -1,0 +1,371 @@
+"""The canary's I/O shell: probe topics, one producer per source cluster, read-back consumers, the schedule.
+
+Every `canary.interval_seconds` (APScheduler, coalesced, one run at a time) one probe per partition of the probe
+topic goes to each link's source with acks=all. A consumer per link reads the mirrored probe topic on the link's
+target (its name follows the link's rename policy) and a consumer per source cluster reads the probe topic there, so
+the source round trip (broker latency) and the end-to-end latency (broker + mirror) can be told apart. Consumers are
+assigned partitions directly, positioned at the end before the first probe is sent (a target topic that does not
+exist yet is read from its beginning once the mirror creates it), and never commit: the canary joins no group, so it
+never shows up as a lagging consumer itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewPartitions, NewTopic
+
+from canary.probe import Probe, decode_probe
+from canary.topic import CanaryTopicPlan, plan_canary_topic
+from canary.tracker import LinkView, Tracker
+from mirror.rename import rename_policy
+from mirrorwatch.clock import Clock, SystemClock
+from mirrorwatch.config import LinkConfig, MirrorwatchConfig
+from mirrorwatch.errors import ConfigError, ConfigProblem
+from mirrorwatch.kafka import new_admin, new_consumer, new_producer
+from mirrorwatch.status_board import StatusBoard
+
+__all__ = ["CanaryService", "canary_links"]
+
+log = logging.getLogger("mirrorwatch.canary")
+
+TIMEOUT_S = 15.0
+METADATA_REFRESH_S = 30.0
+
+
+def canary_links(config: MirrorwatchConfig) -> list[LinkConfig]:
+    if not config.links:
+        raise ConfigError([ConfigProblem("links", "the canary probes links, and the config has none")])
+    return list(config.links)
+
+
+@dataclass
+class _Reader:
+    """One read-back consumer: the target of a link (`link` set) or a source cluster (`link` None)."""
+
+    alias: str
+    topic: str
+    link: str | None
+    consumer: Consumer
+    assigned: set[int] = field(default_factory=set)
+    next_refresh_s: float = 0.0
+
+
+class CanaryService:
+    def __init__(self, config: MirrorwatchConfig, *, clock: Clock | None = None) -> None:
+        self.config = config
+        self.links = canary_links(config)
+        self.instance = uuid.uuid4().hex
+        self._clock = clock or SystemClock()
+        canary = config.canary
+        self.tracker = Tracker(
+            self.instance,
+            [link.name for link in self.links],
+            interval_s=canary.interval_seconds,
+            sla_s=canary.sla_seconds,
+            absent_after_intervals=canary.absent_after_intervals,
+            now_ns=self._clock.now_ns(),
+        )
+        self._lock = threading.Lock()  # guards the tracker
+        self._round = threading.Lock()  # one probe round at a time (the first one runs from start())
+        self._stop = threading.Event()
+        self._admins: dict[str, AdminClient] = {}
+        self._producers: dict[str, Producer] = {}
+        self._readers: list[_Reader] = []
+        self._partitions: dict[str, int] = {}  # source alias -> probe topic partitions
+        self._threads: list[threading.Thread] = []
+        self._scheduler: BackgroundScheduler | None = None
+        self.plans: dict[str, CanaryTopicPlan] = {}
+        self._board = StatusBoard(config.state_path / "status")
+
+    # -- lifecycle --------------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        topic = self.config.canary.topic
+        for alias in sorted({link.source for link in self.links}):
+            self._producers[alias] = new_producer(
+                self.config.clusters[alias],
+                alias,
+                {
+                    "acks": "all",
+                    "linger.ms": 0,
+                    "message.timeout.ms": int(min(max(self.config.canary.sla_seconds, 5), 120) * 1000),
+                    "client.id": f"mirrorwatch-canary-{alias}",
+                },
+            )
+            self._readers.append(_Reader(alias, topic, None, self._consumer(alias, "source")))
+        for link in self.links:
+            target_topic = rename_policy(link.rename, link.source).target_topic(topic)
+            self._readers.append(_Reader(link.target, target_topic, link.name, self._consumer(link.target, link.name)))
+        # Position every reader before the first probe, so none is missed; a cluster that is down is retried.
+        for reader in self._readers:
+            self._refresh(reader, first=True)
+        for alias, producer in self._producers.items():
+            self._threads.append(
+                threading.Thread(target=self._poll_producer, args=(producer,), name=f"canary-ack-{alias}", daemon=True)
+            )
+        for reader in self._readers:
+            name = f"canary-read-{reader.link or 'source'}-{reader.alias}"
+            self._threads.append(threading.Thread(target=self._read, args=(reader,), name=name, daemon=True))
+        for thread in self._threads:
+            thread.start()
+        scheduler = BackgroundScheduler(job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None})
+        scheduler.add_job(self.probe_round, "interval", seconds=self.config.canary.interval_seconds, id="canary")
+        scheduler.start()
+        self._scheduler = scheduler
+        self.probe_round()  # the first round now, not one interval from now
+        log.info(
+            "canary %s: probing %d link(s) every %gs through topic %r",
+            self.instance[:8],
+            len(self.links),
+            self.config.canary.interval_seconds,
+            topic,
+        )
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._scheduler is not None:
+            self._scheduler.shutdown(wait=True)
+        for thread in self._threads:
+            thread.join(timeout=10)
+        for producer in self._producers.values():
+            producer.flush(5)
+        for reader in self._readers:
+            reader.consumer.close()
+        self._board.withdraw("canary", self.instance, 0)
+
+    # -- probe topic ------------------------------------------------------------------------------------------------
+
+    def _admin(self, alias: str) -> AdminClient:
+        if alias not in self._admins:
+            self._admins[alias] = new_admin(
+                self.config.clusters[alias], alias, {"client.id": f"mirrorwatch-canary-{alias}"}
+            )
+        return self._admins[alias]
+
+    def _ensure_topic(self, alias: str) -> int | None:
+        """Create or grow the probe topic on a source cluster; its partition count, None while it cannot be read."""
+        topic = self.config.canary.topic
+        admin = self._admin(alias)
+        try:
+            metadata = admin.list_topics(timeout=TIMEOUT_S)
+        except KafkaException as exc:
+            log.warning("canary: cannot reach source cluster %r (%s); retrying next round", alias, exc.args[0])
+            return None
+        existing = metadata.topics.get(topic)
+        partitions = None if existing is None or existing.error is not None else existing.partitions
+        leaders = {p: meta.leader for p, meta in (partitions or {}).items()}
+        plan = plan_canary_topic(
+            topic, None if partitions is None else len(partitions), list(metadata.brokers), leaders
+        )
+        self.plans[alias] = plan
+        for warning in plan.warnings:
+            log.warning("%s", warning)
+        try:
+            if plan.create:
+                rf = self.config.canary.replication_factor or -1
+                futures = admin.create_topics([NewTopic(topic, plan.partitions, rf)], request_timeout=TIMEOUT_S)
+                _ignore_exists(futures[topic])
+                log.info("canary: created probe topic %r on %r with %d partition(s)", topic, alias, plan.partitions)
+            elif plan.grow_from is not None:
+                futures = admin.create_partitions([NewPartitions(topic, plan.partitions)], request_timeout=TIMEOUT_S)
+                futures[topic].result(timeout=TIMEOUT_S)
+                log.info("canary: grew probe topic %r on %r to %d partition(s)", topic, alias, plan.partitions)
+        except KafkaException as exc:
+            log.warning("canary: cannot prepare probe topic %r on %r (%s); retrying next round", topic, alias, exc)
+            return None
+        return plan.partitions
+
+    # -- probing ----------------------------------------------------------------------------------------------------
+
+    def probe_round(self) -> None:
+        """One probe per partition for every link, then the SLA check."""
+        with self._round:
+            if not self._stop.is_set():
+                self._probe_round()
+
+    def _probe_round(self) -> None:
+        topic = self.config.canary.topic
+        for alias in self._producers:
+            partitions = self._ensure_topic(alias)
+            if partitions is not None:
+                self._partitions[alias] = partitions
+        for link in self.links:
+            producer = self._producers[link.source]
+            for partition in range(self._partitions.get(link.source, 0)):
+                with self._lock:
+                    probe = self.tracker.new_probe(link.name, partition, self._clock.now_ns())
+                try:
+                    producer.produce(
+                        topic,
+                        value=probe.value(),
+                        key=probe.key(),
+                        partition=partition,
+                        headers=probe.headers(),
+                        on_delivery=self._delivered(probe),
+                    )
+                except (BufferError, KafkaException) as exc:
+                    log.warning("canary: cannot send probe to %s[%d]: %s", topic, partition, exc)
+                    with self._lock:
+                        self.tracker.produced(probe, self._clock.now_ns(), ok=False)
+        with self._lock:
+            lost = self.tracker.tick(self._clock.now_ns())
+        if lost:
+            log.warning("canary: %d probe(s) not read back within %gs", lost, self.config.canary.sla_seconds)
+        # For a monitor in another process to serve at /canary.
+        self._board.publish("canary", self.instance, 0, self.as_json(), self._clock.now_ms())
+
+    def _delivered(self, probe: Probe) -> Callable[[KafkaError | None, Message], None]:
+        def report(err: KafkaError | None, _msg: Message) -> None:
+            if err is not None:
+                log.warning("canary: probe to partition %d refused: %s", probe.partition, err.str())
+            with self._lock:
+                self.tracker.produced(probe, self._clock.now_ns(), ok=err is None)
+
+        return report
+
+    def _poll_producer(self, producer: Producer) -> None:
+        while not self._stop.is_set():
+            producer.poll(0.1)
+
+    # -- reading back -----------------------------------------------------------------------------------------------
+
+    def _consumer(self, alias: str, role: str) -> Consumer:
+        return new_consumer(
+            self.config.clusters[alias],
+            alias,
+            f"mirrorwatch-canary-{self.instance[:8]}",  # never joined, never committed
+            {
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "auto.offset.reset": "earliest",
+                "fetch.wait.max.ms": 100,
+                "client.id": f"mirrorwatch-canary-{role}-{alias}",
+            },
+        )
+
+    def _refresh(self, reader: _Reader, *, first: bool = False) -> None:
+        """Assign partitions of the reader's topic not yet assigned: at their end when the topic existed at start,
+        else from their beginning (the mirror created them after we started, so everything there is new)."""
+        try:
+            metadata = reader.consumer.list_topics(reader.topic, timeout=TIMEOUT_S)
+        except KafkaException as exc:
+            log.warning("canary: cannot read topic %r on %r (%s); retrying", reader.topic, reader.alias, exc.args[0])
+            return
+        meta = metadata.topics.get(reader.topic)
+        if meta is None or meta.error is not None or not meta.partitions:
+            return
+        new = sorted(set(meta.partitions) - reader.assigned)
+        if not new:
+            return
+        tps = []
+        for partition in new:
+            offset = OFFSET_BEGINNING
+            if first:  # the topic existed before our first probe: only what comes after is ours
+                try:
+                    _low, offset = reader.consumer.get_watermark_offsets(
+                        TopicPartition(reader.topic, partition), timeout=TIMEOUT_S
+                    )
+                except KafkaException as exc:
+                    log.warning("canary: cannot read the end of %s[%d] (%s); retrying", reader.topic, partition, exc)
+                    return
+            tps.append(TopicPartition(reader.topic, partition, offset))
+        reader.consumer.incremental_assign(tps)
+        reader.assigned.update(new)
+
+    def _read(self, reader: _Reader) -> None:
+        while not self._stop.is_set():
+            now_s = self._clock.monotonic_s()
+            if now_s >= reader.next_refresh_s:
+                self._refresh(reader)
+                reader.next_refresh_s = now_s + (METADATA_REFRESH_S if reader.assigned else 1.0)
+            if not reader.assigned:
+                self._stop.wait(0.2)
+                continue
+            for msg in reader.consumer.consume(num_messages=500, timeout=0.2):
+                if msg.error() is not None:
+                    continue
+                probe = decode_probe(msg.value())
+                if probe is None:
+                    continue
+                with self._lock:
+                    now_ns = self._clock.now_ns()
+                    if reader.link is None:
+                        self.tracker.received_at_source(probe, now_ns)
+                    else:
+                        self.tracker.received_at_target(probe, now_ns, link=reader.link)
+
+    # -- views ------------------------------------------------------------------------------------------------------
+
+    def view(self) -> tuple[LinkView, ...]:
+        with self._lock:
+            return self.tracker.view(self._clock.now_ns())
+
+    def expected_partitions(self) -> Mapping[str, int]:
+        return dict(self._partitions)
+
+    def as_json(self) -> dict[str, Any]:
+        return canary_json(self.instance, self.config, self.view())
+
+
+def canary_json(instance: str, config: MirrorwatchConfig, links: tuple[LinkView, ...]) -> dict[str, Any]:
+    """What `/canary` serves: per link its absence, counters and latency quantiles per partition, recent probes."""
+
+    def hist(h: Any) -> dict[str, Any]:
+        return {"count": h.count, "sum_seconds": h.sum, "p50_seconds": h.quantile(0.5), "p99_seconds": h.quantile(0.99)}
+
+    return {
+        "instance": instance,
+        "topic": config.canary.topic,
+        "interval_seconds": config.canary.interval_seconds,
+        "sla_seconds": config.canary.sla_seconds,
+        "links": [
+            {
+                "link": view.link,
+                "absent": view.absent,
+                "last_received_ns": view.last_received_ns,
+                **{
+                    f"{name}_total": view.total(name)
+                    for name in ("sent", "received", "lost", "duplicated", "reordered", "late", "produce_errors")
+                },
+                "partitions": [
+                    {
+                        "partition": p.partition,
+                        "sent": p.sent,
+                        "received": p.received,
+                        "lost": p.lost,
+                        "duplicated": p.duplicated,
+                        "reordered": p.reordered,
+                        "late": p.late,
+                        "produce_errors": p.produce_errors,
+                        "pending": p.pending,
+                        "last_received_ns": p.last_received_ns,
+                        "last_e2e_seconds": p.last_e2e_seconds,
+                        "e2e_latency": hist(p.e2e),
+                        "produce_latency": hist(p.produce),
+                        "source_roundtrip": hist(p.roundtrip),
+                    }
+                    for p in view.partitions
+                ],
+                "recent": list(view.recent),
+            }
+            for view in links
+        ],
+    }
+
+
+def _ignore_exists(future: Any) -> None:
+    try:
+        future.result(timeout=TIMEOUT_S)
+    except KafkaException as exc:
+        error = exc.args[0] if exc.args else None
+        if not (isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_ALREADY_EXISTS):
+            raise

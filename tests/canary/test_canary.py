@@ -1,0 +1,173 @@
+"""The canary on the real clusters with a real mirror process: latency, loss, absence, late arrivals, duplicates."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import cast
+
+import pytest
+from confluent_kafka import Message, TopicPartition
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from canary.exporter import CANARY_METRIC_NAMES, CanaryCollector
+from canary.probe import decode_probe
+from canary.service import CanaryService
+from canary.tracker import LinkView
+from mirrorwatch.config import ClusterConfig, MirrorwatchConfig, load_config
+from mirrorwatch.kafka import create_topics, new_admin, new_consumer
+from mirrorwatch.wait import wait_until
+from tests.kafka_helpers import Record, produce
+from tests.processes import MirrorProcess
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 3
+INTERVAL_S = 1
+SLA_S = 4
+ABSENT_AFTER = 3
+
+
+@pytest.fixture
+def canary_config(
+    clusters_config: MirrorwatchConfig, write_config: Callable[..., Path], unique: Callable[[str], str]
+) -> Path:
+    topic = unique("canary")
+    # An existing probe topic with more partitions than brokers is kept as it is.
+    create_topics(new_admin(clusters_config.clusters["source"], "source"), {topic: PARTITIONS})
+    return write_config(
+        [
+            {
+                "name": "probed",
+                "source": "source",
+                "target": "target",
+                "topics": {"include": ["nothing-else"]},  # the probe topic is always part of the selection
+                "group_id": unique("g"),
+                "offset_commit_interval_ms": 500,
+            }
+        ],
+        canary={
+            "interval_seconds": INTERVAL_S,
+            "topic": topic,
+            "sla_seconds": SLA_S,
+            "absent_after_intervals": ABSENT_AFTER,
+        },
+    )
+
+
+@pytest.fixture
+def canary(canary_config: Path) -> Iterator[CanaryService]:
+    service = CanaryService(load_config(canary_config))
+    service.start()
+    try:
+        yield service
+    finally:
+        service.stop()
+
+
+def link_view(canary: CanaryService) -> LinkView:
+    (view,) = canary.view()
+    return view
+
+
+def test_probes_through_a_stopped_and_restarted_mirror(
+    canary: CanaryService,
+    canary_config: Path,
+    clusters_config: MirrorwatchConfig,
+    start_mirror: Callable[..., MirrorProcess],
+) -> None:
+    mirror = start_mirror("--config", str(canary_config))
+
+    # 1. Latency for every partition once the mirror runs.
+    def every_partition_measured() -> bool:
+        view = link_view(canary)
+        return len(view.partitions) == PARTITIONS and all(p.e2e.count >= 3 for p in view.partitions)
+
+    wait_until(every_partition_measured, timeout_s=90, interval_s=0.5, description="probes on every partition")
+    view = link_view(canary)
+    assert not view.absent
+    assert all(p.roundtrip.count >= 3 and p.produce.count >= 3 for p in view.partitions)
+    assert all(p.last_e2e_seconds is not None and 0 < p.last_e2e_seconds < SLA_S for p in view.partitions)
+    assert (view.total("lost"), view.total("duplicated"), view.total("late")) == (0, 0, 0)
+
+    # 2. The mirror stops: probes are counted lost after the SLA, the link goes absent.
+    assert mirror.stop() == 0
+    wait_until(
+        lambda: link_view(canary).absent,
+        timeout_s=ABSENT_AFTER * INTERVAL_S + 10,
+        interval_s=0.2,
+        description="the link to be reported absent",
+    )
+    wait_until(
+        lambda: all(p.lost >= 2 for p in link_view(canary).partitions),
+        timeout_s=SLA_S + 10,
+        interval_s=0.2,
+        description="probes counted lost on every partition",
+    )
+
+    # 3. The mirror comes back: probes flow again, every lost one arrives late and is counted once.
+    mirror = start_mirror("--config", str(canary_config))
+
+    def recovered() -> bool:
+        view = link_view(canary)
+        return not view.absent and view.total("late") > 0 and view.total("late") == view.total("lost")
+
+    wait_until(recovered, timeout_s=90, interval_s=0.5, description="late probes to arrive, each counted once")
+    before = link_view(canary)
+    assert before.total("duplicated") == 0  # a clean stop committed everything the target had acknowledged
+
+    # 4. A probe produced again (a replay) is a duplicate, not a new arrival.
+    source = clusters_config.clusters["source"]
+    first = first_record(source, canary.config.canary.topic, partition=0)
+    probe = decode_probe(first.value())
+    assert probe is not None and probe.instance == canary.instance and probe.sequence == 0
+    produce(
+        source,
+        "source",
+        canary.config.canary.topic,
+        [
+            Record(
+                key=first.key(),
+                value=first.value(),
+                partition=0,
+                headers=tuple(cast(list[tuple[str, bytes]], first.headers())),
+            )
+        ],
+    )
+    wait_until(
+        lambda: link_view(canary).total("duplicated") == 1,
+        timeout_s=30,
+        interval_s=0.2,
+        description="the replayed probe counted as a duplicate",
+    )
+    after = link_view(canary)
+    assert after.total("late") == before.total("late")
+
+    # 5. The metrics carry every canary series per link and partition.
+    registry = CollectorRegistry()
+    registry.register(CanaryCollector(canary.view))
+    families = {f.name: f for f in text_string_to_metric_families(generate_latest(registry).decode())}
+    for name in CANARY_METRIC_NAMES:
+        family = name.removesuffix("_total")
+        assert family in families, name
+    duplicated = {s.labels["partition"]: s.value for s in families["mirrorwatch_canary_probes_duplicated"].samples}
+    assert duplicated == {"0": 1.0, "1": 0.0, "2": 0.0}
+    absent = families["mirrorwatch_canary_absent"].samples
+    assert [(s.labels, s.value) for s in absent] == [({"link": "probed"}, 0.0)]
+    assert mirror.stop() == 0
+    assert "Traceback" not in mirror.log()
+
+
+def first_record(cluster: ClusterConfig, topic: str, *, partition: int) -> Message:
+    consumer = new_consumer(cluster, "source", "mirrorwatch-test-reader", {"enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, partition, 0)])
+        while True:
+            (msg,) = consumer.consume(1, timeout=10) or (None,)
+            assert msg is not None, f"no record at {topic}[{partition}]@0"
+            if msg.error() is None:
+                return msg
+    finally:
+        consumer.close()
