@@ -383,10 +383,11 @@ def run(config_path: Path) -> None:
     help="Sample records per second per cluster.",
 )
 def demo(state_dir: Path | None, duration: float | None, rate: float) -> None:
-    """Two local clusters, sample orders mirrored source -> target, the monitor and the HTTP API; Ctrl-C stops all.
+    """Two local clusters, sample orders mirrored source -> target, the monitor, the canary and the HTTP API.
 
-    Prints progress with the link's replication lag, and where the HTTP API answers (/mirror/links/demo, /metrics,
-    Burrow's /v3/kafka). At the end it checks that every order produced to the source arrived on the target.
+    Prints progress with the link's replication lag and the canary's end-to-end latency, and where the HTTP API
+    answers (/mirror/links/demo, /metrics, Burrow's /v3/kafka, /canary). Ctrl-C stops everything. At the end it
+    checks that every order produced to the source arrived on the target.
     """
     from mirrorwatch.demo import DemoOptions, run_demo
     from mirrorwatch.local import default_state_dir
