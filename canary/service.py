@@ -234,7 +234,7 @@ class CanaryService:
 
     def _poll_producer(self, producer: Producer) -> None:
         while not self._stop.is_set():
-            producer.poll(0.1)
+            producer.poll(1.0)  # returns as soon as an acknowledgement is there: no latency added
 
     # -- reading back -----------------------------------------------------------------------------------------------
 
@@ -290,18 +290,19 @@ class CanaryService:
             if not reader.assigned:
                 self._stop.wait(0.2)
                 continue
-            for msg in reader.consumer.consume(num_messages=500, timeout=0.2):
-                if msg.error() is not None:
-                    continue
-                probe = decode_probe(msg.value())
-                if probe is None:
-                    continue
-                with self._lock:
-                    now_ns = self._clock.now_ns()
-                    if reader.link is None:
-                        self.tracker.received_at_source(probe, now_ns)
-                    else:
-                        self.tracker.received_at_target(probe, now_ns, link=reader.link)
+            # poll, not a batch consume: it returns the moment a probe is there, so the arrival time is exact.
+            msg = reader.consumer.poll(1.0)
+            if msg is None or msg.error() is not None:
+                continue
+            probe = decode_probe(msg.value())
+            if probe is None:
+                continue
+            with self._lock:
+                now_ns = self._clock.now_ns()
+                if reader.link is None:
+                    self.tracker.received_at_source(probe, now_ns)
+                else:
+                    self.tracker.received_at_target(probe, now_ns, link=reader.link)
 
     # -- views ------------------------------------------------------------------------------------------------------
 

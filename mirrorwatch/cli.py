@@ -186,6 +186,47 @@ def config_show(file: Path) -> None:
     click.echo(render_config(load_config(file)), nl=False)
 
 
+# -- alerts -----------------------------------------------------------------------------------------------------------
+
+
+@cli.group(cls=_Group)
+def alerts() -> None:
+    """Prometheus recording and alerting rules for mirrorwatch's metrics."""
+
+
+@alerts.command("build")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write here [default: stdout].")
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Override a threshold, e.g. --set replication_lag_seconds=300 --set replication_lag_for=10m.",
+)
+@click.option("--list", "list_thresholds", is_flag=True, help="List the thresholds with defaults and meaning.")
+def alerts_build(out: Path | None, overrides: tuple[str, ...], list_thresholds: bool) -> None:
+    """The rules file (the one committed as alerts/mirrorwatch.rules.yml uses the defaults).
+
+    Load it in Prometheus with `rule_files: [mirrorwatch.rules.yml]`; check it with `promtool check rules`.
+    """
+    from alerts.rules import THRESHOLDS, build_rules, parse_overrides, render
+
+    if list_thresholds:
+        for name, (default, meaning) in THRESHOLDS.items():
+            click.echo(f"{name:<26} {default:>5}  {meaning}")
+        return
+    try:
+        chosen = parse_overrides(list(overrides))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--set") from None
+    text = render(build_rules(chosen))
+    if out is None:
+        click.echo(text, nl=False)
+    else:
+        out.write_text(text)
+        click.echo(f"wrote {out}", err=True)
+
+
 # -- mirror -----------------------------------------------------------------------------------------------------------
 
 

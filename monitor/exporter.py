@@ -42,6 +42,7 @@ METRIC_NAMES = (
     "mirrorwatch_mirror_send_errors_total",
     "mirrorwatch_mirror_replication_latency_seconds",
     "mirrorwatch_topic_config_drift",
+    "mirrorwatch_mirror_workers",
 )
 
 
@@ -203,9 +204,16 @@ class MonitorCollector(Collector):
             "1 for each topic config that differs between source and target",
             labels=["link", "source_topic", "target_topic", "config"],
         )
+        workers = GaugeMetricFamily(
+            "mirrorwatch_mirror_workers",
+            "Workers of the link reporting their positions (0: its engine is not running where the monitor sees it)",
+            labels=["link"],
+        )
         for link in self._service.config.links:
             view = state.links.get(link.name) if state is not None else None
             stats = view.stats if view is not None else {}
+            if view is not None:
+                workers.add_metric([link.name], view.workers)
             for direction in ("in", "out"):
                 records.add_metric([link.name, direction], stats.get(f"records_{direction}_total", 0))
                 bytes_.add_metric([link.name, direction], stats.get(f"bytes_{direction}_total", 0))
@@ -230,4 +238,4 @@ class MonitorCollector(Collector):
                     committed.add_metric(labels, p.committed_lag_records)
             for d in view.config_drift if view is not None else ():
                 drift.add_metric([link.name, d["source_topic"], d["target_topic"], d["config"]], 1)
-        yield from (repl, repl_s, inflight, committed, records, bytes_, errors, latency, drift)
+        yield from (repl, repl_s, inflight, committed, records, bytes_, errors, latency, drift, workers)

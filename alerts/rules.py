@@ -1,0 +1,218 @@
+"""Prometheus recording and alerting rules for mirrorwatch, as code (pure: builds a document, writes nothing).
+
+`alerts/mirrorwatch.rules.yml` is this module's output with the default thresholds (a test fails when they differ);
+`mirrorwatch alerts build --set replication_lag_seconds=300 --out my.rules.yml` writes it with yours.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["DEFAULT_THRESHOLDS", "METRICS_USED", "build_rules", "parse_overrides", "render"]
+
+# name -> (default, meaning). Durations are Prometheus durations ("5m"), numbers are plain.
+THRESHOLDS: dict[str, tuple[str, str]] = {
+    "replication_lag_seconds": ("120", "age of the oldest record the target has not acknowledged, per link"),
+    "replication_lag_for": ("5m", "how long the replication lag must stay above it"),
+    "mirror_stalled_for": ("10m", "no record mirrored while the replication lag grows, for this long"),
+    "mirror_down_for": ("2m", "a link with no worker reporting, for this long"),
+    "cluster_down_for": ("2m", "a cluster the monitor cannot collect, for this long"),
+    "consumer_group_error_for": ("5m", "a consumer group at Burrow status ERR (STOP, STALL, REWIND), for this long"),
+    "consumer_lag_seconds": ("600", "a consumer group's largest lag in seconds"),
+    "consumer_lag_for": ("10m", "how long the consumer lag must stay above it"),
+    "canary_p99_seconds": ("30", "p99 of the canary's end-to-end latency over canary_window, per link"),
+    "canary_latency_for": ("10m", "how long the canary p99 must stay above it"),
+    "canary_window": ("10m", "window of the canary latency and loss expressions"),
+    "canary_lost_probes": ("0", "probes lost within canary_window above which the loss alert fires"),
+    "canary_absent_for": ("1m", "a link the canary reports absent, for this long"),
+    "drift_for": ("15m", "a topic config or partition count differing between source and target, for this long"),
+    "rate_window": ("5m", "window of rate() in the recording rules and the stall check"),
+}
+DEFAULT_THRESHOLDS: dict[str, str] = {name: default for name, (default, _meaning) in THRESHOLDS.items()}
+
+_DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
+_NUMBER = re.compile(r"^\d+(\.\d+)?$")
+
+# Every metric the rules read (the test checks each is exported).
+METRICS_USED = (
+    "mirrorwatch_mirror_replication_lag_seconds",
+    "mirrorwatch_mirror_replication_lag_records",
+    "mirrorwatch_mirror_records_total",
+    "mirrorwatch_mirror_workers",
+    "mirrorwatch_cluster_up",
+    "burrow_kafka_consumer_status",
+    "kafka_consumergroup_group_max_lag_seconds",
+    "mirrorwatch_canary_e2e_latency_seconds",
+    "mirrorwatch_canary_probes_lost_total",
+    "mirrorwatch_canary_absent",
+    "mirrorwatch_topic_config_drift",
+)
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, str]:
+    """`name=value` pairs, checked against the known thresholds; raises ValueError naming the bad one."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or name not in THRESHOLDS:
+            known = ", ".join(THRESHOLDS)
+            raise ValueError(f"{pair!r}: expected NAME=VALUE with NAME one of {known}")
+        pattern = _DURATION if name.endswith(("_for", "_window")) else _NUMBER
+        if not pattern.match(value):
+            kind = "a Prometheus duration like 5m" if pattern is _DURATION else "a number"
+            raise ValueError(f"{name}={value!r}: must be {kind}")
+        out[name] = value
+    return out
+
+
+def build_rules(overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
+    t = {**DEFAULT_THRESHOLDS, **(overrides or {})}
+    rate = t["rate_window"]
+    window = t["canary_window"]
+    recording = [
+        {
+            "record": "mirrorwatch:mirror_replication_lag_seconds:max",
+            "expr": "max by (link) (mirrorwatch_mirror_replication_lag_seconds)",
+        },
+        {
+            "record": "mirrorwatch:mirror_replication_lag_records:sum",
+            "expr": "sum by (link) (mirrorwatch_mirror_replication_lag_records)",
+        },
+        {
+            "record": f"mirrorwatch:mirror_records_out:rate{rate}",
+            "expr": f'sum by (link) (rate(mirrorwatch_mirror_records_total{{direction="out"}}[{rate}]))',
+        },
+        {
+            "record": f"mirrorwatch:canary_e2e_latency_seconds:p99_{window}",
+            "expr": (
+                "histogram_quantile(0.99, sum by (link, le) "
+                f"(rate(mirrorwatch_canary_e2e_latency_seconds_bucket[{window}])))"
+            ),
+        },
+        {
+            "record": f"mirrorwatch:canary_e2e_latency_seconds:p50_{window}",
+            "expr": (
+                "histogram_quantile(0.50, sum by (link, le) "
+                f"(rate(mirrorwatch_canary_e2e_latency_seconds_bucket[{window}])))"
+            ),
+        },
+    ]
+    alerts = [
+        _alert(
+            "MirrorwatchReplicationLagHigh",
+            f"mirrorwatch:mirror_replication_lag_seconds:max > {t['replication_lag_seconds']}",
+            t["replication_lag_for"],
+            "warning",
+            "Link {{ $labels.link }} is {{ $value | humanizeDuration }} behind its source",
+            "The oldest record of link {{ $labels.link }} not yet acknowledged by the target is "
+            "{{ $value | humanizeDuration }} old (threshold " + t["replication_lag_seconds"] + "s). "
+            "See /mirror/links/{{ $labels.link }} for the partitions.",
+        ),
+        _alert(
+            "MirrorwatchMirrorStalled",
+            "mirrorwatch:mirror_replication_lag_records:sum > 0"
+            f" and on (link) mirrorwatch:mirror_records_out:rate{rate} == 0"
+            f" and on (link) delta(mirrorwatch:mirror_replication_lag_records:sum[{rate}]) > 0",
+            t["mirror_stalled_for"],
+            "critical",
+            "Link {{ $labels.link }} mirrors nothing while its source grows",
+            "Link {{ $labels.link }} acknowledged no record in the last " + rate + " while its replication lag grew "
+            "(now {{ $value }} records). Check the workers' logs and the target cluster.",
+        ),
+        _alert(
+            "MirrorwatchMirrorDown",
+            "mirrorwatch_mirror_workers == 0",
+            t["mirror_down_for"],
+            "critical",
+            "No worker of link {{ $labels.link }} is running",
+            "The monitor sees no worker of link {{ $labels.link }} (neither in its process nor in status files); "
+            "its replication lag is now measured from the group's commits only.",
+        ),
+        _alert(
+            "MirrorwatchClusterDown",
+            "mirrorwatch_cluster_up == 0",
+            t["cluster_down_for"],
+            "critical",
+            "Cluster {{ $labels.cluster }} does not answer the monitor",
+            "The monitor could not collect offsets from cluster {{ $labels.cluster }} for "
+            + t["cluster_down_for"]
+            + ".",
+        ),
+        _alert(
+            "KafkaConsumerGroupError",
+            "burrow_kafka_consumer_status >= 3",
+            t["consumer_group_error_for"],
+            "warning",
+            "Consumer group {{ $labels.group }} on {{ $labels.cluster }} is in error",
+            "Burrow status of group {{ $labels.group }} on cluster {{ $labels.cluster }} is ERR (a partition is "
+            "STOP, STALL or REWIND). See /v3/kafka/{{ $labels.cluster }}/consumer/{{ $labels.group }}/status.",
+        ),
+        _alert(
+            "KafkaConsumerLagSecondsHigh",
+            f"kafka_consumergroup_group_max_lag_seconds > {t['consumer_lag_seconds']}",
+            t["consumer_lag_for"],
+            "warning",
+            "Consumer group {{ $labels.group }} is {{ $value | humanizeDuration }} behind",
+            "The oldest unread record of group {{ $labels.group }} on cluster {{ $labels.cluster_name }} is "
+            "{{ $value | humanizeDuration }} old (threshold " + t["consumer_lag_seconds"] + "s).",
+        ),
+        _alert(
+            "MirrorwatchCanaryLatencyHigh",
+            f"mirrorwatch:canary_e2e_latency_seconds:p99_{window} > {t['canary_p99_seconds']}",
+            t["canary_latency_for"],
+            "warning",
+            "Canary p99 through link {{ $labels.link }} is {{ $value | humanizeDuration }}",
+            "99% of the canary probes through link {{ $labels.link }} arrived within {{ $value | humanizeDuration }} "
+            "over the last " + window + " (threshold " + t["canary_p99_seconds"] + "s).",
+        ),
+        _alert(
+            "MirrorwatchCanaryProbesLost",
+            f"sum by (link, partition) (increase(mirrorwatch_canary_probes_lost_total[{window}])) > "
+            f"{t['canary_lost_probes']}",
+            "0m",
+            "warning",
+            "Canary probes lost on link {{ $labels.link }} partition {{ $labels.partition }}",
+            "{{ $value | humanize }} canary probe(s) on link {{ $labels.link }}, source partition "
+            "{{ $labels.partition }}, were not read back at the target within the SLA in the last " + window + ".",
+        ),
+        _alert(
+            "MirrorwatchCanaryAbsent",
+            "mirrorwatch_canary_absent == 1",
+            t["canary_absent_for"],
+            "critical",
+            "No canary probe arrives through link {{ $labels.link }}",
+            "No probe arrived at the target of link {{ $labels.link }} for canary.absent_after_intervals intervals: "
+            "the path from source to target is broken even if other metrics look fine.",
+        ),
+        _alert(
+            "MirrorwatchTopicDrift",
+            "mirrorwatch_topic_config_drift == 1",
+            t["drift_for"],
+            "warning",
+            "Topic {{ $labels.target_topic }} differs from its source in {{ $labels.config }}",
+            "Link {{ $labels.link }}: {{ $labels.config }} of target topic {{ $labels.target_topic }} differs from "
+            "source topic {{ $labels.source_topic }}.",
+        ),
+    ]
+    # One group: its rules are evaluated in order, so every alert sees the recording rules of the same evaluation.
+    return {"groups": [{"name": "mirrorwatch", "rules": recording + alerts}]}
+
+
+def _alert(  # noqa: PLR0917 -- one positional argument per rule field reads like the rule itself
+    name: str, expr: str, for_: str, severity: str, summary: str, description: str
+) -> dict[str, Any]:
+    rule: dict[str, Any] = {"alert": name, "expr": expr}
+    if for_ not in ("0", "0s", "0m"):
+        rule["for"] = for_
+    rule["labels"] = {"severity": severity}
+    rule["annotations"] = {"summary": summary, "description": description}
+    return rule
+
+
+def render(document: Mapping[str, Any]) -> str:
+    import yaml  # only here: the builder itself stays dependency-free
+
+    header = "# Generated by `mirrorwatch alerts build` from alerts/rules.py; edit thresholds there or with --set.\n"
+    return header + yaml.safe_dump(dict(document), sort_keys=False, width=200, allow_unicode=True)
