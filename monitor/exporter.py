@@ -18,6 +18,22 @@ from monitor.service import MonitorService
 
 __all__ = ["METRIC_NAMES", "MonitorCollector"]
 
+# librdkafka statistics of each worker's clients: (metric name, ClientStats field, scale, help)
+_CLIENT_GAUGES = (
+    ("rtt_seconds", "rtt_avg_ms", 0.001, "Broker round trip, averaged over the brokers"),
+    ("batch_size_bytes", "batch_size_avg_bytes", 1, "Producer: average bytes per batch"),
+    ("batch_records", "batch_records_avg", 1, "Producer: average records per batch"),
+    ("fetch_size_bytes", "fetch_size_avg_bytes", 1, "Consumer: average bytes per fetch response"),
+    ("queued_records", "queued_records", 1, "Records in librdkafka's queues (producer: not yet acknowledged)"),
+    ("queued_bytes", "queued_bytes", 1, "Bytes in librdkafka's queues"),
+    ("fetch_queue_bytes", "fetch_queue_bytes", 1, "Consumer: fetched but not yet consumed"),
+)
+_CLIENT_COUNTERS = (
+    ("requests_retried", "requests_retried_total", "Requests librdkafka sent again"),
+    ("request_errors", "request_errors_total", "Request transmission errors"),
+    ("rebalances", "rebalances_total", "Consumer group rebalances"),
+)
+
 METRIC_NAMES = (
     "kafka_topic_partition_current_offset",
     "kafka_topic_partition_oldest_offset",
@@ -43,6 +59,8 @@ METRIC_NAMES = (
     "mirrorwatch_mirror_replication_latency_seconds",
     "mirrorwatch_topic_config_drift",
     "mirrorwatch_mirror_workers",
+    *(f"mirrorwatch_client_{name}" for name, _key, _scale, _help in _CLIENT_GAUGES),
+    *(f"mirrorwatch_client_{name}_total" for name, _key, _help in _CLIENT_COUNTERS),
 )
 
 
@@ -209,11 +227,27 @@ class MonitorCollector(Collector):
             "Workers of the link reporting their positions (0: its engine is not running where the monitor sees it)",
             labels=["link"],
         )
+        client_labels = ["link", "worker", "role"]
+        client_gauges = {
+            name: GaugeMetricFamily(f"mirrorwatch_client_{name}", help_, labels=client_labels)
+            for name, _key, _scale, help_ in _CLIENT_GAUGES
+        }
+        client_counters = {
+            name: CounterMetricFamily(f"mirrorwatch_client_{name}", help_, labels=client_labels)
+            for name, _key, help_ in _CLIENT_COUNTERS
+        }
         for link in self._service.config.links:
             view = state.links.get(link.name) if state is not None else None
             stats = view.stats if view is not None else {}
             if view is not None:
                 workers.add_metric([link.name], view.workers)
+            for client in view.clients if view is not None else ():
+                labels = [link.name, client["worker"], client["role"]]
+                for name, key, scale, _help in _CLIENT_GAUGES:
+                    if client.get(key) is not None:
+                        client_gauges[name].add_metric(labels, client[key] * scale)
+                for name, key, _help in _CLIENT_COUNTERS:
+                    client_counters[name].add_metric(labels, client.get(key, 0))
             for direction in ("in", "out"):
                 records.add_metric([link.name, direction], stats.get(f"records_{direction}_total", 0))
                 bytes_.add_metric([link.name, direction], stats.get(f"bytes_{direction}_total", 0))
@@ -239,3 +273,5 @@ class MonitorCollector(Collector):
             for d in view.config_drift if view is not None else ():
                 drift.add_metric([link.name, d["source_topic"], d["target_topic"], d["config"]], 1)
         yield from (repl, repl_s, inflight, committed, records, bytes_, errors, latency, drift, workers)
+        yield from client_gauges.values()
+        yield from client_counters.values()

@@ -80,6 +80,7 @@ class LinkView:
     failure: str | None = None
     config_drift: tuple[Mapping[str, Any], ...] = ()  # source/target topic config differences the workers found
     workers: int = 0  # how many workers reported
+    clients: tuple[Mapping[str, Any], ...] = ()  # librdkafka statistics per worker and role (see ClientStats)
 
     @property
     def replication_lag_records(self) -> int:
@@ -200,7 +201,10 @@ def link_view(
     failure = None
     drift: dict[tuple[str, str], Mapping[str, Any]] = {}
     by_tp: dict[tuple[str, int], LinkPartitionView] = {}
+    clients: list[Mapping[str, Any]] = []
     for status in worker_statuses:
+        for role, client in sorted(status.get("clients", {}).items()):
+            clients.append({**client, "role": role, "worker": str(status.get("worker", 0))})
         failure = failure or status.get("failure")
         for d in status.get("config_drift", []):
             drift[(d["source_topic"], d["config"])] = d
@@ -236,6 +240,7 @@ def link_view(
         failure,
         tuple(drift[k] for k in sorted(drift)),
         len(worker_statuses),
+        tuple(clients),
     )
 
 
