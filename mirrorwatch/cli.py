@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -225,6 +226,34 @@ def alerts_build(out: Path | None, overrides: tuple[str, ...], list_thresholds: 
     else:
         out.write_text(text)
         click.echo(f"wrote {out}", err=True)
+
+
+# -- console ----------------------------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), help="mirrorwatch config.")
+@click.option("--api", help="URL of the mirrorwatch HTTP API [default: the config's http.host and http.port].")
+@click.option("--port", type=click.IntRange(0, 65535), default=8501, show_default=True, help="Console port.")
+@click.option("--address", default="127.0.0.1", show_default=True, help="Console listen address (0.0.0.0: all).")
+def console(config_path: Path | None, api: str | None, port: int, address: str) -> None:
+    """The Streamlit ops console: links, consumer groups, canary and topics, refreshed every 5 s.
+
+    It reads the HTTP API of `mirrorwatch run` or `mirrorwatch monitor` only, never Kafka; when that API does not
+    answer it says so. MIRRORWATCH_CONSOLE_REFRESH sets the refresh interval in seconds.
+    """
+    from dashboards.launch import api_url_for, console_command
+
+    if api is None:
+        if config_path is None:
+            raise click.UsageError("give --config F (to find the HTTP API) or --api URL")
+        from mirrorwatch.config import load_config
+
+        http = load_config(config_path).http
+        api = api_url_for(http.host, http.port)
+    click.echo(f"console on http://{address}:{port} reading {api}", err=True)
+    command = console_command(api, port=port, address=address)
+    os.execv(command[0], command)  # Streamlit takes over this process: Ctrl-C and SIGTERM stop it
 
 
 # -- dashboards -------------------------------------------------------------------------------------------------------

@@ -1,0 +1,321 @@
+"""The mirrorwatch ops console: a Streamlit app that reads the HTTP API only (never Kafka).
+
+    mirrorwatch console --config F          (or: streamlit run dashboards/console.py -- --api http://host:8000)
+
+Pages: Overview (each link's health, replication lag, in-flight, throughput, canary latency and last probe),
+Consumer groups (Burrow status table with a filter, drill-down to partitions and their offset window), Canary
+(latency over time per partition, loss and duplicates), Topics (source vs target partition counts, config drift).
+The page body is a fragment re-run every few seconds, so it refreshes without reloading the page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+DEFAULT_API = "http://127.0.0.1:8000"
+PAGES = ("Overview", "Consumer groups", "Canary", "Topics")
+STATUS_ICONS = {"OK": "🟢", "WARN": "🟠", "ERR": "🔴", "STOP": "🔴", "STALL": "🔴", "REWIND": "🔴", "NOTFOUND": "⚪"}
+
+
+class Unreachable(Exception):
+    """The monitor's HTTP API did not answer."""
+
+
+class Api:
+    def __init__(self, base: str, timeout_s: float = 5.0) -> None:
+        self.base = base.rstrip("/")
+        self.timeout_s = timeout_s
+
+    def get(self, path: str) -> Any | None:
+        """The JSON at `path`; None for 404 and 503 (not there, or not collected yet)."""
+        try:
+            with urllib.request.urlopen(self.base + path, timeout=self.timeout_s) as response:
+                return json.load(response)
+        except urllib.error.HTTPError as exc:
+            if exc.code in (404, 503):
+                return None
+            raise Unreachable(f"the monitor at {self.base} answered {exc.code} for {path}") from None
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise Unreachable(f"monitor unreachable at {self.base} ({reason})") from None
+
+
+def api_base(argv: list[str]) -> str:
+    parser = argparse.ArgumentParser(prog="console")
+    parser.add_argument("--api", default=os.environ.get("MIRRORWATCH_API", DEFAULT_API))
+    args, _unknown = parser.parse_known_args(argv)
+    return str(args.api)
+
+
+def refresh_seconds() -> float:
+    return float(os.environ.get("MIRRORWATCH_CONSOLE_REFRESH", "5"))
+
+
+# -- formatting -------------------------------------------------------------------------------------------------------
+
+
+def seconds(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    if value < 1:
+        return f"{value * 1000:.0f} ms"
+    if value < 120:
+        return f"{value:.1f} s"
+    return f"{value / 60:.1f} min"
+
+
+def link_health(link: dict[str, Any]) -> str:
+    if link.get("failure"):
+        return "🔴 failed"
+    if not link.get("engine_running"):
+        return "⚪ not running (positions from the group's commits)"
+    lag_s = link.get("replication_lag_seconds") or 0
+    return "🟢 healthy" if lag_s < 60 else "🟠 lagging"
+
+
+def canary_of(canary: dict[str, Any] | None, link: str) -> dict[str, Any] | None:
+    for entry in (canary or {}).get("links", []):
+        if entry["link"] == link:
+            return dict(entry)
+    return None
+
+
+def worst(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+# -- pages ------------------------------------------------------------------------------------------------------------
+
+
+def overview(api: Api) -> None:
+    document = api.get("/mirror/links")
+    links = (document or {}).get("links", [])
+    if not links:
+        st.info("No mirror links yet: the monitor has not collected, or the config has no links.")
+        return
+    canary = api.get("/canary")
+    rates: dict[str, tuple[float, float]] = st.session_state.setdefault("records_out", {})
+    now = time.monotonic()
+    for link in links:
+        name = link["link"]
+        out_total = float(link.get("stats", {}).get("records_out_total", 0))
+        previous = rates.get(name)
+        rate = (out_total - previous[1]) / (now - previous[0]) if previous and now > previous[0] else None
+        rates[name] = (now, out_total)
+        in_flight = sum(p.get("in_flight_records") or 0 for p in link["partitions"])
+        st.subheader(f"{name}: {link['source']} → {link['target']}")
+        st.caption(f"{link_health(link)} · consumer group {link['consumer_group']} · workers {link.get('workers', 0)}")
+        if link.get("failure"):
+            st.error(link["failure"])
+        cols = st.columns(5)
+        cols[0].metric("Replication lag (records)", f"{link['replication_lag_records']:,}")
+        cols[1].metric("Replication lag (seconds)", seconds(link.get("replication_lag_seconds")))
+        cols[2].metric("In flight", f"{in_flight:,}")
+        cols[3].metric("Throughput", "n/a" if rate is None else f"{max(rate, 0):,.0f} rec/s")
+        probes = canary_of(canary, name)
+        if probes is None:
+            cols[4].metric("Canary", "no canary")
+            continue
+        p99 = worst([p["e2e_latency"]["p99_seconds"] for p in probes["partitions"]])
+        last = probes.get("last_received_ns")
+        age = None if last is None else max(0.0, time.time() - last / 1e9)
+        cols[4].metric(
+            "Canary p99 / last probe",
+            seconds(p99),
+            delta="ABSENT" if probes["absent"] else f"{seconds(age)} ago",
+            delta_color="inverse" if probes["absent"] else "off",
+        )
+
+
+def consumer_groups(api: Api) -> None:
+    clusters = (api.get("/v3/kafka") or {}).get("clusters", [])
+    if not clusters:
+        st.info("No clusters collected yet.")
+        return
+    rows = []
+    for cluster in clusters:
+        for group in (api.get(f"/v3/kafka/{_q(cluster)}/consumer") or {}).get("consumers", []):
+            status = (api.get(f"/v3/kafka/{_q(cluster)}/consumer/{_q(group)}/lag") or {}).get("status")
+            if status is None:
+                continue
+            maxlag = status.get("maxlag") or {}
+            rows.append(
+                {
+                    "cluster": cluster,
+                    "group": group,
+                    "status": f"{STATUS_ICONS.get(status['status'], '')} {status['status']}",
+                    "total lag": status["totallag"],
+                    "worst partition": f"{maxlag.get('topic', '')}[{maxlag.get('partition', '')}]" if maxlag else "",
+                    "complete": status["complete"],
+                    "partitions": status["partition_count"],
+                    "_status": status,
+                }
+            )
+    if not rows:
+        st.info("No consumer groups found.")
+        return
+    wanted = st.text_input("Filter groups", placeholder="part of a group name")
+    shown = [r for r in rows if wanted.lower() in r["group"].lower()]
+    st.dataframe(
+        pd.DataFrame([{k: v for k, v in r.items() if not k.startswith("_")} for r in shown]),
+        hide_index=True,
+        width="stretch",
+    )
+    if not shown:
+        return
+    choice = st.selectbox("Partitions of", [f"{r['cluster']} / {r['group']}" for r in shown])
+    row = next(r for r in shown if f"{r['cluster']} / {r['group']}" == choice)
+    status = row["_status"]
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "topic": p["topic"],
+                    "partition": p["partition"],
+                    "status": p["status"],
+                    "current lag": p["current_lag"],
+                    "start offset": (p.get("start") or {}).get("offset"),
+                    "end offset": (p.get("end") or {}).get("offset"),
+                    "complete": p["complete"],
+                }
+                for p in status["partitions"]
+            ]
+        ),
+        hide_index=True,
+        width="stretch",
+    )
+    detail = api.get(f"/v3/kafka/{_q(row['cluster'])}/consumer/{_q(row['group'])}") or {}
+    points = []
+    for topic, partitions in detail.get("topics", {}).items():
+        for partition, window in enumerate(partitions):
+            for sample in window.get("offsets") or []:
+                if sample:
+                    points.append(
+                        {
+                            "time": pd.to_datetime(sample["timestamp"], unit="ms"),
+                            "partition": f"{topic}[{partition}]",
+                            "lag": sample["lag"],
+                        }
+                    )
+    if points:
+        st.caption("Offset window: lag at each observed commit")
+        frame = pd.DataFrame(points).pivot_table(index="time", columns="partition", values="lag", aggfunc="last")
+        st.line_chart(frame)
+
+
+def canary_page(api: Api) -> None:
+    canary = api.get("/canary")
+    if canary is None:
+        st.info("No canary is running (mirrorwatch run starts one; or run mirrorwatch canary).")
+        return
+    st.caption(
+        f"Probe topic {canary['topic']} · every {canary['interval_seconds']:g} s · SLA {canary['sla_seconds']:g} s "
+        f"· instance {canary['instance'][:8]}"
+    )
+    for link in canary["links"]:
+        st.subheader(f"{link['link']}{' — ABSENT' if link['absent'] else ''}")
+        cols = st.columns(5)
+        for col, key in zip(cols, ("received", "lost", "late", "duplicated", "reordered"), strict=True):
+            col.metric(key.capitalize(), link[f"{key}_total"])
+        recent = link.get("recent") or []
+        if recent:
+            frame = pd.DataFrame(
+                {
+                    "time": [pd.to_datetime(r["received_ns"], unit="ns") for r in recent],
+                    "partition": [str(r["partition"]) for r in recent],
+                    "e2e seconds": [r["e2e_seconds"] for r in recent],
+                }
+            ).pivot_table(index="time", columns="partition", values="e2e seconds", aggfunc="last")
+            st.line_chart(frame, y_label="end-to-end latency (s)")
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {
+                        "partition": p["partition"],
+                        "sent": p["sent"],
+                        "received": p["received"],
+                        "lost": p["lost"],
+                        "late": p["late"],
+                        "duplicated": p["duplicated"],
+                        "reordered": p["reordered"],
+                        "p50": seconds(p["e2e_latency"]["p50_seconds"]),
+                        "p99": seconds(p["e2e_latency"]["p99_seconds"]),
+                        "last": seconds(p["last_e2e_seconds"]),
+                    }
+                    for p in link["partitions"]
+                ]
+            ),
+            hide_index=True,
+            width="stretch",
+        )
+
+
+def topics(api: Api) -> None:
+    links = (api.get("/mirror/links") or {}).get("links", [])
+    if not links:
+        st.info("No mirror links yet.")
+        return
+    for link in links:
+        st.subheader(f"{link['link']}: {link['source']} → {link['target']}")
+        pairs = sorted({(p["topic"], p["target_topic"]) for p in link["partitions"]})
+        rows = []
+        for source_topic, target_topic in pairs:
+            source = api.get(f"/v3/kafka/{_q(link['source'])}/topic/{_q(source_topic)}") or {}
+            target = api.get(f"/v3/kafka/{_q(link['target'])}/topic/{_q(target_topic)}") or {}
+            s_count, t_count = len(source.get("offsets", [])), len(target.get("offsets", []))
+            rows.append(
+                {
+                    "source topic": source_topic,
+                    "target topic": target_topic,
+                    "source partitions": s_count,
+                    "target partitions": t_count or None,
+                    "same": "✅" if s_count == t_count else "❌",
+                }
+            )
+        if rows:
+            st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+        drift = link.get("config_drift") or []
+        if drift:
+            st.warning(f"{len(drift)} config difference(s) between source and target topics")
+            st.dataframe(pd.DataFrame(drift), hide_index=True, width="stretch")
+        else:
+            st.caption("No config drift.")
+
+
+def _q(part: str) -> str:
+    return urllib.parse.quote(part, safe="")
+
+
+RENDER = {"Overview": overview, "Consumer groups": consumer_groups, "Canary": canary_page, "Topics": topics}
+
+
+def main() -> None:
+    st.set_page_config(page_title="mirrorwatch", page_icon="🪞", layout="wide")
+    api = Api(api_base(sys.argv[1:]))
+    page = st.sidebar.radio("Page", PAGES)
+    st.sidebar.caption(f"API: {api.base} · refresh every {refresh_seconds():g} s")
+    st.title(f"mirrorwatch · {page}")
+
+    @st.fragment(run_every=refresh_seconds())
+    def body() -> None:
+        try:
+            RENDER[page](api)
+        except Unreachable as exc:
+            st.error(str(exc))
+
+    body()
+
+
+main()

@@ -1,0 +1,35 @@
+"""How the console is started (by `mirrorwatch console` and the demo): Streamlit serving console.py headless."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+__all__ = ["CONSOLE_SCRIPT", "api_url_for", "console_command"]
+
+CONSOLE_SCRIPT = Path(__file__).with_name("console.py")
+
+
+def api_url_for(host: str, port: int) -> str:
+    """The URL a local client reaches an API listening on host:port at (all-interfaces becomes loopback)."""
+    reachable = "127.0.0.1" if host in ("", "0.0.0.0", "::") else host
+    return f"http://{reachable}:{port}"
+
+
+def console_command(api: str, *, port: int, address: str = "127.0.0.1") -> list[str]:
+    """The console's command line; its refresh interval comes from MIRRORWATCH_CONSOLE_REFRESH (seconds, default 5)."""
+    return [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(CONSOLE_SCRIPT),
+        "--server.headless=true",
+        f"--server.port={port}",
+        f"--server.address={address}",
+        "--browser.gatherUsageStats=false",
+        "--server.fileWatcherType=none",
+        "--",
+        "--api",
+        api,
+    ]

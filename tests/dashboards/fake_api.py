@@ -1,0 +1,167 @@
+"""A stand-in for the mirrorwatch HTTP API with fixed data, for the console's tests. The mirror and canary documents
+are made by the real serializers (monitor.http, canary.service); the Burrow ones follow Burrow's v3 JSON."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from canary.service import canary_json
+from canary.tracker import Tracker
+from mirrorwatch.config import parse_config
+from monitor.http import HttpServer, _link
+from monitor.state import LinkPartitionView, LinkView
+
+S = 1_000_000_000
+NOW_NS = 1_800_000_000 * S
+
+
+def links_document() -> dict[str, Any]:
+    partitions = tuple(
+        LinkPartitionView(
+            topic="orders",
+            partition=p,
+            target_topic="dc1.orders",
+            high_watermark=1000,
+            consumed=1000,
+            acked=979,
+            committed=950,
+            replication_lag_records=21,
+            committed_lag_records=50,
+            in_flight_records=21,
+            replication_lag_seconds=1.5,
+            replication_lag_seconds_method="record",
+        )
+        for p in range(2)
+    )
+    view = LinkView(
+        link="dc1-to-dc2",
+        source="dc1",
+        target="dc2",
+        consumer_group="mirrorwatch-dc1-to-dc2",
+        engine_running=True,
+        partitions=partitions,
+        stats={"records_out_total": 12345},
+        config_drift=(
+            {
+                "source_topic": "orders",
+                "target_topic": "dc1.orders",
+                "config": "retention.ms",
+                "source_value": "604800000",
+                "target_value": "86400000",
+            },
+        ),
+        workers=2,
+    )
+    return {"links": [_link(view)]}
+
+
+def canary_document() -> dict[str, Any]:
+    config = parse_config(
+        {"clusters": {"dc1": {"bootstrap_servers": "dc1:9092"}}, "canary": {"interval_seconds": 1}}, env={}
+    )
+    tracker = Tracker(
+        uuid.UUID(int=7).hex, ["dc1-to-dc2"], interval_s=1, sla_s=5, absent_after_intervals=3, now_ns=NOW_NS
+    )
+    for seq in range(5):
+        for partition in range(2):
+            probe = tracker.new_probe("dc1-to-dc2", partition, NOW_NS + seq * S)
+            tracker.produced(probe, NOW_NS + seq * S + 2_000_000, ok=True)
+            if (seq, partition) != (3, 1):  # one probe never arrives
+                tracker.received_at_target(probe, NOW_NS + seq * S + 40_000_000)
+    tracker.tick(NOW_NS + 20 * S)
+    return canary_json(tracker.instance, config, tracker.view(NOW_NS + 20 * S))
+
+
+def burrow(body: dict[str, Any]) -> dict[str, Any]:
+    return {"error": False, "message": "returned", **body, "request": {"url": "", "host": "fake"}}
+
+
+def group_status(group: str, status: str, lag: int) -> dict[str, Any]:
+    partition = {
+        "topic": "orders",
+        "partition": 0,
+        "owner": "",
+        "client_id": "",
+        "status": status,
+        "start": {"offset": 100, "timestamp": 1_800_000_000_000, "observedAt": 1_800_000_000_000, "lag": lag},
+        "end": {"offset": 100, "timestamp": 1_800_000_060_000, "observedAt": 1_800_000_060_000, "lag": lag},
+        "current_lag": lag,
+        "complete": 1.0,
+    }
+    return {
+        "cluster": "dc1",
+        "group": group,
+        "status": "ERR" if status in ("STOP", "STALL", "REWIND") else status,
+        "complete": 1.0,
+        "partitions": [partition],
+        "partition_count": 1,
+        "maxlag": partition,
+        "totallag": lag,
+    }
+
+
+GROUPS = {"billing": ("OK", 0), "fraud-detector": ("STALL", 420)}
+TOPICS = {("dc1", "orders"): [1000, 1000], ("dc2", "dc1.orders"): [979, 979]}
+
+
+def app() -> Starlette:
+    async def links(_: Request) -> Response:
+        return JSONResponse(links_document())
+
+    async def canary(_: Request) -> Response:
+        return JSONResponse(canary_document())
+
+    async def clusters(_: Request) -> Response:
+        return JSONResponse(burrow({"clusters": ["dc1"]}))
+
+    async def consumers(_: Request) -> Response:
+        return JSONResponse(burrow({"consumers": sorted(GROUPS)}))
+
+    async def lag(request: Request) -> Response:
+        status, value = GROUPS[request.path_params["group"]]
+        return JSONResponse(burrow({"status": group_status(request.path_params["group"], status, value)}))
+
+    async def consumer(request: Request) -> Response:
+        _status, value = GROUPS[request.path_params["group"]]
+        offsets = [
+            {"offset": 100, "timestamp": 1_800_000_000_000 + i * 10_000, "observedAt": 0, "lag": value + i}
+            for i in range(5)
+        ]
+        window = {"offsets": offsets, "owner": "", "client_id": "", "current-lag": value}
+        return JSONResponse(burrow({"topics": {"orders": [window]}}))
+
+    async def topic(request: Request) -> Response:
+        offsets = TOPICS.get((request.path_params["cluster"], request.path_params["topic"]))
+        if offsets is None:
+            return JSONResponse(burrow({"error": True}), status_code=404)
+        return JSONResponse(burrow({"offsets": offsets}))
+
+    return Starlette(
+        routes=[
+            Route("/mirror/links", links),
+            Route("/canary", canary),
+            Route("/v3/kafka", clusters),
+            Route("/v3/kafka/{cluster}/consumer", consumers),
+            Route("/v3/kafka/{cluster}/consumer/{group}", consumer),
+            Route("/v3/kafka/{cluster}/consumer/{group}/lag", lag),
+            Route("/v3/kafka/{cluster}/topic/{topic}", topic),
+        ]
+    )
+
+
+@contextlib.contextmanager
+def serving() -> Iterator[str]:
+    server = HttpServer(app(), "127.0.0.1", 0)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{server.port}"
+    finally:
+        server.stop()
