@@ -73,13 +73,16 @@ def cli(log_level: str) -> None:
 
     \b
     Start here:
-      mirrorwatch demo                      two local clusters, sample traffic, mirror, monitor, HTTP API
+      mirrorwatch demo                      two local clusters, sample traffic, mirror, monitor, canary,
+                                            HTTP API and console
       mirrorwatch local up                  just the two local clusters (source, target)
       mirrorwatch config check FILE         validate a config file
     """
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
+    if log_level.upper() != "DEBUG":
+        logging.getLogger("apscheduler").setLevel(logging.WARNING)  # a line per job run says nothing new
 
 
 # -- local ------------------------------------------------------------------------------------------------------------

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import socket
+import subprocess
 import threading
 import time
 import uuid
@@ -22,19 +24,20 @@ from pathlib import Path
 from confluent_kafka import Consumer, Message, Producer
 
 from canary.service import CanaryService
+from dashboards.launch import console_command
 from mirror.engine import LinkWorker
 from mirrorwatch.config import MirrorwatchConfig, load_config, parse_config
 from mirrorwatch.kafka import create_topics, new_admin, new_consumer, new_producer
-from mirrorwatch.local import LocalClusters
+from mirrorwatch.local import LocalClusters, die_with_parent, free_port
 from mirrorwatch.services import serve
 from mirrorwatch.wait import WaitTimeout, wait_until
-from monitor.http import HttpServer
 from monitor.service import MonitorService
 
 __all__ = ["DemoOptions", "run_demo"]
 
 RUN_HEADER = "mirrorwatch-demo-run"
 LINK = "demo"
+CONSOLE_PORT = 8501
 
 
 @dataclass(frozen=True)
@@ -87,46 +90,41 @@ def demo_config(clusters_config: MirrorwatchConfig, topic: str, http_port: int =
 
 def run_demo(options: DemoOptions, stop: threading.Event, out: Callable[[str], None] = print) -> int:
     """Run until `stop` is set or the duration ends; 0 when every order produced to the source was read back from
-    the target through the mirror."""
-    clusters = LocalClusters(options.state_dir, progress=out)
-    mirror_stop = threading.Event()
-    mirror_thread: threading.Thread | None = None
-    mirror_result: list[int | BaseException] = []
-    traffic: _Traffic | None = None
-    monitor: MonitorService | None = None
-    canary: CanaryService | None = None
-    server: HttpServer | None = None
-    try:
+    the target through the mirror. Everything started is stopped in reverse order, also on errors."""
+    with contextlib.ExitStack() as started:
+        clusters = LocalClusters(options.state_dir, progress=out)
+
+        def clusters_down() -> None:
+            for line in clusters.down():
+                out(line)
+
+        started.callback(clusters_down)
         clusters.up(tie_to_parent=True)
         config = demo_config(load_config(clusters.config_path), options.topic)
         source, target = config.clusters["source"], config.clusters["target"]
         create_topics(new_admin(source, "source"), {options.topic: options.partitions})
-        worker = LinkWorker(config, config.links[0], stop=mirror_stop)
-
-        def run_mirror() -> None:
-            try:
-                mirror_result.append(worker.run())
-            except BaseException as exc:  # reported below, in the demo's own words
-                mirror_result.append(exc)
-
-        mirror_thread = threading.Thread(target=run_mirror, name="mirror-demo", daemon=True)
-        mirror_thread.start()
+        worker, mirror_result = _start_mirror(config, started)
         monitor = MonitorService(config, link_statuses=lambda: {LINK: [worker.status()]})
         monitor.start()
+        started.callback(monitor.stop)
         canary = CanaryService(config)
         canary.start()
+        started.callback(canary.stop)
         server = serve(config, monitor, canary, any_port_if_taken=True)
+        started.callback(server.stop)
         url = f"http://127.0.0.1:{server.port}"
         group = config.links[0].consumer_group
         out(
             f"HTTP API: {url}/mirror/links/{LINK}  {url}/metrics  {url}/v3/kafka/source/consumer/{group}/lag  "
             f"{url}/canary"
         )
+        out(f"console: {_start_console(url, options.state_dir, started)}  (Streamlit; open it in a browser)")
         traffic = _Traffic(
             producer=new_producer(source, "source", {"acks": "all", "enable.idempotence": True, "linger.ms": 5}),
             reader=new_consumer(target, "target", "mirrorwatch-demo-reader", {"auto.offset.reset": "earliest"}),
             run_id=uuid.uuid4().hex[:12].encode(),
         )
+        started.callback(traffic.reader.close)
         out(
             f"mirroring {options.topic!r} from source ({source.bootstrap_servers}) to target "
             f"({target.bootstrap_servers}) with link {LINK!r}"
@@ -134,20 +132,65 @@ def run_demo(options: DemoOptions, stop: threading.Event, out: Callable[[str], N
         _run_loop(traffic, worker=worker, monitor=monitor, canary=canary, options=options, stop=stop, out=out)
         _catch_up(traffic, out)
         return _verdict(traffic, mirror_result, out)
-    finally:
-        if server is not None:
-            server.stop()
-        if monitor is not None:
-            monitor.stop()
-        if canary is not None:
-            canary.stop()
+    raise AssertionError("unreachable")  # for mypy: the with block always returns or raises
+
+
+def _start_mirror(
+    config: MirrorwatchConfig, started: contextlib.ExitStack
+) -> tuple[LinkWorker, list[int | BaseException]]:
+    """The demo link on a thread of this process (so the monitor reads its positions in memory)."""
+    mirror_stop = threading.Event()
+    worker = LinkWorker(config, config.links[0], stop=mirror_stop)
+    result: list[int | BaseException] = []
+
+    def run_mirror() -> None:
+        try:
+            result.append(worker.run())
+        except BaseException as exc:  # reported by the verdict, in the demo's own words
+            result.append(exc)
+
+    thread = threading.Thread(target=run_mirror, name="mirror-demo", daemon=True)
+    thread.start()
+
+    def stop_mirror() -> None:
         mirror_stop.set()
-        if mirror_thread is not None:
-            mirror_thread.join(timeout=60)
-        if traffic is not None:
-            traffic.reader.close()
-        for line in clusters.down():
-            out(line)
+        thread.join(timeout=60)
+
+    started.callback(stop_mirror)
+    return worker, result
+
+
+def _start_console(api: str, state_dir: Path, started: contextlib.ExitStack) -> str:
+    """The Streamlit console on port 8501 (or a free one), reading the demo's HTTP API; it dies with the demo."""
+    port = CONSOLE_PORT if _port_free(CONSOLE_PORT) else free_port()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    with (state_dir / "console.log").open("wb") as log:
+        process = subprocess.Popen(
+            console_command(api, port=port, address="127.0.0.1"),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=die_with_parent,  # noqa: PLW1509 -- only prctl, async-signal-safe
+        )
+
+    def stop_console() -> None:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+    started.callback(stop_console)
+    return f"http://127.0.0.1:{port}"
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 def _run_loop(
