@@ -25,22 +25,27 @@ log = logging.getLogger("mirrorwatch.mirror")
 WORKER_STOP_TIMEOUT_S = 60.0
 
 
-def python_links(config: MirrorwatchConfig, only: str | None = None) -> list[LinkConfig]:
-    """The links to run (all, or the one named), refusing what this engine cannot run."""
+def python_links(config: MirrorwatchConfig, only: str | None = None, *, skip_spark: bool = False) -> list[LinkConfig]:
+    """The python-engine links to run (all, or the one named). A spark link runs alone, as its own Spark driver
+    (`mirrorwatch mirror --config F --link NAME`): it is refused here, or left out with a log line (`skip_spark`)."""
     links = [config.link(only)] if only else list(config.links)
     if not links:
         raise ConfigError([ConfigProblem("links", "the config has no links to mirror")])
-    for link in links:
-        index = config.links.index(link)
-        if link.engine != "python":
-            raise ConfigError(
-                [
-                    ConfigProblem(
-                        f"links[{index}].engine", f"engine {link.engine!r} is not available in this build; use python"
-                    )
-                ]
-            )
-    return links
+    spark = [link for link in links if link.engine == "spark"]
+    if spark and not skip_spark:
+        raise ConfigError(
+            [
+                ConfigProblem(
+                    f"links[{config.links.index(link)}].engine",
+                    f"link {link.name!r} uses engine spark, which runs one link per Spark driver: "
+                    f"run it with `mirrorwatch mirror --config F --link {link.name}`",
+                )
+                for link in spark
+            ]
+        )
+    for link in spark:
+        log.warning("link %s uses engine spark: not run here; run `mirrorwatch mirror --link %s`", link.name, link.name)
+    return [link for link in links if link.engine == "python"]
 
 
 def worker_for(config: MirrorwatchConfig, link: LinkConfig, *, stop: threading.Event, worker: int = 0) -> LinkWorker:

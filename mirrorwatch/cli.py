@@ -293,7 +293,8 @@ def dashboards_build(out: Path) -> None:
 @click.option(
     "--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), help="mirrorwatch YAML config."
 )
-@click.option("--link", "link_name", help="Run only this link of the config.")
+@click.option("--link", "link_name", help="Run only this link of the config (a spark link always runs alone).")
+@click.option("--master", help="Spark master for a link with engine spark [default: the link's spark.master].")
 @click.option(
     "--consumer.config",
     "consumer_config",
@@ -343,6 +344,7 @@ def dashboards_build(out: Path) -> None:
 def mirror(  # noqa: PLR0917 - one parameter per MirrorMaker 1 flag
     config_path: Path | None,
     link_name: str | None,
+    master: str | None,
     consumer_config: Path | None,
     producer_config: Path | None,
     whitelist: str | None,
@@ -360,6 +362,7 @@ def mirror(  # noqa: PLR0917 - one parameter per MirrorMaker 1 flag
 
     \b
     With a config:      mirrorwatch mirror --config mirrorwatch.yaml [--link NAME]
+    Spark engine:       mirrorwatch mirror --config mirrorwatch.yaml --link NAME [--master spark://host:7077]
     MirrorMaker 1 style: mirrorwatch mirror --consumer.config consumer.properties \\
                             --producer.config producer.properties --whitelist 'orders.*' [--num.streams 3]
 
@@ -412,6 +415,12 @@ def mirror(  # noqa: PLR0917 - one parameter per MirrorMaker 1 flag
             log.warning("%s", warning)
     else:
         raise click.UsageError("give --config FILE, or the MirrorMaker 1 options (see --help)")
+    if link_name is not None and config.link(link_name).engine == "spark":
+        from mirror.spark_engine import run_spark_link
+
+        sys.exit(run_spark_link(config, config.link(link_name), _stop_event(), master=master))
+    if master is not None:
+        raise click.UsageError("--master applies to a link with engine spark (give --link NAME)")
     links = python_links(config, link_name)
     sys.exit(run_links(config, links, _stop_event()))
 

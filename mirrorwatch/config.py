@@ -216,6 +216,18 @@ ClientProperties = Annotated[
 HandlerRef = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")]
 
 
+class SparkOptions(_Model):
+    """How a link with `engine: spark` runs (ignored by the python engine)."""
+
+    master: Annotated[str, StringConstraints(min_length=1)] = "local[*]"  # or spark://host:7077, yarn, k8s://...
+    max_offsets_per_trigger: Annotated[int, Field(ge=1)] | None = None  # records per micro-batch (Spark's option)
+    trigger_interval_seconds: Annotated[float, Field(ge=0)] = 1.0  # 0: next micro-batch as soon as one ends
+    checkpoint_dir: Annotated[str, StringConstraints(min_length=1)] | None = (
+        None  # default <state_dir>/checkpoints/<link>
+    )
+    conf: dict[str, str] = Field(default_factory=dict)  # extra Spark settings, e.g. spark.executor.memory
+
+
 class LinkConfig(_Model):
     """A directed flow `source -> target` with its topic selection, rename policy, engine and delivery mode."""
 
@@ -243,6 +255,7 @@ class LinkConfig(_Model):
     start_from: Literal["earliest", "latest"] = "earliest"
     consumer_properties: ClientProperties = Field(default_factory=dict)
     producer_properties: ClientProperties = Field(default_factory=dict)
+    spark: SparkOptions = SparkOptions()
 
     @property
     def consumer_group(self) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from mirrorwatch.errors import SetupError
 
-__all__ = ["KAFKA", "JarSet", "jar_cache_dir", "require_java", "resolve_jars"]
+__all__ = ["KAFKA", "SPARK_KAFKA", "SPARK_KAFKA_VERSION", "JarSet", "jar_cache_dir", "require_java", "resolve_jars"]
 
 MIN_JAVA_MAJOR = 17
 
@@ -34,6 +34,19 @@ class JarSet:
 
 
 KAFKA = JarSet("kafka-4.1.1", "kafka-pom.xml")
+# Spark's Kafka source and sink for the spark engine; its version must equal the installed pyspark's.
+SPARK_KAFKA = JarSet("spark-sql-kafka-4.0.0", "spark-kafka-pom.xml")
+SPARK_KAFKA_VERSION = "4.0.0"
+
+
+# Every repository a pom declares is fetched through Maven Central: some (Spark's parent pom) name mirrors this
+# machine cannot reach, and Central holds every artifact we use.
+CENTRAL_ONLY_SETTINGS = """<settings xmlns="http://maven.apache.org/SETTINGS/1.0.0">
+  <mirrors>
+    <mirror><id>central-only</id><mirrorOf>*</mirrorOf><url>https://repo.maven.apache.org/maven2</url></mirror>
+  </mirrors>
+</settings>
+"""
 
 
 def jar_cache_dir() -> Path:
@@ -84,11 +97,14 @@ def resolve_jars(jar_set: JarSet, *, cache_dir: Path | None = None, progress: Ca
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
         (staging / "pom.xml").write_text(pom, encoding="utf-8")
+        (staging / "settings.xml").write_text(CENTRAL_ONLY_SETTINGS, encoding="utf-8")
         progress(f"fetching the {jar_set.name} jars from Maven Central into {target} (once) ...")
         cmd = [
             mvn,
             "-B",
             "-q",
+            "-s",
+            str(staging / "settings.xml"),
             "-f",
             str(staging / "pom.xml"),
             "dependency:copy-dependencies",

@@ -141,7 +141,7 @@ def run_canary(config: MirrorwatchConfig, stop: threading.Event) -> int:
 def run_everything(config: MirrorwatchConfig, stop: threading.Event) -> int:
     """Every python link, the monitor and the HTTP API side by side; links with one worker run here, so the monitor
     reads their positions in memory; links with several workers run in their own processes."""
-    links = python_links(config) if config.links else []
+    links = python_links(config, skip_spark=True) if config.links else []
     in_process = [link for link in links if link.num_streams == 1]
     elsewhere = [link for link in links if link.num_streams > 1]
     workers: dict[str, list[LinkWorker]] = {}

@@ -106,7 +106,8 @@ class PartitionEvaluation:
     lag_seconds: float | None
     complete: float
     # How lag_seconds was found: "record" (the record's own timestamp), "interpolated" (the record is gone: from the
-    # high-watermark history), None when unknown or not lagging.
+    # high-watermark history), "at_least" (gone and older than that history: a lower bound, which the rules treat as
+    # unknown), None when unknown or not lagging.
     lag_seconds_method: str | None = None
 
 

@@ -65,7 +65,7 @@ class LinkPartitionView:
     committed_lag_records: int | None
     in_flight_records: int
     replication_lag_seconds: float | None
-    replication_lag_seconds_method: str | None = None  # "record" or "interpolated" (see lag_age)
+    replication_lag_seconds_method: str | None = None  # "record", "interpolated" or "at_least" (see lag_age)
 
 
 @dataclass(frozen=True)
@@ -133,14 +133,19 @@ def interpolate_record_time(history: Sequence[OffsetSample], offset: int) -> int
 def lag_age(
     now_ms: int, key: tuple[str, str, int, int], record_times: RecordTimes, history: Sequence[OffsetSample]
 ) -> tuple[float | None, str | None]:
-    """Age in seconds of the record at `key`'s offset, and how it was found ("record" or "interpolated")."""
+    """Age in seconds of the record at `key`'s offset, and how it was found: "record", "interpolated", or "at_least"
+    when the record predates the history (the age is then a lower bound)."""
     if key not in record_times:
         return None, None  # not read (yet): unknown
     timestamp = record_times[key]
     if timestamp is not None:
         return _age_seconds(now_ms, timestamp), "record"
     interpolated = interpolate_record_time(history, key[3])
-    return (_age_seconds(now_ms, interpolated), "interpolated") if interpolated is not None else (None, None)
+    if interpolated is None:
+        return None, None
+    # Older than every high-watermark observed: the age is only a lower bound.
+    method = "at_least" if history and key[3] < history[0].high_watermark else "interpolated"
+    return _age_seconds(now_ms, interpolated), method
 
 
 def evaluate_groups(
@@ -163,6 +168,8 @@ def evaluate_groups(
             if committed is not None and committed < offsets.latest:
                 key = (snapshot.alias, topic, partition, committed)
                 lag_seconds, method = lag_age(now, key, record_times, samples)
+            # A lower bound proves neither that the lag is allowed (rule 1) nor that the records are fresh (rule 2):
+            # the rules see it as unknown; the view still shows it, labelled "at_least".
             evaluation = evaluate_partition(
                 topic,
                 partition,
@@ -170,8 +177,10 @@ def evaluate_groups(
                 high_watermark_now=offsets.latest,
                 now_ms=now,
                 config=config,
-                lag_seconds=lag_seconds,
+                lag_seconds=None if method == "at_least" else lag_seconds,
             )
+            if method == "at_least":
+                evaluation = replace(evaluation, lag_seconds=lag_seconds)
             evaluations.append(replace(evaluation, lag_seconds_method=method))
         views[(snapshot.alias, group.group_id)] = GroupView(
             snapshot.alias, group.group_id, group.state, group.members, evaluate_group(evaluations)

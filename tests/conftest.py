@@ -85,11 +85,14 @@ def unique(request: pytest.FixtureRequest) -> Callable[[str], str]:
 
 @pytest.fixture
 def make_topic(clusters_config: MirrorwatchConfig, unique: Callable[[str], str]) -> Callable[..., str]:
-    """Create a topic with a unique name on a cluster; returns its name."""
+    """Create a topic with a unique name on a cluster; returns its name. Time-based retention is off unless `config`
+    sets it: tests write records with timestamps from 2023, which the broker's retention check (every 5 minutes)
+    would otherwise delete in the middle of a later test."""
 
     def make(alias: str, partitions: int = 1, *, name: str | None = None, config: dict[str, str] | None = None) -> str:
         topic = name or unique("t")
-        create_topics(new_admin(clusters_config.clusters[alias], alias), {topic: partitions}, config=config)
+        settings = {"retention.ms": "-1", **(config or {})}
+        create_topics(new_admin(clusters_config.clusters[alias], alias), {topic: partitions}, config=settings)
         return topic
 
     return make

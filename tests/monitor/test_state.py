@@ -160,7 +160,31 @@ def test_a_group_whose_record_is_gone_gets_an_interpolated_age() -> None:
         windows, snapshot(T0 + 20_000, 300, 50), EvaluatorConfig(), {("source", "orders", 0, 50): None}
     )
     p0 = next(p for p in view[("source", "g")].evaluation.partitions if p.partition == 0)
-    assert (p0.lag_seconds, p0.lag_seconds_method) == (20.0, "interpolated")
+    # offset 50 is below every high-watermark seen (100 at T0): at least 20 s old, no more is known
+    assert (p0.lag_seconds, p0.lag_seconds_method) == (20.0, "at_least")
+    windows = OffsetWindows(10)
+    for i in range(3):
+        observe_snapshot(windows, snapshot(T0 + i * 10_000, 100 + i * 100, 150))
+    view = evaluate_groups(
+        windows, snapshot(T0 + 20_000, 300, 150), EvaluatorConfig(), {("source", "orders", 0, 150): None}
+    )
+    p0 = next(p for p in view[("source", "g")].evaluation.partitions if p.partition == 0)
+    assert (p0.lag_seconds, p0.lag_seconds_method) == (15.0, "interpolated")  # written halfway between T0 and +10 s
+
+
+def test_a_lower_bound_on_the_age_does_not_veto_stop() -> None:
+    """A group parked for 150 s on a record retention removed, with a window spanning only the last 20 s: the
+    interpolated age (>= 20 s) is a lower bound and must not count as "fresh data" that vetoes STOP."""
+    windows = OffsetWindows(3)
+    for i in range(16):
+        observe_snapshot(windows, snapshot(T0 + i * 10_000, 1000, 300, members=0))
+    now = T0 + 150_000
+    config = EvaluatorConfig(window=3, min_stop_seconds=60)
+    view = evaluate_groups(windows, snapshot(now, 1000, 300, members=0), config, {("source", "orders", 0, 300): None})
+    p0 = next(p for p in view[("source", "g")].evaluation.partitions if p.partition == 0)
+    assert (p0.status, p0.lag_seconds_method) == (Status.STOP, "at_least")
+    assert p0.lag_seconds == 20.0
+    assert view[("source", "g")].evaluation.status == Status.ERR
 
 
 def test_partition_count_drift_between_source_and_target() -> None:

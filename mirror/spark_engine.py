@@ -1,0 +1,393 @@
+"""The spark engine: a link run as a PySpark Structured Streaming query (Kafka source -> Kafka sink).
+
+    mirrorwatch mirror --config F --link NAME [--master URL]
+
+Local mode (`local[*]`) by default; `spark.master` (or `--master`) runs it on a cluster, and so does spark-submit:
+
+    spark-submit --master spark://host:7077 --jars "$(mirrorwatch-spark-jars)" \\
+        "$(python -c 'import mirror.spark_engine as m; print(m.__file__)')" --config F --link NAME
+
+The connector jars (org.apache.spark:spark-sql-kafka-0-10_2.13 at pyspark's exact version) come from Maven Central
+through the jar cache and are handed over with `spark.jars`; nothing is downloaded when the query starts.
+
+Per record the query keeps key, value, headers and (with `partitioning: preserve`) the partition, renames the topic
+with a Spark SQL expression equal to the link's rename policy, adds the same provenance headers as the python engine
+and drops records that have already been on the target cluster (loop prevention). Spark's Kafka source commits
+nothing; a query listener commits each micro-batch's end offsets to the link's consumer group (a group no consumer
+joins) once the batch is written, and publishes the positions as a status file, so the monitor, the dashboards and
+the alerts see a Spark link exactly like a python one. Progress survives restarts in the checkpoint directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from mirror.admin import cluster_id, describe_topics, execute_plan, list_topic_partitions
+from mirror.engine import MirrorFailure
+from mirror.provenance import HOPS, PATH, SOURCE_CLUSTER, SOURCE_OFFSET, SOURCE_PARTITION, SOURCE_TOPIC
+from mirror.rename import rename_policy
+from mirror.spark_plan import TOPIC, SparkLinkPlan, apply_rename, parse_end_offsets, plan_spark_link
+from mirror.topics import plan_topics, select_topics
+from mirrorwatch.clock import SystemClock
+from mirrorwatch.config import ClusterConfig, LinkConfig, MirrorwatchConfig
+from mirrorwatch.errors import ConfigError, ConfigProblem, SetupError
+from mirrorwatch.jars import SPARK_KAFKA, SPARK_KAFKA_VERSION, resolve_jars
+from mirrorwatch.kafka import new_admin, new_consumer
+from mirrorwatch.status_board import StatusBoard
+
+__all__ = ["run_spark_link", "spark_jars"]
+
+log = logging.getLogger("mirrorwatch.mirror.spark")
+
+_PROVENANCE = [SOURCE_CLUSTER, SOURCE_TOPIC, SOURCE_PARTITION, SOURCE_OFFSET, PATH, HOPS]
+
+
+def spark_jars() -> list[Path]:
+    """The connector jars, fetched into the jar cache the first time; checks pyspark's version matches them."""
+    import pyspark
+
+    if pyspark.__version__ != SPARK_KAFKA_VERSION:
+        raise SetupError(
+            f"the spark engine needs pyspark {SPARK_KAFKA_VERSION} (the version of its Kafka connector jars), "
+            f"found {pyspark.__version__}; run scripts/setup.sh"
+        )
+    return sorted(resolve_jars(SPARK_KAFKA, progress=log.info).glob("*.jar"))
+
+
+def _java_kafka_options(prefix: str, cluster: ClusterConfig) -> dict[str, str]:
+    """bootstrap.servers and the cluster's client properties as Spark `kafka.*` options (Java client names: the
+    security settings librdkafka and the Java client share are passed through unchanged)."""
+    options = {f"{prefix}bootstrap.servers": cluster.bootstrap_servers}
+    for name, value in cluster.client_properties().items():
+        options[f"{prefix}{name}"] = str(value)
+    return options
+
+
+class _TopicKeeper:
+    """Creates and grows the target topics (the same planner as the python engine), now and every refresh."""
+
+    def __init__(self, config: MirrorwatchConfig, link: LinkConfig) -> None:
+        self.config, self.link = config, link
+        self.source = new_admin(config.clusters[link.source], link.source)
+        self.target = new_admin(config.clusters[link.target], link.target)
+        self.rename = rename_policy(link.rename, link.source)
+        self.known: Mapping[str, int] = {}
+
+    def refresh(self) -> None:
+        source_partitions = list_topic_partitions(self.source)
+        selected = select_topics(
+            source_partitions,
+            self.link.topics,
+            exclude_internal=self.link.exclude_internal_topics,
+            always=(self.config.canary.topic,),
+        )
+        target_partitions = list_topic_partitions(self.target)
+        targets = [self.rename.target_topic(t) for t in selected]
+        plan = plan_topics(
+            describe_topics(self.source, selected, source_partitions),
+            describe_topics(self.target, targets, target_partitions),
+            selected,
+            self.rename,
+            partitioning=self.link.partitioning,
+            replication_factor=self.link.replication_factor,
+            known_source_partitions=self.known,
+        )
+        for problem in plan.problems:
+            raise MirrorFailure(f"link {self.link.name}: {problem}")
+        execute_plan(self.target, plan)
+        self.known = plan.source_partitions
+
+    def keep(self, stop: threading.Event) -> None:
+        while not stop.wait(self.link.refresh_topics_interval_seconds):
+            try:
+                self.refresh()
+            except (KafkaException, MirrorFailure) as exc:
+                log.warning("link %s: topic refresh failed (%s); retrying", self.link.name, exc)
+
+
+class _Progress:
+    """After each micro-batch: commit its end offsets to the link's group and publish the positions."""
+
+    def __init__(self, config: MirrorwatchConfig, link: LinkConfig, plan: SparkLinkPlan) -> None:
+        self.link, self.plan = link, plan
+        self._committer: Consumer = new_consumer(
+            config.clusters[link.source],
+            link.source,
+            link.consumer_group,
+            {"enable.auto.commit": False, "client.id": f"mirrorwatch-{link.name}-spark-commits"},
+        )
+        self._board = StatusBoard(config.state_path / "status")
+        self._clock = SystemClock()
+        self._positions: dict[tuple[str, int], int] = {}
+        self._lock = threading.Lock()
+        self.stats: dict[str, float] = {"records_in_total": 0, "records_out_total": 0}
+        self.batches = 0
+
+    def batch_done(self, progress: Any) -> None:
+        sources = [{"endOffset": s.endOffset} for s in progress.sources]
+        offsets = parse_end_offsets(sources)
+        rows = int(progress.numInputRows or 0)
+        with self._lock:
+            self.batches += 1
+            self.stats["records_in_total"] += rows
+            self.stats["records_out_total"] += rows  # the batch is committed: its rows are written
+            self.stats["spark_batch_duration_seconds"] = float(progress.batchDuration or 0) / 1000
+            self.stats["spark_input_rows_per_second"] = float(progress.inputRowsPerSecond or 0)
+            self.stats["spark_processed_rows_per_second"] = float(progress.processedRowsPerSecond or 0)
+            changed = {tp: o for tp, o in offsets.items() if self._positions.get(tp) != o}
+            self._positions.update(offsets)
+        if changed:
+            try:
+                self._committer.commit(
+                    offsets=[TopicPartition(t, p, o) for (t, p), o in sorted(changed.items())], asynchronous=False
+                )
+            except KafkaException as exc:  # the checkpoint holds the truth; the next batch commits again
+                log.warning("link %s: committing batch offsets failed: %s", self.link.name, exc.args[0])
+                with self._lock:
+                    for tp in changed:
+                        self._positions.pop(tp, None)
+        self.publish()
+
+    def status(self) -> dict[str, Any]:
+        with self._lock:
+            positions = sorted(self._positions.items())
+            stats = dict(self.stats)
+        return {
+            "link": self.link.name,
+            "worker": 0,
+            "engine": "spark",
+            "state": "running",
+            "failure": None,
+            "stats": stats,
+            "partitions": [
+                {
+                    "topic": t,
+                    "partition": p,
+                    "target_topic": apply_rename(self.plan.rename, t),
+                    "consumed": o,
+                    "acked": o,
+                    "committed": o,
+                    "in_flight_records": 0,
+                    "last_record_timestamp_ms": None,
+                }
+                for (t, p), o in positions
+            ],
+        }
+
+    def publish(self) -> None:
+        self._board.publish("links", self.link.name, 0, self.status(), self._clock.now_ms())
+
+    def close(self) -> None:
+        self._board.withdraw("links", self.link.name, 0)
+        self._committer.close()
+
+
+def _listener(progress: _Progress) -> Any:
+    from pyspark.sql.streaming.listener import StreamingQueryListener
+
+    class Listener(StreamingQueryListener):
+        def onQueryStarted(self, event: Any) -> None:
+            pass
+
+        def onQueryProgress(self, event: Any) -> None:
+            try:
+                progress.batch_done(event.progress)
+            except Exception:  # a listener error must not go unnoticed, nor kill Spark's listener bus
+                log.exception("link %s: progress listener failed", progress.link.name)
+
+        def onQueryIdle(self, event: Any) -> None:
+            progress.publish()  # keep the status fresh while nothing arrives
+
+        def onQueryTerminated(self, event: Any) -> None:
+            pass
+
+    return Listener()
+
+
+def _cluster_ids(config: MirrorwatchConfig, link: LinkConfig, stop: threading.Event) -> tuple[str, str] | None:
+    ids = []
+    for alias in (link.source, link.target):
+        admin = new_admin(config.clusters[alias], alias)
+        backoff = 1.0
+        while True:
+            try:
+                ids.append(cluster_id(admin))
+                break
+            except KafkaException as exc:
+                log.warning(
+                    "link %s: cannot reach cluster %r at %s (%s); retrying in %.0fs",
+                    link.name,
+                    alias,
+                    config.clusters[alias].bootstrap_servers,
+                    exc.args[0],
+                    backoff,
+                )
+                if stop.wait(backoff):
+                    return None
+                backoff = min(backoff * 2, 30.0)
+    return ids[0], ids[1]
+
+
+def _records(spark: Any, plan: SparkLinkPlan, source: ClusterConfig, source_id: str, target_id: str) -> Any:
+    """The source stream turned into the sink's columns (key, value, headers, topic[, partition])."""
+    from pyspark.sql import functions as F
+
+    reader = (
+        spark.readStream.format("kafka")
+        .options(**_java_kafka_options("kafka.", source))
+        .option("subscribePattern", plan.subscribe_pattern)
+        .option("includeHeaders", "true")
+        .option("startingOffsets", plan.starting_offsets)
+        .option("failOnDataLoss", "true")
+    )
+    if plan.max_offsets_per_trigger is not None:
+        reader = reader.option("maxOffsetsPerTrigger", str(plan.max_offsets_per_trigger))
+    rows = reader.load()
+    if plan.exclude_pattern is not None:
+        rows = rows.filter(~F.col("topic").rlike(plan.exclude_pattern) | F.col("topic").isin(list(plan.always)))
+    headers = F.coalesce(F.col("headers"), F.array().cast("array<struct<key:string,value:binary>>"))
+    path = F.coalesce(F.element_at(F.filter(headers, lambda h: h["key"] == PATH), 1)["value"].cast("string"), F.lit(""))
+    rows = rows.filter(~F.array_contains(F.split(path, ","), target_id))  # never back onto a cluster it was on
+    new_path = F.when(path == "", F.lit(source_id)).otherwise(F.concat(path, F.lit(","), F.lit(source_id)))
+
+    def header(name: str, value: Any) -> Any:
+        return F.struct(F.lit(name).alias("key"), value.cast("binary").alias("value"))
+
+    provenance = F.array(
+        header(SOURCE_CLUSTER, F.lit(source_id)),
+        header(SOURCE_TOPIC, F.col("topic")),
+        header(SOURCE_PARTITION, F.col("partition").cast("string")),
+        header(SOURCE_OFFSET, F.col("offset").cast("string")),
+        header(PATH, new_path),
+        header(HOPS, F.size(F.split(new_path, ",")).cast("string")),
+    )
+    kept = F.filter(headers, lambda h: ~h["key"].isin(_PROVENANCE))
+    if plan.rename.mapping:
+        pairs = [F.lit(x) for item in sorted(plan.rename.mapping.items()) for x in item]
+        target_topic = F.coalesce(F.element_at(F.create_map(*pairs), F.col("topic")), F.col("topic"))
+    elif plan.rename.parts == (TOPIC,):
+        target_topic = F.col("topic")
+    else:
+        target_topic = F.concat(*[F.col("topic") if part is TOPIC else F.lit(part) for part in plan.rename.parts])
+    columns = [
+        F.col("key"),
+        F.col("value"),
+        F.concat(kept, provenance).alias("headers"),
+        target_topic.alias("topic"),
+    ]
+    if plan.preserve_partition:
+        columns.append(F.col("partition"))
+    return rows.select(*columns)
+
+
+def run_spark_link(
+    config: MirrorwatchConfig, link: LinkConfig, stop: threading.Event, *, master: str | None = None
+) -> int:
+    """Run the link's query until `stop` is set (0) or the query fails (MirrorFailure)."""
+    plan = plan_spark_link(config, link)
+    jars = spark_jars()
+    ids = _cluster_ids(config, link, stop)
+    if ids is None:
+        return 0
+    source_id, target_id = ids
+    if source_id == target_id and not rename_policy(link.rename, link.source).renames_every_topic:
+        index = config.links.index(link)
+        raise ConfigError(
+            [
+                ConfigProblem(
+                    f"links[{index}].rename",
+                    f"source and target are the same cluster ({source_id}): use a rename policy that changes "
+                    "every topic name",
+                )
+            ]
+        )
+    keeper = _TopicKeeper(config, link)
+    keeper.refresh()  # the target topics exist before the first micro-batch writes to them
+    keeper_stop = threading.Event()
+    threading.Thread(target=keeper.keep, args=(keeper_stop,), name=f"topics-{link.name}", daemon=True).start()
+
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master(master or plan.master)
+        .appName(f"mirrorwatch-{link.name}")
+        .config("spark.jars", ",".join(str(j) for j in jars))
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.streaming.stopTimeout", "60s")
+    )
+    for key, value in plan.conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    progress = _Progress(config, link, plan)
+    spark.streams.addListener(_listener(progress))
+    plan.checkpoint.mkdir(parents=True, exist_ok=True)
+    target = config.clusters[link.target]
+    query = (
+        _records(spark, plan, config.clusters[link.source], source_id, target_id)
+        .writeStream.format("kafka")
+        .options(**_java_kafka_options("kafka.", target))
+        .option("kafka.acks", "all")
+        .option("checkpointLocation", str(plan.checkpoint))
+        .queryName(f"mirrorwatch-{link.name}")
+        .trigger(processingTime=f"{plan.trigger_interval_seconds} seconds")
+        .start()
+    )
+    log.info(
+        "link %s: Spark query started (master %s, checkpoint %s, pattern %s)",
+        link.name,
+        master or plan.master,
+        plan.checkpoint,
+        plan.subscribe_pattern,
+    )
+    failure = None
+    try:
+        while not stop.is_set() and query.isActive:
+            stop.wait(0.5)
+        error = query.exception()
+        if error is not None:
+            failure = f"link {link.name}: the Spark query failed: {error.desc if hasattr(error, 'desc') else error}"
+    finally:
+        keeper_stop.set()
+        if query.isActive:
+            query.stop()  # the running batch is cut; it runs again from the checkpoint on restart: nothing lost
+        time.sleep(0.5)  # let the listener bus deliver the last progress
+        progress.close()
+        spark.stop()
+    if failure is not None:
+        raise MirrorFailure(failure)
+    log.info("link %s: Spark query stopped after %d micro-batch(es)", link.name, progress.batches)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point for spark-submit (see the module docstring)."""
+    import signal
+
+    from mirrorwatch.config import load_config
+
+    parser = argparse.ArgumentParser(description="Run one mirrorwatch link with the spark engine.")
+    parser.add_argument("--config", required=True, type=Path)
+    parser.add_argument("--link", required=True)
+    parser.add_argument("--master", help="Spark master (spark-submit's --master wins when given there)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = load_config(args.config)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    return run_spark_link(config, config.link(args.link), stop, master=args.master)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,176 @@
+"""What a Spark link does, decided without Spark (pure): refusals, subscription, rename, offsets to commit.
+
+The Spark engine runs the same link config as the python engine. What Spark cannot do is refused at start with what to
+change; what it can is planned here as data (regexes, a rename spec of literal parts and map entries) that the
+pipeline turns into Spark SQL expressions, so no record goes through per-row Python.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mirror.topics import INTERNAL_TOPIC_PATTERNS
+from mirrorwatch.config import (
+    FormatRename,
+    IdentityRename,
+    LinkConfig,
+    MapRename,
+    MirrorwatchConfig,
+    PrefixRename,
+)
+from mirrorwatch.errors import ConfigError, ConfigProblem
+
+__all__ = ["RenameSpec", "SparkLinkPlan", "apply_rename", "parse_end_offsets", "plan_spark_link", "spark_problems"]
+
+TOPIC = None  # in RenameSpec.parts: the source topic's name
+
+
+@dataclass(frozen=True)
+class RenameSpec:
+    """target = concatenation of `parts` (literals, and TOPIC for the source topic's name), unless the topic is a key
+    of `mapping` (the map policy), which gives its target directly."""
+
+    parts: tuple[str | None, ...] = (TOPIC,)
+    mapping: Mapping[str, str] = field(default_factory=dict)
+
+
+def rename_spec(link: LinkConfig) -> RenameSpec:
+    rename = link.rename
+    if isinstance(rename, IdentityRename):
+        return RenameSpec()
+    if isinstance(rename, PrefixRename):
+        return RenameSpec((link.source + rename.separator, TOPIC))
+    if isinstance(rename, FormatRename):
+        template = rename.format.replace("${source}", link.source)
+        pieces = template.split("${topic}")
+        parts: list[str | None] = []
+        for index, piece in enumerate(pieces):
+            if index:
+                parts.append(TOPIC)
+            if piece:
+                parts.append(piece)
+        return RenameSpec(tuple(parts))
+    if isinstance(rename, MapRename):
+        return RenameSpec(mapping=dict(rename.map))
+    raise TypeError(f"unknown rename config {rename!r}")
+
+
+def apply_rename(spec: RenameSpec, topic: str) -> str:
+    """What the Spark expression computes, in Python (for tests and for planning target topics)."""
+    if topic in spec.mapping:
+        return spec.mapping[topic]
+    return "".join(topic if part is TOPIC else part for part in spec.parts)
+
+
+@dataclass(frozen=True)
+class SparkLinkPlan:
+    link: str
+    subscribe_pattern: str  # Kafka's pattern subscription: a full match of any include, or the canary topic
+    exclude_pattern: str | None  # rows of topics fully matching this are dropped (except `always`)
+    always: tuple[str, ...]  # the canary topic: mirrored whatever the excludes say
+    rename: RenameSpec
+    preserve_partition: bool  # True: target partition = source partition; False: the sink hashes the key
+    starting_offsets: str
+    max_offsets_per_trigger: int | None
+    trigger_interval_seconds: float
+    checkpoint: Path
+    master: str
+    conf: Mapping[str, str]
+
+
+def spark_problems(link: LinkConfig, index: int) -> list[ConfigProblem]:
+    """Everything this link asks of Spark that Spark cannot do, each with what to change."""
+    at = f"links[{index}]"
+    problems = []
+    if link.delivery == "exactly-once":
+        problems.append(
+            ConfigProblem(
+                f"{at}.delivery",
+                "Spark's Kafka sink writes at least once (a retried micro-batch is written again); use delivery "
+                "at-least-once with engine spark, or engine python for exactly-once",
+            )
+        )
+    if link.handler is not None:
+        problems.append(
+            ConfigProblem(
+                f"{at}.handler",
+                "message handlers are Python code per record, which the spark engine does not run; remove the "
+                "handler (rename topics with `rename` instead) or use engine python",
+            )
+        )
+    if link.partitioning == "modulo":
+        problems.append(
+            ConfigProblem(
+                f"{at}.partitioning",
+                "the spark engine supports partitioning preserve or hash (the sink's key hash), not modulo",
+            )
+        )
+    if link.dead_letter_topic is not None:
+        problems.append(
+            ConfigProblem(
+                f"{at}.dead_letter_topic",
+                "the spark engine has no dead-letter topic: a record the target refuses fails the micro-batch and "
+                "stops the query (nothing is committed past it); remove dead_letter_topic or use engine python",
+            )
+        )
+    if link.num_streams != 1:
+        problems.append(
+            ConfigProblem(
+                f"{at}.num_streams",
+                "Spark spreads partitions over its own executors; remove num_streams (use spark.master and "
+                "spark.conf, e.g. spark.executor.instances) with engine spark",
+            )
+        )
+    return problems
+
+
+def plan_spark_link(config: MirrorwatchConfig, link: LinkConfig) -> SparkLinkPlan:
+    index = config.links.index(link)
+    problems = spark_problems(link, index)
+    if problems:
+        raise ConfigError(problems)
+    includes = [p.pattern for p in link.topics.include] + [_escape(config.canary.topic)]
+    excludes = [p.pattern for p in link.topics.exclude]
+    if link.exclude_internal_topics:
+        excludes += [p.pattern for p in INTERNAL_TOPIC_PATTERNS]
+    checkpoint = (
+        Path(link.spark.checkpoint_dir).expanduser()
+        if link.spark.checkpoint_dir
+        else config.state_path / "checkpoints" / link.name
+    )
+    return SparkLinkPlan(
+        link=link.name,
+        subscribe_pattern="|".join(f"(?:{p})" for p in includes),
+        exclude_pattern="^(?:" + "|".join(f"(?:{p})" for p in excludes) + ")$" if excludes else None,
+        always=(config.canary.topic,),
+        rename=rename_spec(link),
+        preserve_partition=link.partitioning == "preserve",
+        starting_offsets=link.start_from,
+        max_offsets_per_trigger=link.spark.max_offsets_per_trigger,
+        trigger_interval_seconds=link.spark.trigger_interval_seconds,
+        checkpoint=checkpoint,
+        master=link.spark.master,
+        conf=dict(link.spark.conf),
+    )
+
+
+def _escape(topic: str) -> str:
+    return "".join("\\" + c if c in ".-+*?[](){}^$|\\" else c for c in topic)
+
+
+def parse_end_offsets(sources: Sequence[Mapping[str, object]]) -> dict[tuple[str, int], int]:
+    """The end offsets of a micro-batch's Kafka sources (StreamingQueryProgress.sources[*].endOffset, JSON text
+    like {"orders": {"0": 120, "1": 98}}): the next offset to read per partition, i.e. everything below is written."""
+    offsets: dict[tuple[str, int], int] = {}
+    for source in sources:
+        end = source.get("endOffset")
+        if not isinstance(end, str) or not end.startswith("{"):
+            continue
+        for topic, partitions in json.loads(end).items():
+            for partition, offset in partitions.items():
+                if int(offset) >= 0:
+                    offsets[(topic, int(partition))] = int(offset)
+    return offsets

@@ -1,0 +1,213 @@
+"""The spark engine on the real clusters with local Spark and the real Kafka connector: fidelity, stop and restart
+without loss, progress visible to the monitor, refusals."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mirrorwatch.config import MirrorwatchConfig
+from mirrorwatch.wait import wait_until
+from tests.kafka_helpers import (
+    Record,
+    by_partition,
+    committed_offsets,
+    end_offsets,
+    produce,
+    provenance,
+    read_all,
+    user_headers,
+    wait_for_commits,
+)
+from tests.processes import MirrorProcess
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 6
+
+
+def get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.load(response)
+
+
+def spark_link(topic: str, group: str, tmp_path: Path, **spark: Any) -> dict[str, Any]:
+    return {
+        "name": "sparked",
+        "source": "source",
+        "target": "target",
+        "engine": "spark",
+        "topics": {"include": [re.escape(topic)]},
+        "group_id": group,
+        "refresh_topics_interval_seconds": 5,
+        "spark": {"trigger_interval_seconds": 0.5, "checkpoint_dir": str(tmp_path / "checkpoint"), **spark},
+    }
+
+
+def records(start: int, count: int) -> list[Record]:
+    return [
+        Record(
+            key=f"key-{i}".encode(),
+            value=f"value-{i}".encode() * (1 + i % 3),
+            partition=i % PARTITIONS,
+            headers=(("trace", f"t-{i}".encode()), ("kind", b"order")),
+        )
+        for i in range(start, start + count)
+    ]
+
+
+def test_fifty_thousand_records_keep_partition_key_value_and_headers_and_the_monitor_sees_the_link(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    write_config: Callable[..., Path],
+    start_mirror: Callable[..., MirrorProcess],
+    unique: Callable[[str], str],
+    tmp_path: Path,
+) -> None:
+    source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
+    topic = make_topic("source", PARTITIONS)
+    sent = records(0, 50_000)
+    produce(source, "source", topic, sent)
+    group = unique("spark")
+    config = write_config(
+        [spark_link(topic, group, tmp_path)],
+        monitor={"interval_seconds": 1},
+        http={"host": "127.0.0.1", "port": 0},
+        state_dir=str(tmp_path / "state"),
+    )
+    mirror = start_mirror("--config", str(config), "--link", "sparked")
+    monitor = start_mirror("--config", str(config), command="monitor")
+    monitor.wait_for_log("HTTP API on http://127.0.0.1:")
+    port = int(re.search(r"HTTP API on http://127\.0\.0\.1:(\d+)", monitor.log()).group(1))  # type: ignore[union-attr]
+    base = f"http://127.0.0.1:{port}"
+
+    wait_for_commits(
+        source,
+        "source",
+        group,
+        topic,
+        PARTITIONS,
+        upto=[50_000 // PARTITIONS + (p < 50_000 % PARTITIONS) for p in range(PARTITIONS)],
+        timeout_s=240,
+    )
+
+    # The monitor: the link's replication lag goes to 0, from the Spark driver's published positions.
+    def caught_up() -> bool:
+        link = get(f"{base}/mirror/links/sparked")
+        data = [p for p in link["partitions"] if p["topic"] == topic]
+        return (
+            link["engine_running"] and len(data) == PARTITIONS and all(p["replication_lag_records"] == 0 for p in data)
+        )
+
+    wait_until(caught_up, timeout_s=60, interval_s=0.5, ignore=(urllib.error.HTTPError,), description="lag 0")
+    lag = get(f"{base}/v3/kafka/source/consumer/{group}/lag")["status"]
+    assert lag["partition_count"] == PARTITIONS and lag["totallag"] == 0 and lag["status"] == "OK"
+
+    got = read_all(target, "target", topic, len(sent), timeout_s=120)
+    assert len(got) == len(sent)  # nothing twice on a clean run
+    expected = by_partition([])
+    for i, rec in enumerate(sent):
+        expected.setdefault(i % PARTITIONS, []).append(rec)  # type: ignore[arg-type]
+    mirrored = by_partition(got)
+    assert sorted(mirrored) == list(range(PARTITIONS))
+    for partition, rows in mirrored.items():
+        originals: list[Any] = expected[partition]
+        assert [(r.key, r.value, user_headers(r)) for r in rows] == [(o.key, o.value, o.headers) for o in originals], (
+            f"partition {partition}"
+        )
+        assert [int(provenance(r, "source.offset")) for r in rows] == list(range(len(rows)))
+        assert {provenance(r, "source.partition") for r in rows} == {str(partition).encode()}
+        assert {provenance(r, "source.topic") for r in rows} == {topic.encode()}
+        assert {provenance(r, "hops") for r in rows} == {b"1"}
+    assert mirror.stop() == 0 and monitor.stop() == 0
+    assert "Traceback" not in mirror.log() + monitor.log()
+
+
+def test_stopping_and_restarting_the_query_mid_stream_loses_nothing(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    write_config: Callable[..., Path],
+    start_mirror: Callable[..., MirrorProcess],
+    unique: Callable[[str], str],
+    tmp_path: Path,
+) -> None:
+    source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
+    topic = make_topic("source", PARTITIONS)
+    produce(source, "source", topic, records(0, 30_000))
+    group = unique("spark")
+    # Small micro-batches, so the stop lands mid-stream.
+    config = write_config([spark_link(topic, group, tmp_path, max_offsets_per_trigger=1200)])
+    mirror = start_mirror("--config", str(config), "--link", "sparked")
+    wait_until(
+        lambda: 0 < sum(max(0, c) for c in committed_offsets(source, "source", group, topic, PARTITIONS)) < 30_000,
+        timeout_s=240,
+        interval_s=0.2,
+        description="the query to be part-way through",
+    )
+    assert mirror.stop() == 0
+    stopped_at = committed_offsets(source, "source", group, topic, PARTITIONS)
+    assert sum(stopped_at) < 30_000, "stopped too late to test a restart mid-stream"
+    produce(source, "source", topic, records(30_000, 10_000))
+    mirror = start_mirror("--config", str(config), "--link", "sparked")
+    wait_for_commits(source, "source", group, topic, PARTITIONS, timeout_s=240)
+    assert mirror.stop() == 0
+    high = end_offsets(source, "source", topic, PARTITIONS)
+    got = read_all(target, "target", topic, sum(high), timeout_s=120)
+    for partition, rows in by_partition(got).items():
+        offsets = [int(provenance(r, "source.offset")) for r in rows]
+        first_seen = list(dict.fromkeys(offsets))
+        assert first_seen == list(range(high[partition])), f"partition {partition}: a gap or a reordering"
+    assert "Traceback" not in mirror.log()
+
+
+@pytest.mark.parametrize(
+    ("change", "path", "words"),
+    [
+        ({"delivery": "exactly-once"}, "links[0].delivery", "use delivery at-least-once with engine spark"),
+        ({"handler": "mirror.handler:RenameTopicHandler"}, "links[0].handler", "remove the handler"),
+    ],
+)
+def test_a_link_asking_spark_for_what_it_cannot_do_is_refused_at_start(
+    clusters_config: MirrorwatchConfig,
+    write_config: Callable[..., Path],
+    tmp_path: Path,
+    change: dict[str, Any],
+    path: str,
+    words: str,
+) -> None:
+    link = {**spark_link("t", "g", tmp_path), **change}
+    config = write_config([link])
+    done = subprocess.run(
+        [sys.executable, "-m", "mirrorwatch.cli", "mirror", "--config", str(config), "--link", "sparked"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert path in done.stderr and words in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_spark_link_is_not_run_among_python_links(
+    clusters_config: MirrorwatchConfig, write_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    config = write_config([spark_link("t", "g", tmp_path)])
+    done = subprocess.run(
+        [sys.executable, "-m", "mirrorwatch.cli", "mirror", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "run it with `mirrorwatch mirror --config F --link sparked`" in done.stderr

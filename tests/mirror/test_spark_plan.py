@@ -1,0 +1,94 @@
+"""The Spark link plan (pure): refusals with what to change, the rename spec equal to the rename policy, the
+subscription and exclusion patterns, the batch end offsets."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mirror.rename import rename_policy
+from mirror.spark_plan import apply_rename, parse_end_offsets, plan_spark_link, rename_spec
+from mirrorwatch.config import MirrorwatchConfig, parse_config
+from mirrorwatch.errors import ConfigError
+
+
+def config(**link: Any) -> MirrorwatchConfig:
+    document = {
+        "clusters": {"dc1": {"bootstrap_servers": "a:9092"}, "dc2": {"bootstrap_servers": "b:9092"}},
+        "links": [{"name": "l", "source": "dc1", "target": "dc2", "engine": "spark", **link}],
+        "state_dir": "/var/lib/mw",
+    }
+    return parse_config(document, env={})
+
+
+def test_what_spark_cannot_do_is_refused_with_what_to_change() -> None:
+    cfg = config(
+        delivery="exactly-once",
+        handler="pkg.mod:factory",
+        partitioning="modulo",
+        dead_letter_topic="dlq",
+        num_streams=2,
+    )
+    with pytest.raises(ConfigError) as raised:
+        plan_spark_link(cfg, cfg.links[0])
+    messages = {p.path: p.message for p in raised.value.problems}
+    assert set(messages) == {
+        "links[0].delivery",
+        "links[0].handler",
+        "links[0].partitioning",
+        "links[0].dead_letter_topic",
+        "links[0].num_streams",
+    }
+    assert "use delivery at-least-once with engine spark, or engine python" in messages["links[0].delivery"]
+    assert "use engine python" in messages["links[0].handler"]
+
+
+def test_plan_subscribes_to_the_includes_and_the_canary_and_excludes_internal_topics() -> None:
+    cfg = config(topics={"include": ["orders\\..*", "payments"], "exclude": ["orders\\.tmp"]})
+    plan = plan_spark_link(cfg, cfg.links[0])
+    pattern = re.compile(plan.subscribe_pattern)
+    assert [bool(pattern.fullmatch(t)) for t in ("orders.eu", "payments", "mirrorwatch.canary", "paymentsX")] == [
+        True,
+        True,
+        True,
+        False,
+    ]
+    assert plan.exclude_pattern is not None
+    excluded = re.compile(plan.exclude_pattern)
+    assert excluded.search("orders.tmp") and excluded.search("__consumer_offsets")
+    assert not excluded.search("orders.tmp2") and not excluded.search("orders.eu")
+    assert plan.always == ("mirrorwatch.canary",)
+    assert str(plan.checkpoint) == "/var/lib/mw/checkpoints/l"
+    assert plan.preserve_partition and plan.starting_offsets == "earliest" and plan.master == "local[*]"
+
+
+RENAMES = [
+    {"policy": "identity"},
+    {"policy": "prefix"},
+    {"policy": "prefix", "separator": "_"},
+    {"policy": "format", "format": "${source}.mirror.${topic}"},
+    {"policy": "format", "format": "${topic}-${topic}-copy"},
+    {"policy": "map", "map": {"orders": "orders-dc1", "a.b": "c"}},
+]
+topics = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789._-", min_size=1, max_size=30)
+
+
+@pytest.mark.parametrize("rename", RENAMES, ids=lambda r: r["policy"] + "-" + str(len(str(r))))
+@given(topic=st.one_of(topics, st.sampled_from(["orders", "a.b", "c"])))
+def test_the_spark_rename_is_the_rename_policy(rename: dict[str, Any], topic: str) -> None:
+    cfg = config(rename=rename)
+    link = cfg.links[0]
+    assert apply_rename(rename_spec(link), topic) == rename_policy(link.rename, link.source).target_topic(topic)
+
+
+def test_batch_end_offsets_are_read_from_the_progress_json() -> None:
+    sources: list[dict[str, object]] = [
+        {"endOffset": '{"orders": {"0": 120, "1": 98}, "payments": {"0": 5}}'},
+        {"endOffset": None},
+        {"endOffset": '{"x": {"0": -1}}'},  # Spark's "latest" marker, not an offset
+    ]
+    assert parse_end_offsets(sources) == {("orders", 0): 120, ("orders", 1): 98, ("payments", 0): 5}
