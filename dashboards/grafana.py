@@ -204,6 +204,23 @@ def mirror_overview() -> DashboardBuilder:
                 ).format(PromQueryFormat.HEATMAP)
             )
         )
+        .with_row(Row("Spark links"))
+        .with_panel(
+            _series(
+                "Micro-batch duration",
+                "s",
+                _query(f"mirrorwatch_spark_batch_duration_seconds{{{sel}}}", "{{link}}"),
+                description="Links with engine spark: duration of the last micro-batch.",
+            )
+        )
+        .with_panel(
+            _series(
+                "Rows per second (input and processed)",
+                "rps",
+                _query(f"mirrorwatch_spark_input_rows_per_second{{{sel}}}", "{{link}} input"),
+                _query(f"mirrorwatch_spark_processed_rows_per_second{{{sel}}}", "{{link}} processed"),
+            )
+        )
         .with_row(Row("Topics"))
         .with_panel(
             _table(

@@ -255,7 +255,9 @@ def _records(spark: Any, plan: SparkLinkPlan, source: ClusterConfig, source_id: 
     if plan.exclude_pattern is not None:
         rows = rows.filter(~F.col("topic").rlike(plan.exclude_pattern) | F.col("topic").isin(list(plan.always)))
     headers = F.coalesce(F.col("headers"), F.array().cast("array<struct<key:string,value:binary>>"))
-    path = F.coalesce(F.element_at(F.filter(headers, lambda h: h["key"] == PATH), 1)["value"].cast("string"), F.lit(""))
+    path = F.coalesce(
+        F.try_element_at(F.filter(headers, lambda h: h["key"] == PATH), F.lit(1))["value"].cast("string"), F.lit("")
+    )
     rows = rows.filter(~F.array_contains(F.split(path, ","), target_id))  # never back onto a cluster it was on
     new_path = F.when(path == "", F.lit(source_id)).otherwise(F.concat(path, F.lit(","), F.lit(source_id)))
 
@@ -273,7 +275,7 @@ def _records(spark: Any, plan: SparkLinkPlan, source: ClusterConfig, source_id: 
     kept = F.filter(headers, lambda h: ~h["key"].isin(_PROVENANCE))
     if plan.rename.mapping:
         pairs = [F.lit(x) for item in sorted(plan.rename.mapping.items()) for x in item]
-        target_topic = F.coalesce(F.element_at(F.create_map(*pairs), F.col("topic")), F.col("topic"))
+        target_topic = F.coalesce(F.try_element_at(F.create_map(*pairs), F.col("topic")), F.col("topic"))
     elif plan.rename.parts == (TOPIC,):
         target_topic = F.col("topic")
     else:

@@ -156,11 +156,13 @@ def local_status(state_dir: Path, as_json: bool) -> None:
 
 @local.command("fetch")
 def local_fetch() -> None:
-    """Fetch the Kafka jars from Maven Central into the cache now (setup does this; `up` does it when needed)."""
-    from mirrorwatch.jars import KAFKA, require_java, resolve_jars
+    """Fetch the jars from Maven Central into the cache now: Kafka for the local clusters, Spark's Kafka connector
+    for the spark engine (setup does this; `up` and the spark engine do it when needed)."""
+    from mirrorwatch.jars import KAFKA, SPARK_KAFKA, require_java, resolve_jars
 
     require_java()
-    click.echo(resolve_jars(KAFKA))
+    for jar_set in (KAFKA, SPARK_KAFKA):
+        click.echo(resolve_jars(jar_set))
 
 
 # -- config -----------------------------------------------------------------------------------------------------------

@@ -28,6 +28,16 @@ _CLIENT_GAUGES = (
     ("queued_bytes", "queued_bytes", 1, "Bytes in librdkafka's queues"),
     ("fetch_queue_bytes", "fetch_queue_bytes", 1, "Consumer: fetched but not yet consumed"),
 )
+# A spark link's last micro-batch (from its driver's status).
+_SPARK_GAUGES = (
+    ("mirrorwatch_spark_batch_duration_seconds", "spark_batch_duration_seconds", "Duration of the last micro-batch"),
+    ("mirrorwatch_spark_input_rows_per_second", "spark_input_rows_per_second", "Rows/s arriving, last micro-batch"),
+    (
+        "mirrorwatch_spark_processed_rows_per_second",
+        "spark_processed_rows_per_second",
+        "Rows/s mirrored, last micro-batch",
+    ),
+)
 _CLIENT_COUNTERS = (
     ("requests_retried", "requests_retried_total", "Requests librdkafka sent again"),
     ("request_errors", "request_errors_total", "Request transmission errors"),
@@ -59,6 +69,7 @@ METRIC_NAMES = (
     "mirrorwatch_mirror_replication_latency_seconds",
     "mirrorwatch_topic_config_drift",
     "mirrorwatch_mirror_workers",
+    *(name for name, _key, _help in _SPARK_GAUGES),
     *(f"mirrorwatch_client_{name}" for name, _key, _scale, _help in _CLIENT_GAUGES),
     *(f"mirrorwatch_client_{name}_total" for name, _key, _help in _CLIENT_COUNTERS),
 )
@@ -236,11 +247,15 @@ class MonitorCollector(Collector):
             name: CounterMetricFamily(f"mirrorwatch_client_{name}", help_, labels=client_labels)
             for name, _key, help_ in _CLIENT_COUNTERS
         }
+        spark = {name: GaugeMetricFamily(name, help_, labels=["link"]) for name, _key, help_ in _SPARK_GAUGES}
         for link in self._service.config.links:
             view = state.links.get(link.name) if state is not None else None
             stats = view.stats if view is not None else {}
             if view is not None:
                 workers.add_metric([link.name], view.workers)
+            for name, key, _help in _SPARK_GAUGES:
+                if link.engine == "spark":
+                    spark[name].add_metric([link.name], float(stats.get(key, 0)))
             for client in view.clients if view is not None else ():
                 labels = [link.name, client["worker"], client["role"]]
                 for name, key, scale, _help in _CLIENT_GAUGES:
@@ -274,4 +289,5 @@ class MonitorCollector(Collector):
                 drift.add_metric([link.name, d["source_topic"], d["target_topic"], d["config"]], 1)
         yield from (repl, repl_s, inflight, committed, records, bytes_, errors, latency, drift, workers)
         yield from client_gauges.values()
+        yield from spark.values()
         yield from client_counters.values()

@@ -2,7 +2,7 @@
 # Everything a fresh machine needs, idempotent and quick when already done:
 #   1. Debian packages for the commands mirrorwatch runs (java, mvn, promtool, chromium), installed only when missing;
 #   2. the virtualenv .venv with the pinned Python dependencies of requirements.lock and mirrorwatch itself;
-#   3. the Kafka jars from Maven Central into the jar cache.
+#   3. the Kafka jars and Spark's Kafka connector jars from Maven Central into the jar cache.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -143,11 +143,16 @@ def end_offsets(cluster: ClusterConfig, alias: str, topic: str, partitions: int)
 
 
 def committed_offsets(cluster: ClusterConfig, alias: str, group: str, topic: str, partitions: int) -> list[int]:
-    """The group's committed offset of each partition (-1001 when none)."""
+    """The group's committed offset of each partition (-1001 when none). A coordinator that is still loading or has
+    just moved (right after the cluster started) is asked again."""
     consumer = new_consumer(cluster, alias, group, {"enable.auto.commit": False})
     try:
-        result = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
-        return [tp.offset for tp in sorted(result, key=lambda tp: tp.partition)]
+
+        def committed() -> list[int]:
+            result = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+            return [tp.offset for tp in sorted(result, key=lambda tp: tp.partition)]
+
+        return wait_until(committed, timeout_s=30, ignore=(KafkaException,), description=f"{group}'s offsets")
     finally:
         consumer.close()
 

@@ -25,6 +25,7 @@ from tests.kafka_helpers import (
     produce,
     provenance,
     read_all,
+    read_to_end,
     user_headers,
     wait_for_commits,
 )
@@ -161,7 +162,8 @@ def test_stopping_and_restarting_the_query_mid_stream_loses_nothing(
     wait_for_commits(source, "source", group, topic, PARTITIONS, timeout_s=240)
     assert mirror.stop() == 0
     high = end_offsets(source, "source", topic, PARTITIONS)
-    got = read_all(target, "target", topic, sum(high), timeout_s=120)
+    got = read_to_end(target, "target", topic, PARTITIONS)  # a replayed micro-batch may have written some twice
+    assert sorted(by_partition(got)) == list(range(PARTITIONS))
     for partition, rows in by_partition(got).items():
         offsets = [int(provenance(r, "source.offset")) for r in rows]
         first_seen = list(dict.fromkeys(offsets))
