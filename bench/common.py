@@ -1,0 +1,108 @@
+"""What every benchmark needs: the two local clusters, CPU and memory of a process tree from /proc, medians and
+markdown tables. Every process a benchmark starts is stopped by it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import statistics
+import subprocess
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mirrorwatch.config import MirrorwatchConfig, load_config
+from mirrorwatch.local import LocalClusters
+
+__all__ = ["ProcessTree", "clusters_for", "markdown_table", "median", "stop_process"]
+
+TICKS = os.sysconf("SC_CLK_TCK")
+PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+@contextlib.contextmanager
+def clusters_for(existing: Path | None, work: Path) -> Iterator[MirrorwatchConfig]:
+    """Clusters already up (`--clusters DIR`) or two started here and stopped at the end."""
+    clusters = LocalClusters(existing or work / "clusters", progress=lambda _line: None)
+    if existing is None:
+        clusters.up(tie_to_parent=True)
+    try:
+        yield load_config(clusters.config_path)
+    finally:
+        if existing is None:
+            clusters.down()
+
+
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        tree.setdefault(int(fields[1]), []).append(int(entry))
+    return tree
+
+
+@dataclass
+class ProcessTree:
+    """CPU seconds and peak resident memory of a process and all its descendants, sampled from /proc."""
+
+    root: int
+    cpu_ticks: dict[int, int] = field(default_factory=dict)  # per pid, the latest (cumulative) user+system ticks
+    peak_rss_kb: int = 0
+
+    def sample(self) -> None:
+        tree, pids, rss = _children(), [self.root], 0
+        seen: list[int] = []
+        while pids:
+            pid = pids.pop()
+            seen.append(pid)
+            pids.extend(tree.get(pid, []))
+        for pid in seen:
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            self.cpu_ticks[pid] = max(self.cpu_ticks.get(pid, 0), int(fields[11]) + int(fields[12]))
+            rss += int(fields[21]) * PAGE_KB
+        self.peak_rss_kb = max(self.peak_rss_kb, rss)
+
+    @property
+    def cpu_seconds(self) -> float:
+        return sum(self.cpu_ticks.values()) / TICKS
+
+
+def stop_process(process: subprocess.Popen[bytes], timeout_s: float = 60) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, 9) if _own_group(process) else process.kill()
+            process.wait(timeout=30)
+
+
+def _own_group(process: subprocess.Popen[bytes]) -> bool:
+    try:
+        return os.getpgid(process.pid) == process.pid
+    except ProcessLookupError:
+        return False
+
+
+def median(values: Sequence[float]) -> float:
+    return float(statistics.median(values)) if values else float("nan")
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def wait_seconds(deadline: float) -> float:
+    return max(0.0, deadline - time.monotonic())

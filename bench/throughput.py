@@ -1,0 +1,332 @@
+"""B1/B2: drain pre-loaded records from the source to the target, peers side by side in one run.
+
+    .venv/bin/python -m bench.throughput --bench b1            # 2,000,000 x 100 B over 12 partitions
+    .venv/bin/python -m bench.throughput --bench b2            # 500,000 x 1 KB, uncompressed and lz4 at source
+    .venv/bin/python -m bench.throughput --records 20000 --repeat 1 --peers python-1,kcat   # a quick look
+
+The records are produced into the source before the clock starts; each peer then mirrors the same topic into its
+own target topic, peers interleaved (A, B, A, B ...) and repeated (median of --repeat runs). Measured per run:
+records/s and MB/s from the first record on the target to the last, CPU-seconds per million records and peak RSS of
+the peer's whole process tree (from /proc), time to the first record on the target; afterwards every target record
+is read back and checked (count, no duplicates, per-partition order where the peer keeps partitions, per-key order
+otherwise).
+
+Peers: `python-1` and `python-2` (mirrorwatch's python engine with 1 and 2 worker processes), `spark` (the spark
+engine, local mode), `kcat` (`kcat -C ... | kcat -P -X enable.idempotence=true ...`, Debian's kcat: plain librdkafka
+with no mirroring logic; it keeps keys but not partitions, so its order is checked per key).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
+
+from bench.common import ProcessTree, clusters_for, markdown_table, median, stop_process
+from mirrorwatch.config import ClusterConfig, MirrorwatchConfig
+from mirrorwatch.kafka import create_topics, new_admin, new_consumer, new_producer
+
+PEERS = ("python-1", "python-2", "spark", "kcat")
+KEEPS_PARTITIONS = {"python-1", "python-2", "spark"}
+
+
+@dataclass(frozen=True)
+class Case:
+    records: int
+    size: int  # bytes per value
+    compression: str = "none"  # at the source producer
+
+    def title(self, partitions: int) -> str:
+        return f"{self.records:,} records x {self.size} B, {partitions} partitions, compression {self.compression}"
+
+
+BENCHES = {
+    "b1": [Case(2_000_000, 100)],
+    "b2": [Case(500_000, 1024), Case(500_000, 1024, "lz4")],
+}
+
+
+def key_of(seq: int) -> bytes:
+    return b"k%d" % (seq % 1024)
+
+
+def source_partition(seq: int, partitions: int) -> int:
+    """Each key on one partition, so per-partition order is per-key order, which a key-hashing peer can keep."""
+    return (seq % 1024) % partitions
+
+
+@dataclass
+class Run:
+    peer: str
+    records: int
+    seconds: float
+    records_per_second: float
+    mb_per_second: float
+    cpu_seconds_per_million: float
+    peak_rss_mb: float
+    first_record_seconds: float
+    verified: str
+
+
+def preload(source: ClusterConfig, topic: str, case: Case, partitions: int) -> None:
+    records, size, compression = case.records, case.size, case.compression
+    create_topics(new_admin(source, "source"), {topic: partitions}, config={"retention.ms": "-1"})
+    producer = new_producer(
+        source,
+        "source",
+        # idempotence: a batch retried after the new topic's first metadata errors cannot overtake later ones
+        {
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+            "compression.type": compression,
+        },
+    )
+    filler = b"x" * max(0, size - 13)
+    for seq in range(records):
+        while True:
+            try:
+                producer.produce(
+                    topic, value=b"%012d|" % seq + filler, key=key_of(seq), partition=source_partition(seq, partitions)
+                )
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if seq % 10_000 == 0:
+            producer.poll(0)
+    if producer.flush(120):
+        raise SystemExit("could not pre-load the source topic")
+
+
+def total_records(cluster: ClusterConfig, alias: str, topic: str, partitions: int) -> int:
+    consumer = new_consumer(cluster, alias, "mirrorwatch-bench-watermarks")
+    try:
+        total = 0
+        for p in range(partitions):
+            try:
+                total += consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
+            except KafkaException:
+                return total  # not created yet
+        return total
+    finally:
+        consumer.close()
+
+
+def verify(target: ClusterConfig, topic: str, records: int, partitions: int, keeps_partitions: bool) -> str:
+    """'ok', or what is wrong with the target topic. Partition by partition, up to each high-watermark."""
+    consumer = new_consumer(target, "target", "mirrorwatch-bench-verify", {"enable.auto.commit": False})
+    seen: set[int] = set()
+    problems: list[str] = []
+    try:
+        metadata = consumer.list_topics(topic, timeout=10).topics[topic]
+        for partition in sorted(metadata.partitions):
+            end = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
+            consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+            last_by: dict[object, int] = {}
+            position, deadline = 0, time.monotonic() + 120
+            while position < end and time.monotonic() < deadline:
+                for msg in consumer.consume(num_messages=10_000, timeout=1):
+                    if msg.error() is not None:
+                        continue
+                    position = (msg.offset() or 0) + 1
+                    seq = int((msg.value() or b"")[:12])
+                    if seq in seen:
+                        problems.append(f"duplicate {seq}")
+                    seen.add(seq)
+                    if keeps_partitions and source_partition(seq, partitions) != partition:
+                        problems.append(f"record {seq} on partition {partition}")
+                    key = msg.key()  # one key lives on one source partition: its order must hold everywhere
+                    if last_by.get(key, -1) > seq:
+                        problems.append(f"record {seq} after {last_by[key]} (key {key!r})")
+                    last_by[key] = max(seq, last_by.get(key, -1))
+            consumer.unassign()
+    finally:
+        consumer.close()
+    if len(seen) != records:
+        problems.append(f"{len(seen)} of {records} records")
+    return "ok" if not problems else f"{len(problems)} problem(s), e.g. {problems[0]}"
+
+
+def _config_file(work: Path, clusters: MirrorwatchConfig, link: dict[str, Any]) -> Path:
+    path = work / f"{link['name']}.yaml"
+    document = {
+        "clusters": {a: {"bootstrap_servers": c.bootstrap_servers} for a, c in clusters.clusters.items()},
+        "links": [link],
+        "canary": {"enabled": False, "topic": f"mirrorwatch.canary.bench-{uuid.uuid4().hex[:6]}"},
+        "state_dir": str(work / "state"),
+    }
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def peer_command(peer: str, work: Path, clusters: MirrorwatchConfig, source_topic: str, target_topic: str) -> list[str]:
+    name = f"bench-{peer}-{uuid.uuid4().hex[:6]}"
+    link: dict[str, Any] = {
+        "name": name,
+        "source": "source",
+        "target": "target",
+        "topics": {"include": [re.escape(source_topic)]},
+        "rename": {"policy": "map", "map": {source_topic: target_topic}},
+        "refresh_topics_interval_seconds": 5,
+    }
+    cli = [sys.executable, "-m", "mirrorwatch.cli", "--log-level", "warning", "mirror", "--config"]
+    if peer.startswith("python-"):
+        link["num_streams"] = int(peer.split("-")[1])
+        return [*cli, str(_config_file(work, clusters, link))]
+    if peer == "spark":
+        link["engine"] = "spark"
+        link["spark"] = {"trigger_interval_seconds": 0, "checkpoint_dir": str(work / f"checkpoint-{name}")}
+        return [*cli, str(_config_file(work, clusters, link)), "--link", name]
+    if peer == "kcat":
+        source = clusters.clusters["source"].bootstrap_servers
+        target = clusters.clusters["target"].bootstrap_servers
+        return [
+            "bash",
+            "-c",
+            f"kcat -C -b {source} -t {source_topic} -o beginning -e -q -K $'\\x1f' -D $'\\x1e' "
+            f"| kcat -P -b {target} -t {target_topic} -X enable.idempotence=true -K $'\\x1f' -D $'\\x1e'",
+        ]
+    raise SystemExit(f"unknown peer {peer!r} (peers: {', '.join(PEERS)})")
+
+
+def run_peer(
+    peer: str, work: Path, clusters: MirrorwatchConfig, source_topic: str, *, case: Case, partitions: int
+) -> Run:
+    target = clusters.clusters["target"]
+    target_topic = f"{source_topic}.{peer}.{uuid.uuid4().hex[:6]}"
+    if peer == "kcat":  # kcat does not create topics: same partitions as the source, like the mirror does
+        create_topics(new_admin(target, "target"), {target_topic: partitions}, config={"retention.ms": "-1"})
+    records, size = case.records, case.size
+    log = (work / f"{target_topic}.log").open("wb")
+    started = time.monotonic()
+    process = subprocess.Popen(
+        peer_command(peer, work, clusters, source_topic, target_topic),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    tree = ProcessTree(process.pid)
+    first = done = None
+    try:
+        deadline = started + 900
+        while time.monotonic() < deadline:
+            tree.sample()
+            count = total_records(target, "target", target_topic, partitions)
+            now = time.monotonic()
+            if count and first is None:
+                first = now
+            if count >= records:
+                done = now
+                break
+            if process.poll() is not None and peer != "kcat":
+                break
+            time.sleep(0.2)
+        tree.sample()
+    finally:
+        stop_process(process)
+        log.close()
+    if first is None or done is None:
+        raise SystemExit(f"{peer} did not mirror {records} records; see {log.name}")
+    span = max(done - first, 1e-3)
+    verified = verify(target, target_topic, records, partitions, peer in KEEPS_PARTITIONS)
+    return Run(
+        peer=peer,
+        records=records,
+        seconds=round(span, 2),
+        records_per_second=records / span,
+        mb_per_second=records * size / span / 1e6,
+        cpu_seconds_per_million=tree.cpu_seconds / (records / 1e6),
+        peak_rss_mb=tree.peak_rss_kb / 1024,
+        first_record_seconds=first - started,
+        verified=verified,
+    )
+
+
+def summarize(title: str, runs: Sequence[Run], peers: Sequence[str]) -> str:
+    rows = []
+    medians: dict[str, float] = {}
+    for peer in peers:
+        of_peer = [r for r in runs if r.peer == peer]
+        rate = median([r.records_per_second for r in of_peer])
+        medians[peer] = rate
+        rows.append(
+            [
+                peer,
+                f"{rate:,.0f}",
+                f"{median([r.mb_per_second for r in of_peer]):.1f}",
+                f"{median([r.cpu_seconds_per_million for r in of_peer]):.1f}",
+                f"{median([r.peak_rss_mb for r in of_peer]):.0f}",
+                f"{median([r.first_record_seconds for r in of_peer]):.1f}",
+                ", ".join(sorted({r.verified for r in of_peer})),
+                len(of_peer),
+            ]
+        )
+    table = markdown_table(
+        ["peer", "records/s", "MB/s", "CPU s per M records", "peak RSS MB", "first record s", "verified", "runs"],
+        rows,
+    )
+    ratios = []
+    for mine in ("python-1", "python-2", "spark"):
+        for peer in ("kcat", "mm2", "python-1"):
+            if mine in medians and peer in medians and mine != peer:
+                ratios.append(f"{mine} / {peer} = {medians[mine] / medians[peer]:.2f}")
+    return f"### {title}\n\n{table}\n\nrecords/s ratios (median): {'; '.join(ratios) or 'n/a'}\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bench", choices=sorted(BENCHES), help="a named benchmark (b1, b2)")
+    parser.add_argument("--records", type=int, help="records to drain (instead of --bench)")
+    parser.add_argument("--size", type=int, default=100, help="bytes per record value [100]")
+    parser.add_argument("--compression", default="none", help="compression at the source producer [none]")
+    parser.add_argument("--partitions", type=int, default=12)
+    parser.add_argument("--peers", default=",".join(PEERS), help=f"comma-separated [{','.join(PEERS)}]")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per peer, interleaved [3]")
+    parser.add_argument("--clusters", type=Path, help="state dir of clusters already up (else started and stopped)")
+    parser.add_argument("--json", type=Path, help="also write every run here")
+    args = parser.parse_args(argv)
+    if args.bench:
+        cases = BENCHES[args.bench]
+    elif args.records:
+        cases = [Case(args.records, args.size, args.compression)]
+    else:
+        parser.error("give --bench NAME or --records N")
+    peers = [p for p in args.peers.split(",") if p]
+    out: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="mirrorwatch-bench-") as tmp:
+        work = Path(tmp)
+        with clusters_for(args.clusters, work) as clusters:
+            for case in cases:
+                topic = f"bench.{case.records}x{case.size}.{case.compression}.{uuid.uuid4().hex[:6]}"
+                print(f"pre-loading {case.title(args.partitions)} ...", flush=True)
+                preload(clusters.clusters["source"], topic, case, args.partitions)
+                runs = []
+                for repeat in range(args.repeat):
+                    for peer in peers:
+                        run = run_peer(peer, work, clusters, topic, case=case, partitions=args.partitions)
+                        print(f"  run {repeat + 1} {peer}: {run.records_per_second:,.0f} records/s, {run.verified}")
+                        runs.append(run)
+                print(summarize(case.title(args.partitions), runs, peers), flush=True)
+                out.append({"case": asdict(case), "runs": [asdict(r) for r in runs]})
+    print(f"machine: {os.cpu_count()} cores; figures are this machine's")
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
