@@ -13,7 +13,9 @@ otherwise).
 
 Peers: `python-1` and `python-2` (mirrorwatch's python engine with 1 and 2 worker processes), `spark` (the spark
 engine, local mode), `kcat` (`kcat -C ... | kcat -P -X enable.idempotence=true ...`, Debian's kcat: plain librdkafka
-with no mirroring logic; it keeps keys but not partitions, so its order is checked per key).
+with no mirroring logic; it keeps keys but not partitions, so its order is checked per key), `mm2` and `mm2-tuned`
+(Apache Kafka's MirrorMaker 2 4.1.1 in dedicated mode, jars org.apache.kafka:connect-mirror from Maven Central;
+defaults, and a profile with 2 tasks, bigger fetches and batches, lz4 to the target).
 """
 
 from __future__ import annotations
@@ -37,10 +39,19 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
 from bench.common import ProcessTree, clusters_for, markdown_table, median, stop_process
 from mirrorwatch.config import ClusterConfig, MirrorwatchConfig
+from mirrorwatch.jars import CONNECT_MIRROR, resolve_jars
 from mirrorwatch.kafka import create_topics, new_admin, new_consumer, new_producer
 
-PEERS = ("python-1", "python-2", "spark", "kcat")
-KEEPS_PARTITIONS = {"python-1", "python-2", "spark"}
+PEERS = ("python-1", "python-2", "spark", "kcat", "mm2", "mm2-tuned")
+KEEPS_PARTITIONS = {"python-1", "python-2", "spark", "mm2", "mm2-tuned"}
+MM2_LOG4J = """status = error
+rootLogger.level = warn
+rootLogger.appenderRef.stdout.ref = STDOUT
+appender.stdout.type = Console
+appender.stdout.name = STDOUT
+appender.stdout.layout.type = PatternLayout
+appender.stdout.layout.pattern = %d %p %c: %m%n
+"""
 
 
 @dataclass(frozen=True)
@@ -191,6 +202,9 @@ def peer_command(peer: str, work: Path, clusters: MirrorwatchConfig, source_topi
         link["engine"] = "spark"
         link["spark"] = {"trigger_interval_seconds": 0, "checkpoint_dir": str(work / f"checkpoint-{name}")}
         return [*cli, str(_config_file(work, clusters, link)), "--link", name]
+    if peer.startswith("mm2"):
+        alias = target_topic.split(".", maxsplit=1)[0]
+        return _mm2_command(work, clusters, source_topic, alias, tuned=peer == "mm2-tuned")
     if peer == "kcat":
         source = clusters.clusters["source"].bootstrap_servers
         target = clusters.clusters["target"].bootstrap_servers
@@ -203,11 +217,61 @@ def peer_command(peer: str, work: Path, clusters: MirrorwatchConfig, source_topi
     raise SystemExit(f"unknown peer {peer!r} (peers: {', '.join(PEERS)})")
 
 
+def _mm2_command(work: Path, clusters: MirrorwatchConfig, source_topic: str, alias: str, *, tuned: bool) -> list[str]:
+    """MirrorMaker 2 in dedicated mode, the source cluster under a fresh alias (so its DefaultReplicationPolicy target
+    topic `<alias>.<topic>` and its internal topics are new each run); defaults, or a throughput profile."""
+    jars = resolve_jars(CONNECT_MIRROR, progress=lambda line: print(line, flush=True))
+    lines = [
+        f"clusters = {alias}, target",
+        f"{alias}.bootstrap.servers = {clusters.clusters['source'].bootstrap_servers}",
+        f"target.bootstrap.servers = {clusters.clusters['target'].bootstrap_servers}",
+        f"{alias}->target.enabled = true",
+        f"{alias}->target.topics = {re.escape(source_topic)}",
+        f"target->{alias}.enabled = false",
+        "refresh.topics.interval.seconds = 5",
+        "emit.checkpoints.enabled = false",
+        "emit.heartbeats.enabled = false",
+        "sync.group.offsets.enabled = false",
+        # single-broker clusters
+        *(
+            f"{name}.replication.factor = 1"
+            for name in ("checkpoints.topic", "heartbeats.topic", "offset-syncs.topic", "offset.storage")
+        ),
+        "status.storage.replication.factor = 1",
+        "config.storage.replication.factor = 1",
+        "replication.factor = 1",
+    ]
+    if tuned:
+        lines += [
+            "tasks.max = 2",
+            f"{alias}.consumer.max.poll.records = 5000",
+            f"{alias}.consumer.fetch.min.bytes = 65536",
+            "target.producer.linger.ms = 20",
+            "target.producer.batch.size = 524288",
+            "target.producer.compression.type = lz4",
+        ]
+    properties = work / f"mm2-{alias}.properties"
+    properties.write_text("\n".join(lines) + "\n")
+    log4j = work / "mm2-log4j2.properties"
+    log4j.write_text(MM2_LOG4J)
+    return [
+        "java",
+        "-Xmx1g",
+        f"-Dlog4j2.configurationFile={log4j}",
+        "-cp",
+        f"{jars}/*",
+        "org.apache.kafka.connect.mirror.MirrorMaker",
+        str(properties),
+    ]
+
+
 def run_peer(
     peer: str, work: Path, clusters: MirrorwatchConfig, source_topic: str, *, case: Case, partitions: int
 ) -> Run:
     target = clusters.clusters["target"]
     target_topic = f"{source_topic}.{peer}.{uuid.uuid4().hex[:6]}"
+    if peer.startswith("mm2"):  # its replication policy names the target topic: <source alias>.<topic>
+        target_topic = f"src{uuid.uuid4().hex[:6]}.{source_topic}"
     if peer == "kcat":  # kcat does not create topics: same partitions as the source, like the mirror does
         create_topics(new_admin(target, "target"), {target_topic: partitions}, config={"retention.ms": "-1"})
     records, size = case.records, case.size
@@ -281,7 +345,7 @@ def summarize(title: str, runs: Sequence[Run], peers: Sequence[str]) -> str:
     )
     ratios = []
     for mine in ("python-1", "python-2", "spark"):
-        for peer in ("kcat", "mm2", "python-1"):
+        for peer in ("mm2", "mm2-tuned", "kcat", "python-1"):
             if mine in medians and peer in medians and mine != peer:
                 ratios.append(f"{mine} / {peer} = {medians[mine] / medians[peer]:.2f}")
     return f"### {title}\n\n{table}\n\nrecords/s ratios (median): {'; '.join(ratios) or 'n/a'}\n"

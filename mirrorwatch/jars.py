@@ -19,7 +19,7 @@ from pathlib import Path
 
 from mirrorwatch.errors import SetupError
 
-__all__ = ["KAFKA", "SPARK_KAFKA", "SPARK_KAFKA_VERSION", "JarSet", "jar_cache_dir", "require_java", "resolve_jars"]
+__all__ = ["CONNECT_MIRROR", "KAFKA", "SPARK_KAFKA", "SPARK_KAFKA_VERSION", "JarSet", "jar_cache_dir", "require_java", "resolve_jars"]
 
 MIN_JAVA_MAJOR = 17
 
@@ -37,6 +37,8 @@ KAFKA = JarSet("kafka-4.1.1", "kafka-pom.xml")
 # Spark's Kafka source and sink for the spark engine; its version must equal the installed pyspark's.
 SPARK_KAFKA = JarSet("spark-sql-kafka-4.0.0", "spark-kafka-pom.xml")
 SPARK_KAFKA_VERSION = "4.0.0"
+# MirrorMaker 2, the benchmarks' peer.
+CONNECT_MIRROR = JarSet("connect-mirror-4.1.1", "connect-mirror-pom.xml")
 
 
 # Every repository a pom declares is fetched through Maven Central: some (Spark's parent pom) name mirrors this

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import canary_overhead
+from bench import canary_overhead, evaluator_scale, throughput
 from mirrorwatch.local import LocalClusters
 
 pytestmark = pytest.mark.integration
@@ -22,3 +22,25 @@ def test_canary_overhead_smoke(
     result = json.loads(out.read_text())
     assert result["probes_sent"] >= 1 and result["cpu_seconds"] >= 0
     assert "| canary interval |" in capsys.readouterr().out
+
+
+def test_throughput_smoke_every_peer_mirrors_and_verifies(
+    local_clusters: LocalClusters, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "runs.json"
+    argv = ["--records", "600", "--repeat", "1", "--clusters", str(local_clusters.state_dir), "--json", str(out)]
+    assert throughput.main(argv) == 0
+    (case,) = json.loads(out.read_text())
+    assert [r["peer"] for r in case["runs"]] == list(throughput.PEERS)
+    assert {r["verified"] for r in case["runs"]} == {"ok"}
+    assert all(r["records_per_second"] > 0 and r["cpu_seconds_per_million"] > 0 for r in case["runs"])
+    printed = capsys.readouterr().out
+    assert "| peer | records/s |" in printed and "python-1 / kcat = " in printed
+
+
+def test_evaluator_scale_smoke(local_clusters: LocalClusters, tmp_path: Path) -> None:
+    out = tmp_path / "scale.json"
+    argv = ["--group-partitions", "200", "--groups", "15", "--repeat", "1"]
+    assert evaluator_scale.main([*argv, "--clusters", str(local_clusters.state_dir), "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["collection"]["groups_collected"] == 15 and result["evaluation"]["sweep_seconds"] > 0
