@@ -1,5 +1,5 @@
 # The two commands of the quick start. Both set everything up first (Debian packages, .venv, Maven jars).
-.PHONY: demo test setup lint
+.PHONY: demo test setup lint bench
 
 demo: setup
 	.venv/bin/mirrorwatch demo
@@ -9,3 +9,7 @@ test:
 
 setup:
 	bash scripts/setup.sh
+
+# Every benchmark against its peers (about an hour on 2 cores); not part of the tests.
+bench: setup
+	.venv/bin/python -m bench --json bench/results

@@ -1,0 +1,48 @@
+"""Every benchmark in one command, on one pair of local clusters started for the run:
+
+    make bench          (or: .venv/bin/python -m bench [--json DIR])
+
+B1 and B2 (bench.throughput: python engine with 1 and 2 workers, spark engine, kcat pipe, MirrorMaker 2 with
+defaults and tuned; 3 interleaved runs each), B4 (bench.evaluator_scale) and the canary's overhead
+(bench.canary_overhead). On the 2-core reference machine this takes about an hour; each module also runs alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from bench import canary_overhead, evaluator_scale, throughput
+from mirrorwatch.local import LocalClusters
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", type=Path, help="directory for each benchmark's JSON")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="mirrorwatch-bench-") as tmp:
+        clusters = LocalClusters(Path(tmp) / "clusters", progress=lambda _line: None)
+        clusters.up(tie_to_parent=True)
+        try:
+            common = ["--clusters", str(clusters.state_dir)]
+
+            def out(name: str) -> list[str]:
+                return ["--json", str(args.json / f"{name}.json")] if args.json else []
+
+            if args.json:
+                args.json.mkdir(parents=True, exist_ok=True)
+            codes = [
+                throughput.main(["--bench", "b1", *common, *out("b1")]),
+                throughput.main(["--bench", "b2", *common, *out("b2")]),
+                evaluator_scale.main([*common, *out("b4")]),
+                canary_overhead.main([*common, *out("canary")]),
+            ]
+        finally:
+            clusters.down()
+    return max(codes)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
