@@ -6,14 +6,13 @@ from __future__ import annotations
 import contextlib
 import os
 import statistics
-import subprocess
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mirrorwatch.config import MirrorwatchConfig, load_config
-from mirrorwatch.local import LocalClusters
+from mirrorwatch.local import LocalClusters, stop_process
 
 __all__ = ["ProcessTree", "clusters_for", "markdown_table", "median", "stop_process"]
 
@@ -74,24 +73,6 @@ class ProcessTree:
     @property
     def cpu_seconds(self) -> float:
         return sum(self.cpu_ticks.values()) / TICKS
-
-
-def stop_process(process: subprocess.Popen[bytes], timeout_s: float = 60) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, 9) if _own_group(process) else process.kill()
-            process.wait(timeout=30)
-
-
-def _own_group(process: subprocess.Popen[bytes]) -> bool:
-    try:
-        return os.getpgid(process.pid) == process.pid
-    except ProcessLookupError:
-        return False
 
 
 def median(values: Sequence[float]) -> float:

@@ -28,7 +28,7 @@ from dashboards.launch import console_command
 from mirror.engine import LinkWorker
 from mirrorwatch.config import MirrorwatchConfig, load_config, parse_config
 from mirrorwatch.kafka import create_topics, new_admin, new_consumer, new_producer
-from mirrorwatch.local import LocalClusters, die_with_parent, free_port
+from mirrorwatch.local import LocalClusters, die_with_parent, free_port, stop_process
 from mirrorwatch.services import serve
 from mirrorwatch.wait import WaitTimeout, wait_until
 from monitor.service import MonitorService
@@ -172,15 +172,7 @@ def _start_console(api: str, state_dir: Path, started: contextlib.ExitStack) -> 
             preexec_fn=die_with_parent,  # noqa: PLW1509 -- only prctl, async-signal-safe
         )
 
-    def stop_console() -> None:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
-
-    started.callback(stop_console)
+    started.callback(stop_process, process)
     return f"http://127.0.0.1:{port}"
 
 

@@ -19,7 +19,16 @@ from pathlib import Path
 
 from mirrorwatch.errors import SetupError
 
-__all__ = ["CONNECT_MIRROR", "KAFKA", "SPARK_KAFKA", "SPARK_KAFKA_VERSION", "JarSet", "jar_cache_dir", "require_java", "resolve_jars"]
+__all__ = [
+    "CONNECT_MIRROR",
+    "KAFKA",
+    "SPARK_KAFKA",
+    "SPARK_KAFKA_VERSION",
+    "JarSet",
+    "jar_cache_dir",
+    "require_java",
+    "resolve_jars",
+]
 
 MIN_JAVA_MAJOR = 17
 

@@ -41,6 +41,7 @@ __all__ = [
     "default_state_dir",
     "die_with_parent",
     "free_port",
+    "stop_process",
 ]
 
 ALIASES = ("source", "target")
@@ -114,6 +115,17 @@ def _new_cluster_id() -> str:
         text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         if not text.startswith("-"):  # Kafka's own generator avoids these: they read as command-line flags
             return text
+
+
+def stop_process(process: subprocess.Popen[bytes], timeout_s: float = 30) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within `timeout_s`; returns once it is gone."""
+    if process.poll() is None:
+        process.terminate()
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=30)
 
 
 def die_with_parent() -> None:

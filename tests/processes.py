@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import threading
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +18,16 @@ from typing import Any
 from mirror.engine import LinkWorker
 from mirrorwatch.config import MirrorwatchConfig, parse_config
 from mirrorwatch.wait import wait_until
+
+
+def wait_for_http(url: str, *, timeout_s: float = 60, description: str) -> None:
+    """Until `url` answers 200 (connection refused and the like count as not yet)."""
+
+    def answers() -> bool:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return bool(response.status == 200)
+
+    wait_until(answers, timeout_s=timeout_s, interval_s=0.3, ignore=(OSError,), description=description)
 
 
 def session_document(
@@ -55,6 +67,13 @@ class MirrorProcess:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def http_base(self, timeout_s: float = 60) -> str:
+        """The base URL of the HTTP API this process serves on 127.0.0.1 (port 0 in its config: read from its log)."""
+        self.wait_for_log("HTTP API on http://127.0.0.1:", timeout_s)
+        match = re.search(r"HTTP API on http://127\.0\.0\.1:(\d+)", self.log())
+        assert match is not None
+        return f"http://127.0.0.1:{match.group(1)}"
 
     def wait_for_log(self, text: str, timeout_s: float = 60) -> None:
         def seen() -> bool:

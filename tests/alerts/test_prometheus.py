@@ -4,7 +4,6 @@ stopping the mirror makes the stall and mirror-down alerts fire in Prometheus' /
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
 import threading
@@ -19,7 +18,7 @@ import yaml
 
 from alerts.rules import build_rules, render
 from mirrorwatch.config import MirrorwatchConfig
-from mirrorwatch.local import die_with_parent, free_port
+from mirrorwatch.local import die_with_parent, free_port, stop_process
 from mirrorwatch.wait import wait_until
 from tests.kafka_helpers import Record, produce
 from tests.processes import MirrorProcess
@@ -83,12 +82,7 @@ def prometheus(tmp_path: Path) -> Iterator[Callable[[int], str]]:
 
     yield start
     for process in started:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stop_process(process)
 
 
 def firing(url: str) -> set[tuple[str, str]]:
@@ -125,9 +119,7 @@ def test_stopping_the_mirror_fires_the_stall_and_down_alerts_in_prometheus(
     )
     mirror = start_mirror("--config", str(config))
     monitor = start_mirror("--config", str(config), command="monitor")
-    monitor.wait_for_log("HTTP API on http://127.0.0.1:")
-    port = int(re.search(r"HTTP API on http://127\.0\.0\.1:(\d+)", monitor.log()).group(1))  # type: ignore[union-attr]
-    url = prometheus(port)
+    url = prometheus(int(monitor.http_base().rsplit(":", 1)[1]))
 
     stop_traffic = threading.Event()
 

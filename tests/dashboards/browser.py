@@ -13,8 +13,8 @@ from typing import Any
 
 from websockets.sync.client import connect
 
-from mirrorwatch.local import die_with_parent, free_port
-from mirrorwatch.wait import wait_until
+from mirrorwatch.local import die_with_parent, free_port, stop_process
+from tests.processes import wait_for_http
 
 __all__ = ["Browser", "headless_chromium"]
 
@@ -66,18 +66,7 @@ def headless_chromium(profile: Path) -> Iterator[Browser]:
     )
     devtools = f"http://127.0.0.1:{port}"
     try:
-        wait_until(
-            lambda: urllib.request.urlopen(f"{devtools}/json/version", timeout=2).status == 200,
-            timeout_s=60,
-            interval_s=0.3,
-            ignore=(OSError,),
-            description="Chromium's DevTools endpoint",
-        )
+        wait_for_http(f"{devtools}/json/version", description="Chromium's DevTools endpoint")
         yield Browser(devtools)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stop_process(process)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from mirrorwatch.local import free_port
 from mirrorwatch.wait import wait_until
 from tests.dashboards.browser import headless_chromium
 from tests.dashboards.fake_api import serving
+from tests.processes import wait_for_http
 
 
 @pytest.fixture
@@ -113,13 +113,7 @@ def test_the_served_console_renders_the_overview_in_headless_chromium(tmp_path: 
             start_new_session=True,
         )
         try:
-            wait_until(
-                lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2).status == 200,
-                timeout_s=60,
-                interval_s=0.5,
-                ignore=(OSError,),
-                description="the console to serve",
-            )
+            wait_for_http(f"http://127.0.0.1:{port}/_stcore/health", description="the console to serve")
             with headless_chromium(tmp_path / "profile") as browser:
                 tab = browser.open(f"http://127.0.0.1:{port}/")
                 wanted = ("mirrorwatch · Overview", "dc1-to-dc2: dc1 → dc2", "Replication lag (records)", "1.5 s")

@@ -82,14 +82,13 @@ def test_fifty_thousand_records_keep_partition_key_value_and_headers_and_the_mon
     config = write_config(
         [spark_link(topic, group, tmp_path)],
         monitor={"interval_seconds": 1},
+        canary={"topic": unique("canary")},  # a probe topic of another test is not this link's business
         http={"host": "127.0.0.1", "port": 0},
         state_dir=str(tmp_path / "state"),
     )
     mirror = start_mirror("--config", str(config), "--link", "sparked")
     monitor = start_mirror("--config", str(config), command="monitor")
-    monitor.wait_for_log("HTTP API on http://127.0.0.1:")
-    port = int(re.search(r"HTTP API on http://127\.0\.0\.1:(\d+)", monitor.log()).group(1))  # type: ignore[union-attr]
-    base = f"http://127.0.0.1:{port}"
+    base = monitor.http_base()
 
     wait_for_commits(
         source,

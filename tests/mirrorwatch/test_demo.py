@@ -16,6 +16,7 @@ import pytest
 
 from mirrorwatch.wait import wait_until
 from tests.mirrorwatch.test_local import _kafka_pids
+from tests.processes import wait_for_http
 
 pytestmark = pytest.mark.integration
 
@@ -74,13 +75,7 @@ def test_demo_mirrors_sample_traffic_and_stops_cleanly_on_ctrl_c(tmp_path: Path)
             (probed,) = json.load(response)["links"]
         assert probed["link"] == "demo" and probed["received_total"] > 0
         console = next(line for line in seen if line.startswith("console: ")).split()[1]
-        wait_until(
-            lambda: urllib.request.urlopen(f"{console}/_stcore/health", timeout=5).status == 200,
-            timeout_s=60,
-            interval_s=0.5,
-            ignore=(OSError,),
-            description="the demo's console to serve",
-        )
+        wait_for_http(f"{console}/_stcore/health", description="the demo's console to serve")
         demo.send_signal(signal.SIGINT)
         returncode = demo.wait(timeout=90)
     finally:

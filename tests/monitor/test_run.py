@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -53,9 +52,7 @@ def test_run_mirrors_monitors_and_serves_the_link(
         http={"host": "127.0.0.1", "port": 0},
     )
     process = start_mirror("--config", str(config), command="run")
-    process.wait_for_log("HTTP API on http://127.0.0.1:")
-    port = int(re.search(r"HTTP API on http://127\.0\.0\.1:(\d+)", process.log()).group(1))  # type: ignore[union-attr]
-    base = f"http://127.0.0.1:{port}"
+    base = process.http_base()
 
     def caught_up() -> bool:
         link = get(f"{base}/mirror/links/served")
@@ -127,9 +124,7 @@ def test_monitor_in_its_own_process_reads_the_positions_of_every_mirror_worker(
     )
     mirror = start_mirror("--config", str(config))
     monitor = start_mirror("--config", str(config), command="monitor")
-    monitor.wait_for_log("HTTP API on http://127.0.0.1:")
-    port = int(re.search(r"HTTP API on http://127\.0\.0\.1:(\d+)", monitor.log()).group(1))  # type: ignore[union-attr]
-    link_url = f"http://127.0.0.1:{port}/mirror/links/two-workers"
+    link_url = f"{monitor.http_base()}/mirror/links/two-workers"
 
     def both_workers_caught_up() -> bool:
         link = get(link_url)
@@ -195,9 +190,7 @@ def test_canary_alone_serves_its_probes_and_a_separate_monitor_shows_them_at_can
     monitor = start_mirror("--config", str(monitor_config), command="monitor")
     urls = []
     for process in (canary, monitor):
-        process.wait_for_log("HTTP API on http://127.0.0.1:")
-        port = int(re.search(r"HTTP API on http://127\.0\.0\.1:(\d+)", process.log()).group(1))  # type: ignore[union-attr]
-        urls.append(f"http://127.0.0.1:{port}/canary")
+        urls.append(f"{process.http_base()}/canary")
 
     def sent_and_absent() -> bool:
         (link,) = get(urls[0])["links"]
