@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from canary.probe import Probe
+from mirror.stats import LATENCY_BUCKETS_SECONDS
 
 __all__ = ["LATENCY_BUCKETS_S", "Histogram", "LinkView", "PartitionView", "Tracker"]
 
-# 1 ms .. 10 min: fine where brokers live (ms) and where a stalled mirror lives (minutes).
-LATENCY_BUCKETS_S: tuple[float, ...] = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5)
-LATENCY_BUCKETS_S += (1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+# 1 ms .. 10 min, the mirror's replication-latency buckets: dashboards put the two side by side.
+LATENCY_BUCKETS_S: tuple[float, ...] = LATENCY_BUCKETS_SECONDS
 REMEMBERED = 10_000  # settled sequences remembered per partition (for duplicates and late arrivals)
 RECENT = 50  # recent arrivals kept per link for /canary
 NS = 1_000_000_000
