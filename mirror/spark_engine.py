@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import threading
 import time
@@ -319,9 +320,11 @@ def run_spark_link(
 
     from pyspark.sql import SparkSession
 
+    builder = SparkSession.builder
+    if master or not os.environ.get("PYSPARK_GATEWAY_PORT"):  # under spark-submit its --master stands
+        builder = builder.master(master or plan.master)
     builder = (
-        SparkSession.builder.master(master or plan.master)
-        .appName(f"mirrorwatch-{link.name}")
+        builder.appName(f"mirrorwatch-{link.name}")
         .config("spark.jars", ",".join(str(j) for j in jars))
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "4")
