@@ -33,7 +33,8 @@ def test_throughput_smoke_every_peer_mirrors_and_verifies(
     (case,) = json.loads(out.read_text())
     assert [r["peer"] for r in case["runs"]] == list(throughput.PEERS)
     assert {r["verified"] for r in case["runs"]} == {"ok"}
-    assert all(r["records_per_second"] > 0 and r["cpu_seconds_per_million"] > 0 for r in case["runs"])
+    # figures are not asserted (600 records take less CPU than /proc's 10 ms tick); only that each was measured
+    assert all(r["records_per_second"] > 0 and r["peak_rss_mb"] > 0 for r in case["runs"])
     printed = capsys.readouterr().out
     assert "| peer | records/s |" in printed and "python-1 / kcat = " in printed
 
