@@ -4,7 +4,8 @@
 
 Local mode (`local[*]`) by default; `spark.master` (or `--master`) runs it on a cluster, and so does spark-submit:
 
-    spark-submit --master spark://host:7077 --jars "$(mirrorwatch-spark-jars)" \\
+    spark-submit --master spark://host:7077 \\
+        --jars "$(ls ~/.cache/mirrorwatch/jars/spark-sql-kafka-4.0.0/*.jar | paste -sd,)" \\
         "$(python -c 'import mirror.spark_engine as m; print(m.__file__)')" --config F --link NAME
 
 The connector jars (org.apache.spark:spark-sql-kafka-0-10_2.13 at pyspark's exact version) come from Maven Central
