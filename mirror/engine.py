@@ -21,8 +21,9 @@ import functools
 import logging
 import threading
 import time
+from bisect import bisect_left
 from collections import deque
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
@@ -31,9 +32,16 @@ from mirror.admin import cluster_id, describe_topics, execute_plan, list_topic_p
 from mirror.client_stats import ClientStats, summarize
 from mirror.handler import Handler, MirrorRecord, load_handler, run_handler
 from mirror.progress import PartitionProgress
-from mirror.provenance import has_visited, with_provenance
+from mirror.provenance import (
+    SOURCE_OFFSET,
+    HeaderValue,
+    ProvenanceStamp,
+    has_visited,
+    provenance_stamp,
+    with_provenance,
+)
 from mirror.rename import RenamePolicy, rename_policy
-from mirror.stats import LinkStats
+from mirror.stats import LATENCY_BUCKETS_SECONDS, LinkStats
 from mirror.topics import ConfigDrift, CreateTopic, TopicPlan, plan_topics, select_topics
 from mirrorwatch.clock import Clock, SystemClock
 from mirrorwatch.config import LinkConfig, MirrorwatchConfig
@@ -91,9 +99,34 @@ class MirrorFailure(MirrorwatchError):
     """The link stopped because continuing could lose or corrupt data; the message says why and what to do."""
 
 
+# One record on its way to the producer, as a plain tuple (the per-record path allocates nothing else):
+# progress of its source partition, source offset, target topic, target partition (-1: the producer's partitioner),
+# key, value, headers, timestamp ms (0: none), (source topic, source partition), and the target's refusal when it is
+# going to the dead-letter topic instead.
 OutboxItem = tuple[
-    PartitionProgress, int, MirrorRecord, KafkaError | None
-]  # progress, source offset, record, DLQ cause
+    PartitionProgress,
+    int,
+    str,
+    int,
+    bytes | None,
+    bytes | None,
+    list[tuple[str, HeaderValue]],
+    int,
+    tuple[str, int],
+    KafkaError | None,
+]
+
+
+@dataclass(slots=True)
+class _Route:
+    """Where the records of one assigned source partition go, worked out once per assignment and topic refresh."""
+
+    progress: PartitionProgress
+    target_topic: str
+    target_partition: int  # -1: the producer's partitioner (by key)
+    topic_bytes: bytes
+    partition_bytes: bytes
+    stamp: ProvenanceStamp
 
 
 class LinkWorker:
@@ -119,6 +152,7 @@ class LinkWorker:
         self._handler: Handler | None = None
         self._progress: dict[tuple[str, int], PartitionProgress] = {}
         self._outbox: deque[OutboxItem] = deque()
+        self._routes: dict[tuple[str, int], _Route] = {}
         self._topic_map: dict[str, str] = {}
         self._target_partitions: dict[str, int] = {}
         self._known_source_partitions: dict[str, int] = {}
@@ -376,6 +410,7 @@ class LinkWorker:
         self._known_source_partitions = dict(plan.source_partitions)
         self._topic_map = dict(plan.mapping)
         self._target_partitions = {t: target_partitions.get(t, 0) for t in plan.mapping.values()}
+        self._routes.clear()  # target topics or partition counts may have changed
         wanted = tuple(selected)
         if wanted != self._subscribed:
             self._subscribe(wanted)
@@ -405,6 +440,7 @@ class LinkWorker:
         for tp in committed:
             start = tp.offset if tp.offset >= 0 else None
             self._progress[(tp.topic, tp.partition)] = PartitionProgress(start_offset=start, committed=start)
+            self._routes.pop((tp.topic, tp.partition), None)
             preserve = self.link.partitioning == "preserve"
             if preserve and tp.partition >= self._target_partitions.get(self._topic_map.get(tp.topic, ""), 0):
                 self._refresh_requested = True  # a new source partition: the target must grow first
@@ -420,6 +456,7 @@ class LinkWorker:
         self._commit(keys=revoked, asynchronous=False)
         for key in revoked:
             self._progress.pop(key, None)
+            self._routes.pop(key, None)
         log.info("link %s: revoked %s", self.name, _tps(partitions))
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -428,6 +465,7 @@ class LinkWorker:
         self._outbox = deque(item for item in self._outbox if _key_of(item) not in lost)
         for key in lost:
             self._progress.pop(key, None)
+            self._routes.pop(key, None)
         log.warning(
             "link %s: lost %s (records after the last commit will be mirrored again)", self.name, _tps(partitions)
         )
@@ -503,6 +541,82 @@ class LinkWorker:
     def _handle(self, messages: list[Message]) -> None:
         if not messages:
             return
+        if self._handler is None:
+            self._queue_plain(messages)
+        else:
+            self._queue_handled(messages)
+        self._drain_outbox()
+
+    def _queue_plain(self, messages: list[Message]) -> None:
+        """The per-record path of a link without a handler: one record out per record in, no objects but tuples."""
+        routes, outbox, stats, target_id = self._routes, self._outbox, self.stats, self._target_id
+        records_in = bytes_in = 0
+        last_tp: tuple[str, int] | None = None
+        route: _Route | None = None
+        for msg in messages:
+            err = msg.error()
+            if err is not None:
+                self._consumer_error(err)
+                continue
+            # A consumed record always has a topic, partition and offset (typing.cast is a call: not per record).
+            tp: tuple[str, int] = (msg.topic(), msg.partition())  # type: ignore[assignment]
+            if tp != last_tp:  # a batch holds runs of records of the same partition
+                last_tp, route = tp, routes.get(tp) or self._route(tp)
+            if route is None:  # revoked while this batch was in our hands
+                continue
+            offset: int = msg.offset()  # type: ignore[assignment]
+            timestamp = msg.timestamp()[1]
+            key, value = msg.key(), msg.value()
+            records_in += 1
+            bytes_in += (len(value) if value else 0) + (len(key) if key else 0)
+            headers: list[tuple[str, bytes | None]] | None = msg.headers()  # type: ignore[assignment]
+            if headers:
+                if has_visited(headers, target_id):  # it came from the target: writing it back would loop
+                    stats.loop_skipped_total += 1
+                    route.progress.dispatch(offset, 0, timestamp)
+                    continue
+                out = with_provenance(headers, self._source_id, route.topic_bytes, route.partition_bytes, offset)
+            else:
+                before, after = route.stamp
+                out = [*before, (SOURCE_OFFSET, b"%d" % offset), *after]
+            route.progress.dispatch(offset, 1, timestamp)
+            outbox.append(
+                (
+                    route.progress,
+                    offset,
+                    route.target_topic,
+                    route.target_partition,
+                    key,
+                    value,
+                    out,
+                    timestamp if timestamp > 0 else 0,
+                    tp,
+                    None,
+                )
+            )
+        stats.records_in_total += records_in
+        stats.bytes_in_total += bytes_in
+
+    def _route(self, tp: tuple[str, int]) -> _Route | None:
+        p = self._progress.get(tp)
+        if p is None:
+            return None
+        topic, partition = tp
+        target_partition = self._target_partition(topic, partition)
+        topic_bytes, partition_bytes = self._bytes_of_topic(topic), self._bytes_of_partition(partition)
+        route = _Route(
+            progress=p,
+            target_topic=self._target_topic(topic),
+            target_partition=-1 if target_partition is None else target_partition,
+            topic_bytes=topic_bytes,
+            partition_bytes=partition_bytes,
+            stamp=provenance_stamp(self._source_id, topic_bytes, partition_bytes),
+        )
+        self._routes[tp] = route
+        return route
+
+    def _queue_handled(self, messages: list[Message]) -> None:
+        """The per-record path of a link with a handler: the handler sees a MirrorRecord and may return several."""
         progress, outbox = self._progress, self._outbox
         for msg in messages:
             err = msg.error()
@@ -518,8 +632,20 @@ class LinkWorker:
                 return
             p.dispatch(offset, len(records), msg.timestamp()[1])
             for r in records:
-                outbox.append((p, offset, r, None))
-        self._drain_outbox()
+                outbox.append(
+                    (
+                        p,
+                        offset,
+                        r.topic,
+                        -1 if r.partition is None else r.partition,
+                        r.key,
+                        r.value,
+                        r.headers,
+                        r.timestamp_ms,
+                        (topic, partition),
+                        None,
+                    )
+                )
 
     def _records_for(self, msg: Message, topic: str, partition: int, offset: int) -> list[MirrorRecord] | None:
         """What to write for one source record: [] when nothing (it came from the target, or the handler dropped
@@ -619,19 +745,20 @@ class LinkWorker:
         produce = self._producer.produce
         delivered = self._delivered
         while outbox:
-            p, offset, rec, dead_letter_cause = outbox[0]
-            topic, headers = rec.topic, rec.headers
+            item = outbox[0]
+            _p, _offset, topic, partition, key, value, headers, timestamp, _source, dead_letter_cause = item
             if dead_letter_cause is not None:
-                topic, headers = self.link.dead_letter_topic or "", _dead_letter_headers(rec, dead_letter_cause)
+                topic, partition = self.link.dead_letter_topic or "", -1
+                headers = _dead_letter_headers(item[6], item[2], item[3], dead_letter_cause)
             try:
                 produce(
                     topic,
-                    value=rec.value,
-                    key=rec.key,
-                    partition=-1 if rec.partition is None or dead_letter_cause is not None else rec.partition,
-                    timestamp=rec.timestamp_ms,
+                    value=value,
+                    key=key,
+                    partition=partition,
+                    timestamp=timestamp,
                     headers=headers,
-                    on_delivery=functools.partial(delivered, p, offset, rec, dead_letter_cause is not None),
+                    on_delivery=functools.partial(delivered, item),
                 )
             except BufferError:
                 return  # full: the loop pauses fetching until delivery reports make room
@@ -646,41 +773,36 @@ class LinkWorker:
                     self._producer.poll(0.2)
                     return
                 outbox.popleft()
-                self._send_failed(p, offset, rec, error, dead_letter_cause is not None)
+                self._send_failed(item, error)
                 continue
             outbox.popleft()
 
-    def _delivered(
-        self,
-        p: PartitionProgress,
-        offset: int,
-        rec: MirrorRecord,
-        to_dead_letter: bool,
-        err: KafkaError | None,
-        _msg: Message,
-    ) -> None:
+    def _delivered(self, item: OutboxItem, err: KafkaError | None, _msg: Message) -> None:
         if err is None:
+            p, offset, _topic, _partition, key, value, _headers, timestamp, _source, dead_letter_cause = item
             p.ack(offset)
             stats = self.stats
-            if to_dead_letter:
+            if dead_letter_cause is not None:
                 stats.dead_lettered_total += 1
                 return
             stats.records_out_total += 1
-            stats.bytes_out_total += (len(rec.value) if rec.value else 0) + (len(rec.key) if rec.key else 0)
-            if rec.timestamp_ms > 0:
-                stats.observe_latency(max(0.0, time.time() - rec.timestamp_ms / 1000))
+            stats.bytes_out_total += (len(value) if value else 0) + (len(key) if key else 0)
+            if timestamp > 0:
+                # stats.observe_latency, inlined: this runs once per record
+                latency = max(time.time() - timestamp / 1000, 0.0)
+                stats.latency_bucket_counts[bisect_left(LATENCY_BUCKETS_SECONDS, latency)] += 1
+                stats.latency_sum_seconds += latency
             return
-        self._send_failed(p, offset, rec, err, to_dead_letter)
+        self._send_failed(item, err)
 
-    def _send_failed(
-        self, p: PartitionProgress, offset: int, rec: MirrorRecord, err: KafkaError, to_dead_letter: bool
-    ) -> None:
+    def _send_failed(self, item: OutboxItem, err: KafkaError) -> None:
         """The target refused a record for good (librdkafka already retried what can be retried)."""
         self.stats.send_errors_total += 1
-        where = f"{rec.source_topic}[{rec.source_partition}]@{rec.source_offset}"
+        _p, offset, topic, _partition, *_rest, (source_topic, source_partition), dead_letter_cause = item
+        where = f"{source_topic}[{source_partition}]@{offset}"
         if err.fatal():
             self._fail(f"the producer hit a fatal error on {where}: {err.str()} ({err.name()}); restart the link")
-        elif to_dead_letter:
+        elif dead_letter_cause is not None:
             self._fail(
                 f"the dead-letter topic {self.link.dead_letter_topic!r} refused {where} too: {err.str()} ({err.name()})"
             )
@@ -689,15 +811,15 @@ class LinkWorker:
                 "link %s: the target refused %s for %s: %s (%s); sending it to the dead-letter topic %r",
                 self.name,
                 where,
-                rec.topic,
+                topic,
                 err.str(),
                 err.name(),
                 self.link.dead_letter_topic,
             )
-            self._outbox.appendleft((p, offset, rec, err))
+            self._outbox.appendleft((*item[:9], err))
         else:
             self._fail(
-                f"the target refused {where} for topic {rec.topic!r}: {err.str()} ({err.name()}). The link stopped "
+                f"the target refused {where} for topic {topic!r}: {err.str()} ({err.name()}). The link stopped "
                 "without committing past this record, so nothing is lost; fix the target (e.g. the topic's "
                 "max.message.bytes) or set the link's dead_letter_topic, then start it again"
             )
@@ -776,17 +898,19 @@ class LinkWorker:
 
 
 def _key_of(item: OutboxItem) -> tuple[str, int]:
-    rec = item[2]
-    return rec.source_topic, rec.source_partition
+    return item[8]
 
 
-def _dead_letter_headers(rec: MirrorRecord, cause: KafkaError) -> list[tuple[str, str | bytes | None]]:
+def _dead_letter_headers(
+    headers: list[tuple[str, HeaderValue]], topic: str, partition: int | None, cause: KafkaError
+) -> list[tuple[str, HeaderValue]]:
+    """The refused record's headers plus why and where it was refused (`partition` -1 or None: by key)."""
     return [
-        *rec.headers,
+        *headers,
         ("mirrorwatch.error.code", cause.name().encode()),
         ("mirrorwatch.error.message", cause.str().encode()),
-        ("mirrorwatch.target.topic", rec.topic.encode()),
-        ("mirrorwatch.target.partition", str(rec.partition if rec.partition is not None else -1).encode()),
+        ("mirrorwatch.target.topic", topic.encode()),
+        ("mirrorwatch.target.partition", str(partition if partition is not None else -1).encode()),
     ]
 
 

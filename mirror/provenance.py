@@ -28,7 +28,9 @@ __all__ = [
     "SOURCE_TOPIC",
     "HeaderValue",
     "Headers",
+    "ProvenanceStamp",
     "has_visited",
+    "provenance_stamp",
     "with_provenance",
 ]
 
@@ -75,3 +77,19 @@ def with_provenance(
         (HOPS, str(new_path.count(b",") + 1).encode()),
     ]
     return out
+
+
+ProvenanceStamp = tuple[list[tuple[str, HeaderValue]], list[tuple[str, HeaderValue]]]
+
+
+def provenance_stamp(source_cluster: bytes, topic: bytes, partition: bytes) -> ProvenanceStamp:
+    """The provenance of a record without headers of its own, less its offset, built once per source partition.
+
+    `[*before, (SOURCE_OFFSET, b"%d" % offset), *after]` equals `with_provenance(None, ...)` for that offset; the
+    engine's per-record path uses it so that a first hop costs one small list instead of a header scan."""
+    before: list[tuple[str, HeaderValue]] = [
+        (SOURCE_CLUSTER, source_cluster),
+        (SOURCE_TOPIC, topic),
+        (SOURCE_PARTITION, partition),
+    ]
+    return before, [(PATH, source_cluster), (HOPS, b"1")]

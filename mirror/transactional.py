@@ -211,7 +211,8 @@ class TransactionalLinkWorker(LinkWorker):
         for record in records:
             if (topic, partition, offset) in self._to_dead_letter:
                 cause = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "refused by the target in an earlier transaction")
-                self._produce(record, self.link.dead_letter_topic or "", _dead_letter_headers(record, cause), None)
+                headers = _dead_letter_headers(record.headers, record.topic, record.partition, cause)
+                self._produce(record, self.link.dead_letter_topic or "", headers, None)
             else:
                 self._produce(record, record.topic, record.headers, record.partition)
         advanced[(topic, partition)] = offset + 1

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from mirror.provenance import HOPS, PATH, SOURCE_CLUSTER, SOURCE_OFFSET, has_visited, with_provenance
+from mirror.provenance import (
+    HOPS,
+    PATH,
+    SOURCE_CLUSTER,
+    SOURCE_OFFSET,
+    has_visited,
+    provenance_stamp,
+    with_provenance,
+)
 
 
 def test_first_hop_adds_provenance_after_the_records_own_headers() -> None:
@@ -38,3 +46,11 @@ def test_loop_check() -> None:
     assert not has_visited(None, b"A")
     assert not has_visited([("other", b"x")], b"A")
     assert not has_visited([(PATH, b"AB")], b"A")  # ids are compared whole, not as substrings
+
+
+def test_the_stamp_of_a_partition_is_the_first_hop_provenance_of_each_of_its_records() -> None:
+    before, after = provenance_stamp(b"clusterA", b"orders", b"3")
+    for offset in (0, 7, 12345678901):
+        stamped = [*before, (SOURCE_OFFSET, b"%d" % offset), *after]
+        assert stamped == with_provenance(None, b"clusterA", b"orders", b"3", offset)
+        assert stamped == with_provenance([], b"clusterA", b"orders", b"3", offset)
