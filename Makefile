@@ -10,6 +10,6 @@ test:
 setup:
 	bash scripts/setup.sh
 
-# Every benchmark against its peers (about an hour on 2 cores); not part of the tests.
+# Every benchmark against its peers (well over an hour on 2 cores); not part of the tests.
 bench: setup
 	.venv/bin/python -m bench --json bench/results

@@ -3,8 +3,9 @@
     make bench          (or: .venv/bin/python -m bench [--json DIR])
 
 B1 and B2 (bench.throughput: python engine with 1 and 2 workers, spark engine, kcat pipe, MirrorMaker 2 with
-defaults and tuned; 3 interleaved runs each), B4 (bench.evaluator_scale) and the canary's overhead
-(bench.canary_overhead). On the 2-core reference machine this takes about an hour; each module also runs alone.
+defaults and tuned; 3 interleaved runs each), B3 (bench.latency: steady-rate end-to-end latency, same peers but
+spark), B4 (bench.evaluator_scale) and the canary's overhead (bench.canary_overhead). On the 2-core reference machine
+this takes well over an hour; each module also runs alone, B1 first, so partial results come early.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench import canary_overhead, evaluator_scale, throughput
+from bench import canary_overhead, evaluator_scale, latency, throughput
 from mirrorwatch.local import LocalClusters
 
 
@@ -35,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.json.mkdir(parents=True, exist_ok=True)
             codes = [
                 throughput.main(["--bench", "b1", *common, *out("b1")]),
+                latency.main([*common, *out("b3")]),
                 throughput.main(["--bench", "b2", *common, *out("b2")]),
                 evaluator_scale.main([*common, *out("b4")]),
                 canary_overhead.main([*common, *out("canary")]),

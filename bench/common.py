@@ -4,8 +4,11 @@ markdown tables. Every process a benchmark starts is stopped by it."""
 from __future__ import annotations
 
 import contextlib
+import math
 import os
+import signal
 import statistics
+import subprocess
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -14,7 +17,7 @@ from pathlib import Path
 from mirrorwatch.config import MirrorwatchConfig, load_config
 from mirrorwatch.local import LocalClusters, stop_process
 
-__all__ = ["ProcessTree", "clusters_for", "markdown_table", "median", "stop_process"]
+__all__ = ["ProcessTree", "clusters_for", "markdown_table", "median", "percentile", "stop_peer", "stop_process"]
 
 TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
@@ -75,8 +78,28 @@ class ProcessTree:
         return sum(self.cpu_ticks.values()) / TICKS
 
 
+def stop_peer(process: subprocess.Popen[bytes], timeout_s: float = 30) -> None:
+    """Stop a peer started with start_new_session=True and everything it started (a kcat pipe is a shell with two
+    children that would outlive it): SIGTERM to its process group, then SIGKILL; returns once the peer is gone."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=timeout_s)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)  # whatever of the group is left
+    stop_process(process)
+
+
 def median(values: Sequence[float]) -> float:
     return float(statistics.median(values)) if values else float("nan")
+
+
+def percentile(ordered: Sequence[float], q: float) -> float:
+    """The nearest-rank q-th percentile (0 < q <= 100) of values sorted ascending; nan when there are none."""
+    if not ordered:
+        return float("nan")
+    rank = max(1, math.ceil(round(q * len(ordered) / 100, 9)))  # round: 99.9 * 1000 / 100 is 999.0000000000001
+    return float(ordered[rank - 1])
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

@@ -37,7 +37,7 @@ from typing import Any
 import yaml
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
-from bench.common import ProcessTree, clusters_for, markdown_table, median, stop_process
+from bench.common import ProcessTree, clusters_for, markdown_table, median, stop_peer
 from mirrorwatch.config import ClusterConfig, MirrorwatchConfig
 from mirrorwatch.jars import CONNECT_MIRROR, resolve_jars
 from mirrorwatch.kafka import create_topics, new_admin, new_consumer, new_producer
@@ -184,7 +184,11 @@ def _config_file(work: Path, clusters: MirrorwatchConfig, link: dict[str, Any]) 
     return path
 
 
-def peer_command(peer: str, work: Path, clusters: MirrorwatchConfig, source_topic: str, target_topic: str) -> list[str]:
+def peer_command(
+    peer: str, work: Path, clusters: MirrorwatchConfig, source_topic: str, target_topic: str, *, follow: bool = False
+) -> list[str]:
+    """The command line of one peer mirroring `source_topic` to `target_topic`; `follow`: kcat keeps reading at the
+    end of the topic instead of exiting (a steady-rate run), the others always do."""
     name = f"bench-{peer}-{uuid.uuid4().hex[:6]}"
     link: dict[str, Any] = {
         "name": name,
@@ -211,7 +215,8 @@ def peer_command(peer: str, work: Path, clusters: MirrorwatchConfig, source_topi
         return [
             "bash",
             "-c",
-            f"kcat -C -b {source} -t {source_topic} -o beginning -e -q -K $'\\x1f' -D $'\\x1e' "
+            # follow: -u, or the last records of a quiet moment wait in kcat's stdout buffer; else -e: exit at the end
+            f"kcat -C -b {source} -t {source_topic} -o beginning {'-u' if follow else '-e'} -q -K $'\\x1f' -D $'\\x1e' "
             f"| kcat -P -b {target} -t {target_topic} -X enable.idempotence=true -K $'\\x1f' -D $'\\x1e'",
         ]
     raise SystemExit(f"unknown peer {peer!r} (peers: {', '.join(PEERS)})")
@@ -265,15 +270,22 @@ def _mm2_command(work: Path, clusters: MirrorwatchConfig, source_topic: str, ali
     ]
 
 
+def target_topic_for(peer: str, clusters: MirrorwatchConfig, source_topic: str, partitions: int) -> str:
+    """A fresh target topic name for one run of `peer` (created here for kcat, which does not create topics)."""
+    target_topic = f"{source_topic}.{peer}.{uuid.uuid4().hex[:6]}"
+    if peer.startswith("mm2"):  # its replication policy names the target topic: <source alias>.<topic>
+        target_topic = f"src{uuid.uuid4().hex[:6]}.{source_topic}"
+    if peer == "kcat":  # same partitions as the source, like the mirror does
+        target = clusters.clusters["target"]
+        create_topics(new_admin(target, "target"), {target_topic: partitions}, config={"retention.ms": "-1"})
+    return target_topic
+
+
 def run_peer(
     peer: str, work: Path, clusters: MirrorwatchConfig, source_topic: str, *, case: Case, partitions: int
 ) -> Run:
     target = clusters.clusters["target"]
-    target_topic = f"{source_topic}.{peer}.{uuid.uuid4().hex[:6]}"
-    if peer.startswith("mm2"):  # its replication policy names the target topic: <source alias>.<topic>
-        target_topic = f"src{uuid.uuid4().hex[:6]}.{source_topic}"
-    if peer == "kcat":  # kcat does not create topics: same partitions as the source, like the mirror does
-        create_topics(new_admin(target, "target"), {target_topic: partitions}, config={"retention.ms": "-1"})
+    target_topic = target_topic_for(peer, clusters, source_topic, partitions)
     records, size = case.records, case.size
     log = (work / f"{target_topic}.log").open("wb")
     started = time.monotonic()
@@ -301,7 +313,7 @@ def run_peer(
             time.sleep(0.2)
         tree.sample()
     finally:
-        stop_process(process)
+        stop_peer(process)
         log.close()
     if first is None or done is None:
         raise SystemExit(f"{peer} did not mirror {records} records; see {log.name}")

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import canary_overhead, evaluator_scale, throughput
+from bench import canary_overhead, evaluator_scale, latency, throughput
+from bench.common import percentile
 from mirrorwatch.local import LocalClusters
 
 pytestmark = pytest.mark.integration
@@ -45,3 +46,34 @@ def test_evaluator_scale_smoke(local_clusters: LocalClusters, tmp_path: Path) ->
     assert evaluator_scale.main([*argv, "--clusters", str(local_clusters.state_dir), "--json", str(out)]) == 0
     result = json.loads(out.read_text())
     assert result["collection"]["groups_collected"] == 15 and result["evaluation"]["sweep_seconds"] > 0
+
+
+def test_latency_smoke_every_peer_delivers_each_measured_record_once(
+    local_clusters: LocalClusters, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "latency.json"
+    argv = ["--rates", "200", "--seconds", "2", "--repeat", "1", "--clusters", str(local_clusters.state_dir)]
+    assert latency.main([*argv, "--json", str(out)]) == 0
+    runs = json.loads(out.read_text())
+    assert [r["peer"] for r in runs] == list(latency.PEERS)
+    assert all(r["sent"] == 400 and r["received"] == 400 and r["duplicates"] == 0 for r in runs)
+    assert all(0 < r["p50_ms"] <= r["p99_ms"] <= r["p999_ms"] <= r["max_ms"] for r in runs)
+    printed = capsys.readouterr().out
+    assert "| records/s | peer |" in printed and "python-1 / mm2 at 200/s = " in printed
+
+
+def test_percentile_is_the_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 1001)]  # 1..1000
+    assert percentile(values, 50) == 500.0
+    assert percentile(values, 99) == 990.0
+    assert percentile(values, 99.9) == 999.0
+    assert percentile(values, 100) == 1000.0
+    assert percentile([7.0], 99.9) == 7.0
+    assert percentile([], 50) != percentile([], 50)  # nan
+
+
+def test_a_measured_value_carries_its_sequence_and_send_time() -> None:
+    value = latency.measured_value(42, 1_700_000_000_123_456_789, 1024)
+    assert len(value) == 1024
+    assert latency.parse_measured(value) == (42, 1_700_000_000_123_456_789)
+    assert latency.parse_measured(b"W") is None
