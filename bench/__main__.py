@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from bench import canary_overhead, evaluator_scale, latency, throughput
+from bench.common import exit_on_sigterm
 from mirrorwatch.local import LocalClusters
 
 
@@ -47,4 +48,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    exit_on_sigterm()
     sys.exit(main())

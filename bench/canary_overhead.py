@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from bench.common import exit_on_sigterm
 from mirrorwatch.config import load_config
 from mirrorwatch.local import LocalClusters, free_port
 
@@ -122,4 +123,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    exit_on_sigterm()
     sys.exit(main())

@@ -17,7 +17,16 @@ from pathlib import Path
 from mirrorwatch.config import MirrorwatchConfig, load_config
 from mirrorwatch.local import LocalClusters, stop_process
 
-__all__ = ["ProcessTree", "clusters_for", "markdown_table", "median", "percentile", "stop_peer", "stop_process"]
+__all__ = [
+    "ProcessTree",
+    "clusters_for",
+    "exit_on_sigterm",
+    "markdown_table",
+    "median",
+    "percentile",
+    "stop_peer",
+    "stop_process",
+]
 
 TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
@@ -76,6 +85,15 @@ class ProcessTree:
     @property
     def cpu_seconds(self) -> float:
         return sum(self.cpu_ticks.values()) / TICKS
+
+
+def exit_on_sigterm() -> None:
+    """SIGTERM (a benchmark stopped from outside) unwinds like Ctrl-C, so every `finally` stops what it started."""
+
+    def _raise(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _raise)
 
 
 def stop_peer(process: subprocess.Popen[bytes], timeout_s: float = 30) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
-from bench.common import clusters_for, markdown_table, median
+from bench.common import clusters_for, exit_on_sigterm, markdown_table, median
 from mirrorwatch.kafka import create_topics, new_admin
 from monitor.collector import collect_cluster
 from monitor.evaluator import EvaluatorConfig, OffsetSample, evaluate_group, evaluate_partition
@@ -150,4 +150,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    exit_on_sigterm()
     sys.exit(main())

@@ -34,7 +34,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Producer, TopicPartition
 
-from bench.common import clusters_for, markdown_table, median, percentile, stop_peer
+from bench.common import clusters_for, exit_on_sigterm, markdown_table, median, percentile, stop_peer
 from bench.throughput import peer_command, target_topic_for, total_records
 from mirrorwatch.config import ClusterConfig, MirrorwatchConfig
 from mirrorwatch.kafka import create_topics, new_admin, new_consumer, new_producer
@@ -302,4 +302,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    exit_on_sigterm()
     sys.exit(main())

@@ -37,7 +37,7 @@ from typing import Any
 import yaml
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
-from bench.common import ProcessTree, clusters_for, markdown_table, median, stop_peer
+from bench.common import ProcessTree, clusters_for, exit_on_sigterm, markdown_table, median, stop_peer
 from mirrorwatch.config import ClusterConfig, MirrorwatchConfig
 from mirrorwatch.jars import CONNECT_MIRROR, resolve_jars
 from mirrorwatch.kafka import create_topics, new_admin, new_consumer, new_producer
@@ -405,4 +405,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    exit_on_sigterm()
     sys.exit(main())

@@ -498,7 +498,11 @@ class LinkWorker:
                 if self._paused:
                     consumer.resume(consumer.assignment())
                     self._paused = False
-                self._handle(consumer.consume(num_messages=2000, timeout=0.1))
+                # What librdkafka already fetched, without waiting: consume() with a timeout waits until the batch is
+                # full, which at a low rate would hold every record for the whole timeout. Nothing there: wait for
+                # the first record only.
+                messages = consumer.consume(num_messages=2000, timeout=0)
+                self._handle(messages or consumer.consume(num_messages=1, timeout=0.1))
                 producer.poll(0)
             now = clock.monotonic_s()
             if now >= next_commit:
