@@ -3,9 +3,11 @@ markdown tables. Every process a benchmark starts is stopped by it."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import math
 import os
+import random
 import signal
 import statistics
 import subprocess
@@ -106,6 +108,74 @@ def stop_peer(process: subprocess.Popen[bytes], timeout_s: float = 30) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)  # whatever of the group is left
     stop_process(process)
+
+
+class EventBodies:
+    """Record values that compress like application events do, not like one repeated byte.
+
+    A value of b"x" * N compresses ~60x under lz4, which makes a compressed benchmark measure a network that is free
+    and a consumer whose memory is all decompressed fetches. These are slices of a pool of JSON-like events (repeated
+    field names, random ids, numbers and paths), deterministic for a seed; the pool is larger than lz4's 64 KB
+    window and a producer batch, so slices do not repeat each other within one. lz4 and zlib compress them 2-4x.
+    """
+
+    POOL_BYTES = 8 * 1024 * 1024
+    _ACTIONS = ("page_view", "add_to_cart", "checkout", "search", "login", "logout", "click", "scroll")
+    _PATHS = ("/shop/item/", "/shop/cart", "/search?q=", "/account/orders/", "/help/article/", "/")
+
+    def __init__(self, seed: int = 0) -> None:
+        rnd = random.Random(seed)
+        events: list[bytes] = []
+        size = 0
+        while size < self.POOL_BYTES:
+            event = (
+                b'{"ts":%d,"user":"u%07d","session":"%016x","action":"%s","path":"%s%d","status":%d,'
+                b'"latency_ms":%d,"bytes":%d,"region":"%s","client":"%s/%d.%d"}\n'
+                % (
+                    1_764_000_000_000 + rnd.randrange(10**9),
+                    rnd.randrange(10**7),
+                    rnd.getrandbits(64),
+                    rnd.choice(self._ACTIONS).encode(),
+                    rnd.choice(self._PATHS).encode(),
+                    rnd.randrange(10**6),
+                    rnd.choice((200, 200, 200, 201, 204, 301, 404, 500)),
+                    rnd.randrange(2000),
+                    rnd.randrange(10**6),
+                    rnd.choice((b"eu-west-1", b"us-east-1", b"ap-south-1")),
+                    rnd.choice((b"ios", b"android", b"web")),
+                    rnd.randrange(30),
+                    rnd.randrange(10),
+                )
+            )
+            events.append(event)
+            size += len(event)
+        self._pool = b"".join(events)
+
+    def body(self, seq: int, size: int) -> bytes:
+        """`size` bytes of the pool, from a place that depends on seq (a multiplicative hash spreads neighbours)."""
+        span = len(self._pool) - size
+        if span <= 0:
+            raise ValueError(f"record size {size} is larger than the pool ({len(self._pool)} bytes)")
+        start = (seq * 2_654_435_761) % span
+        return self._pool[start : start + size]
+
+
+def add_run_options(parser: argparse.ArgumentParser, peers: Sequence[str], *, repeat_help: str) -> None:
+    """The options every side-by-side benchmark shares: partitions, peers, repeats, existing clusters, JSON out."""
+    parser.add_argument("--partitions", type=int, default=12)
+    parser.add_argument("--peers", default=",".join(peers), help=f"comma-separated [{','.join(peers)}]")
+    parser.add_argument("--repeat", type=int, default=3, help=f"{repeat_help} [3]")
+    parser.add_argument("--clusters", type=Path, help="state dir of clusters already up (else started and stopped)")
+    parser.add_argument("--json", type=Path, help="also write every run here")
+
+
+def chosen_peers(parser: argparse.ArgumentParser, args: argparse.Namespace, peers: Sequence[str]) -> list[str]:
+    """--peers as a list; an unknown name is a usage error (exit 2) naming the known ones."""
+    chosen = [p for p in args.peers.split(",") if p]
+    unknown = sorted(set(chosen) - set(peers))
+    if unknown:
+        parser.error(f"unknown peer(s) {', '.join(unknown)} (peers: {', '.join(peers)})")
+    return chosen
 
 
 def median(values: Sequence[float]) -> float:

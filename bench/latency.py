@@ -34,7 +34,16 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Producer, TopicPartition
 
-from bench.common import clusters_for, exit_on_sigterm, markdown_table, median, percentile, stop_peer
+from bench.common import (
+    add_run_options,
+    chosen_peers,
+    clusters_for,
+    exit_on_sigterm,
+    markdown_table,
+    median,
+    percentile,
+    stop_peer,
+)
 from bench.throughput import peer_command, target_topic_for, total_records
 from mirrorwatch.config import ClusterConfig, MirrorwatchConfig
 from mirrorwatch.kafka import create_topics, new_admin, new_consumer, new_producer
@@ -261,17 +270,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rates", default="5000,20000", help="records/s, comma-separated [5000,20000]")
     parser.add_argument("--seconds", type=float, default=15.0, help="measured seconds per run [15]")
     parser.add_argument("--size", type=int, default=1024, help="bytes per record value [1024]")
-    parser.add_argument("--partitions", type=int, default=12)
-    parser.add_argument("--peers", default=",".join(PEERS), help=f"comma-separated [{','.join(PEERS)}]")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per peer and rate, interleaved [3]")
-    parser.add_argument("--clusters", type=Path, help="state dir of clusters already up (else started and stopped)")
-    parser.add_argument("--json", type=Path, help="also write every run here")
+    add_run_options(parser, PEERS, repeat_help="runs per peer and rate, interleaved")
     args = parser.parse_args(argv)
     rates = [int(r) for r in args.rates.split(",") if r]
-    peers = [p for p in args.peers.split(",") if p]
-    unknown = sorted(set(peers) - set(PEERS))
-    if unknown:
-        parser.error(f"unknown peer(s) {', '.join(unknown)} (peers: {', '.join(PEERS)})")
+    peers = chosen_peers(parser, args, PEERS)
     runs: list[LatencyRun] = []
     with tempfile.TemporaryDirectory(prefix="mirrorwatch-bench-") as tmp:
         work = Path(tmp)

@@ -4,7 +4,8 @@
     .venv/bin/python -m bench.throughput --bench b2            # 500,000 x 1 KB, uncompressed and lz4 at source
     .venv/bin/python -m bench.throughput --records 20000 --repeat 1 --peers python-1,kcat   # a quick look
 
-The records are produced into the source before the clock starts; each peer then mirrors the same topic into its
+The records (JSON-like events behind a sequence number; lz4 compresses them about 2.5x, like real event
+streams) are produced into the source before the clock starts; each peer then mirrors the same topic into its
 own target topic, peers interleaved (A, B, A, B ...) and repeated (median of --repeat runs). Measured per run:
 records/s and MB/s from the first record on the target to the last, CPU-seconds per million records and peak RSS of
 the peer's whole process tree (from /proc), time to the first record on the target; afterwards every target record
@@ -37,7 +38,17 @@ from typing import Any
 import yaml
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
-from bench.common import ProcessTree, clusters_for, exit_on_sigterm, markdown_table, median, stop_peer
+from bench.common import (
+    EventBodies,
+    ProcessTree,
+    add_run_options,
+    chosen_peers,
+    clusters_for,
+    exit_on_sigterm,
+    markdown_table,
+    median,
+    stop_peer,
+)
 from mirrorwatch.config import ClusterConfig, MirrorwatchConfig
 from mirrorwatch.jars import CONNECT_MIRROR, resolve_jars
 from mirrorwatch.kafka import create_topics, new_admin, new_consumer, new_producer
@@ -107,12 +118,15 @@ def preload(source: ClusterConfig, topic: str, case: Case, partitions: int) -> N
             "compression.type": compression,
         },
     )
-    filler = b"x" * max(0, size - 13)
+    bodies = EventBodies()
     for seq in range(records):
         while True:
             try:
                 producer.produce(
-                    topic, value=b"%012d|" % seq + filler, key=key_of(seq), partition=source_partition(seq, partitions)
+                    topic,
+                    value=b"%012d|" % seq + bodies.body(seq, max(0, size - 13)),
+                    key=key_of(seq),
+                    partition=source_partition(seq, partitions),
                 )
                 break
             except BufferError:
@@ -369,11 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, help="records to drain (instead of --bench)")
     parser.add_argument("--size", type=int, default=100, help="bytes per record value [100]")
     parser.add_argument("--compression", default="none", help="compression at the source producer [none]")
-    parser.add_argument("--partitions", type=int, default=12)
-    parser.add_argument("--peers", default=",".join(PEERS), help=f"comma-separated [{','.join(PEERS)}]")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per peer, interleaved [3]")
-    parser.add_argument("--clusters", type=Path, help="state dir of clusters already up (else started and stopped)")
-    parser.add_argument("--json", type=Path, help="also write every run here")
+    add_run_options(parser, PEERS, repeat_help="runs per peer, interleaved")
     args = parser.parse_args(argv)
     if args.bench:
         cases = BENCHES[args.bench]
@@ -381,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
         cases = [Case(args.records, args.size, args.compression)]
     else:
         parser.error("give --bench NAME or --records N")
-    peers = [p for p in args.peers.split(",") if p]
+    peers = chosen_peers(parser, args, PEERS)
     out: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="mirrorwatch-bench-") as tmp:
         work = Path(tmp)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import zlib
 from pathlib import Path
 
 import pytest
 
 from bench import canary_overhead, evaluator_scale, latency, throughput
-from bench.common import percentile
+from bench.common import EventBodies, percentile
 from mirrorwatch.local import LocalClusters
 
 pytestmark = pytest.mark.integration
@@ -77,3 +78,15 @@ def test_a_measured_value_carries_its_sequence_and_send_time() -> None:
     assert len(value) == 1024
     assert latency.parse_measured(value) == (42, 1_700_000_000_123_456_789)
     assert latency.parse_measured(b"W") is None
+
+
+def test_event_bodies_are_sized_deterministic_and_compress_like_events() -> None:
+    bodies, again = EventBodies(seed=3), EventBodies(seed=3)
+    assert [len(bodies.body(seq, 1011)) for seq in range(50)] == [1011] * 50
+    assert bodies.body(17, 87) == again.body(17, 87)
+    assert bodies.body(1, 1011) != bodies.body(2, 1011)
+    # what a source batch of one partition holds: neither one repeated byte (~60x) nor incompressible noise (1x)
+    batch = b"".join(bodies.body(seq, 1011) for seq in range(0, 12_000, 12))
+    assert 1.5 < len(batch) / len(zlib.compress(batch, 1)) < 6
+    with pytest.raises(ValueError, match="larger than the pool"):
+        bodies.body(0, 2 * EventBodies.POOL_BYTES)
