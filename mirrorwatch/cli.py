@@ -123,12 +123,22 @@ def local_up(state_dir: Path) -> None:
 
 @local.command("down")
 @_state_dir_option
-def local_down(state_dir: Path) -> None:
-    """Stop both clusters (SIGTERM, then SIGKILL after 30 s). Their data stays for the next `up`."""
+@click.option(
+    "--purge",
+    is_flag=True,
+    help="After stopping, delete the clusters' data, logs, state and generated config (the next `up` starts fresh "
+    "clusters with new ids and ports).",
+)
+def local_down(state_dir: Path, purge: bool) -> None:
+    """Stop both clusters (SIGTERM, then SIGKILL after 30 s). Their data stays for the next `up` unless --purge."""
     from mirrorwatch.local import LocalClusters
 
-    for line in LocalClusters(state_dir).down():
+    clusters = LocalClusters(state_dir)
+    for line in clusters.down():
         click.echo(line)
+    if purge:
+        for line in clusters.purge():
+            click.echo(line)
 
 
 @local.command("status")

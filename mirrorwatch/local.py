@@ -19,6 +19,7 @@ import ctypes
 import functools
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -446,6 +447,26 @@ class LocalClusters:
         if state:
             self._save_state(state)
         return done
+
+    def purge(self) -> list[str]:
+        """Delete what `up` created in the state dir (state, config, each cluster's data and logs, the `run` dir) and
+        the dir itself when nothing else is left in it; nothing else is touched. Refused while a broker runs."""
+        running = [c.alias for c in self.clusters() if self._pid_of(c) is not None]
+        if running:
+            raise LocalClusterError(f"{', '.join(running)} still running in {self.state_dir}: stop them first")
+        if not self._state_path.exists():
+            raise LocalClusterError(f"{self.state_dir} holds no local clusters (no state.json): nothing to purge")
+        removed: list[str] = []
+        for path in [*(self.state_dir / alias for alias in ALIASES), self.state_dir / "run"]:
+            if path.is_dir():
+                shutil.rmtree(path)
+                removed.append(f"removed {path}")
+        for path in (self.config_path, self._state_path):
+            path.unlink(missing_ok=True)
+            removed.append(f"removed {path}")
+        with contextlib.suppress(OSError):  # not empty: someone else's files stay
+            self.state_dir.rmdir()
+        return removed
 
     def kill(self, alias: str) -> None:
         """SIGKILL one broker (for failure tests): no clean shutdown, like a crashed machine."""

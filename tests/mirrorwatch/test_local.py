@@ -118,6 +118,14 @@ def test_cli_lifecycle_up_status_down_leaves_nothing_running(tmp_path: Path) -> 
     assert status.stdout.count("stopped") == 2
     assert (state_dir / "source" / "broker.log").stat().st_size > 0
 
+    (state_dir / "notes.txt").write_text("not ours")  # purge deletes only what `up` created
+    purge = _mirrorwatch("local", "down", "--purge", "--state-dir", str(state_dir))
+    assert purge.returncode == 0, purge.stderr
+    assert "source: not running" in purge.stdout and f"removed {state_dir / 'source'}" in purge.stdout
+    assert sorted(p.name for p in state_dir.iterdir()) == ["notes.txt"]
+    again = _mirrorwatch("local", "down", "--purge", "--state-dir", str(state_dir))
+    assert again.returncode != 0 and "nothing to purge" in again.stderr + again.stdout
+
 
 def test_brokers_tied_to_a_killed_owner_die_with_it(tmp_path: Path) -> None:
     """A test run killed with SIGKILL must not leave its brokers behind (PR_SET_PDEATHSIG)."""
