@@ -118,13 +118,13 @@ def preload(source: ClusterConfig, topic: str, case: Case, partitions: int) -> N
             "compression.type": compression,
         },
     )
-    bodies = EventBodies()
+    bodies, body_size = EventBodies(), max(0, size - 13)  # 13: the b"%012d|" sequence header
     for seq in range(records):
         while True:
             try:
                 producer.produce(
                     topic,
-                    value=b"%012d|" % seq + bodies.body(seq, max(0, size - 13)),
+                    value=b"%012d|" % seq + bodies.body(seq, body_size),
                     key=key_of(seq),
                     partition=source_partition(seq, partitions),
                 )

@@ -462,8 +462,9 @@ class LocalClusters:
                 shutil.rmtree(path)
                 removed.append(f"removed {path}")
         for path in (self.config_path, self._state_path):
-            path.unlink(missing_ok=True)
-            removed.append(f"removed {path}")
+            if path.exists():
+                path.unlink()
+                removed.append(f"removed {path}")
         with contextlib.suppress(OSError):  # not empty: someone else's files stay
             self.state_dir.rmdir()
         return removed
