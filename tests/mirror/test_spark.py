@@ -109,7 +109,15 @@ def test_fifty_thousand_records_keep_partition_key_value_and_headers_and_the_mon
         )
 
     wait_until(caught_up, timeout_s=60, interval_s=0.5, ignore=(urllib.error.HTTPError,), description="lag 0")
-    lag = get(f"{base}/v3/kafka/source/consumer/{group}/lag")["status"]
+    # The Burrow view comes from the collector's own OffsetFetch rounds, not from the link's status: the group
+    # answers (no 404) once the collector has listed it, which may be a round after the link reports lag 0.
+    lag: dict[str, Any] = {}
+
+    def group_seen() -> bool:
+        lag.update(get(f"{base}/v3/kafka/source/consumer/{group}/lag")["status"])
+        return bool(lag["totallag"] == 0)
+
+    wait_until(group_seen, timeout_s=60, interval_s=0.5, ignore=(urllib.error.HTTPError,), description="group lag 0")
     assert lag["partition_count"] == PARTITIONS and lag["totallag"] == 0 and lag["status"] == "OK"
 
     got = read_all(target, "target", topic, len(sent), timeout_s=120)
