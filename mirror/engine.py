@@ -33,7 +33,6 @@ from mirror.client_stats import ClientStats, summarize
 from mirror.handler import Handler, MirrorRecord, load_handler, run_handler
 from mirror.progress import PartitionProgress
 from mirror.provenance import (
-    SOURCE_OFFSET,
     HeaderValue,
     ProvenanceStamp,
     has_visited,
@@ -116,11 +115,16 @@ OutboxItem = tuple[
     KafkaError | None,
 ]
 
+# A record `_queue_plain` handed to the producer directly, as its delivery report sees it: route, source offset,
+# timestamp ms (0: none), key + value bytes, headers as written (for the dead-letter topic if the target refuses it).
+PlainItem = tuple["_Route", int, int, int, list[tuple[str, HeaderValue]]]
+
 
 @dataclass(slots=True)
 class _Route:
     """Where the records of one assigned source partition go, worked out once per assignment and topic refresh."""
 
+    source: tuple[str, int]
     progress: PartitionProgress
     target_topic: str
     target_partition: int  # -1: the producer's partitioner (by key)
@@ -552,8 +556,12 @@ class LinkWorker:
         self._drain_outbox()
 
     def _queue_plain(self, messages: list[Message]) -> None:
-        """The per-record path of a link without a handler: one record out per record in, no objects but tuples."""
+        """The per-record path of a link without a handler: one record out per record in, handed to the producer
+        at once (the outbox only keeps order behind a record the producer could not take), no objects but tuples."""
+        assert self._producer is not None
         routes, outbox, stats, target_id = self._routes, self._outbox, self.stats, self._target_id
+        form = self.link.provenance
+        produce, delivered, partial = self._producer.produce, self._delivered_plain, functools.partial
         records_in = bytes_in = 0
         last_tp: tuple[str, int] | None = None
         route: _Route | None = None
@@ -571,19 +579,37 @@ class LinkWorker:
             offset: int = msg.offset()  # type: ignore[assignment]
             timestamp = msg.timestamp()[1]
             key, value = msg.key(), msg.value()
+            size = (len(value) if value else 0) + (len(key) if key else 0)
             records_in += 1
-            bytes_in += (len(value) if value else 0) + (len(key) if key else 0)
+            bytes_in += size
             headers: list[tuple[str, bytes | None]] | None = msg.headers()  # type: ignore[assignment]
             if headers:
                 if has_visited(headers, target_id):  # it came from the target: writing it back would loop
                     stats.loop_skipped_total += 1
                     route.progress.dispatch(offset, 0, timestamp)
                     continue
-                out = with_provenance(headers, self._source_id, route.topic_bytes, route.partition_bytes, offset)
+                out = with_provenance(
+                    headers, self._source_id, route.topic_bytes, route.partition_bytes, offset, form=form
+                )
             else:
-                before, after = route.stamp
-                out = [*before, (SOURCE_OFFSET, b"%d" % offset), *after]
+                before, name, prefix, after = route.stamp
+                out = [*before, (name, prefix + b"%d" % offset), *after]
             route.progress.dispatch(offset, 1, timestamp)
+            timestamp = timestamp if timestamp > 0 else 0
+            if not outbox:
+                try:
+                    produce(
+                        route.target_topic,
+                        value=value,
+                        key=key,
+                        partition=route.target_partition,
+                        timestamp=timestamp,
+                        headers=out,
+                        on_delivery=partial(delivered, (route, offset, timestamp, size, out)),
+                    )
+                    continue
+                except (BufferError, KafkaException):
+                    pass  # full, or an error: the outbox tries again in order and deals with it
             outbox.append(
                 (
                     route.progress,
@@ -593,7 +619,7 @@ class LinkWorker:
                     key,
                     value,
                     out,
-                    timestamp if timestamp > 0 else 0,
+                    timestamp,
                     tp,
                     None,
                 )
@@ -609,12 +635,13 @@ class LinkWorker:
         target_partition = self._target_partition(topic, partition)
         topic_bytes, partition_bytes = self._bytes_of_topic(topic), self._bytes_of_partition(partition)
         route = _Route(
+            source=tp,
             progress=p,
             target_topic=self._target_topic(topic),
             target_partition=-1 if target_partition is None else target_partition,
             topic_bytes=topic_bytes,
             partition_bytes=partition_bytes,
-            stamp=provenance_stamp(self._source_id, topic_bytes, partition_bytes),
+            stamp=provenance_stamp(self._source_id, topic_bytes, partition_bytes, form=self.link.provenance),
         )
         self._routes[tp] = route
         return route
@@ -669,7 +696,12 @@ class LinkWorker:
             key=key,
             value=value,
             headers=with_provenance(
-                headers, self._source_id, self._bytes_of_topic(topic), self._bytes_of_partition(partition), offset
+                headers,
+                self._source_id,
+                self._bytes_of_topic(topic),
+                self._bytes_of_partition(partition),
+                offset,
+                form=self.link.provenance,
             ),
             timestamp_ms=timestamp_ms if timestamp_ms > 0 else 0,
             source_topic=topic,
@@ -782,22 +814,49 @@ class LinkWorker:
             outbox.popleft()
 
     def _delivered(self, item: OutboxItem, err: KafkaError | None, _msg: Message) -> None:
-        if err is None:
-            p, offset, _topic, _partition, key, value, _headers, timestamp, _source, dead_letter_cause = item
+        p, offset, _topic, _partition, key, value, _headers, timestamp, _source, dead_letter_cause = item
+        if err is not None:
+            self._send_failed(item, err)
+        elif dead_letter_cause is not None:
             p.ack(offset)
-            stats = self.stats
-            if dead_letter_cause is not None:
-                stats.dead_lettered_total += 1
-                return
-            stats.records_out_total += 1
-            stats.bytes_out_total += (len(value) if value else 0) + (len(key) if key else 0)
-            if timestamp > 0:
-                # stats.observe_latency, inlined: this runs once per record
-                latency = max(time.time() - timestamp / 1000, 0.0)
-                stats.latency_bucket_counts[bisect_left(LATENCY_BUCKETS_SECONDS, latency)] += 1
-                stats.latency_sum_seconds += latency
+            self.stats.dead_lettered_total += 1
+        else:
+            self._acked(p, offset, (len(value) if value else 0) + (len(key) if key else 0), timestamp)
+
+    def _delivered_plain(self, item: PlainItem, err: KafkaError | None, msg: Message) -> None:
+        """The delivery report of a record `_queue_plain` handed to the producer itself."""
+        route, offset, timestamp, size, headers = item
+        if err is None:
+            self._acked(route.progress, offset, size, timestamp)
             return
-        self._send_failed(item, err)
+        # The report carries the key and value (not the headers): the refused record as the outbox holds it.
+        self._send_failed(
+            (
+                route.progress,
+                offset,
+                route.target_topic,
+                route.target_partition,
+                msg.key(),
+                msg.value(),
+                headers,
+                timestamp,
+                route.source,
+                None,
+            ),
+            err,
+        )
+
+    def _acked(self, p: PartitionProgress, offset: int, size: int, timestamp: int) -> None:
+        p.ack(offset)
+        stats = self.stats
+        stats.records_out_total += 1
+        stats.bytes_out_total += size
+        if timestamp > 0:
+            # stats.observe_latency, inlined: this runs once per record (0 when the source's clock is ahead of ours)
+            latency = time.time() - timestamp * 0.001
+            latency = latency if latency > 0.0 else 0.0
+            stats.latency_bucket_counts[bisect_left(LATENCY_BUCKETS_SECONDS, latency)] += 1
+            stats.latency_sum_seconds += latency
 
     def _send_failed(self, item: OutboxItem, err: KafkaError) -> None:
         """The target refused a record for good (librdkafka already retried what can be retried)."""

@@ -35,7 +35,15 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from mirror.admin import cluster_id, describe_topics, execute_plan, list_topic_partitions
 from mirror.engine import MirrorFailure
-from mirror.provenance import HOPS, PATH, SOURCE_CLUSTER, SOURCE_OFFSET, SOURCE_PARTITION, SOURCE_TOPIC
+from mirror.provenance import (
+    HOPS,
+    PATH,
+    PROVENANCE,
+    SOURCE_CLUSTER,
+    SOURCE_OFFSET,
+    SOURCE_PARTITION,
+    SOURCE_TOPIC,
+)
 from mirror.rename import rename_policy
 from mirror.spark_plan import TOPIC, SparkLinkPlan, apply_rename, parse_end_offsets, plan_spark_link
 from mirror.topics import plan_topics, select_topics
@@ -50,7 +58,7 @@ __all__ = ["run_spark_link", "spark_jars"]
 
 log = logging.getLogger("mirrorwatch.mirror.spark")
 
-_PROVENANCE = [SOURCE_CLUSTER, SOURCE_TOPIC, SOURCE_PARTITION, SOURCE_OFFSET, PATH, HOPS]
+_PROVENANCE = [PROVENANCE, SOURCE_CLUSTER, SOURCE_TOPIC, SOURCE_PARTITION, SOURCE_OFFSET, PATH, HOPS]
 
 
 def spark_jars() -> list[Path]:
@@ -257,23 +265,36 @@ def _records(spark: Any, plan: SparkLinkPlan, source: ClusterConfig, source_id: 
     if plan.exclude_pattern is not None:
         rows = rows.filter(~F.col("topic").rlike(plan.exclude_pattern) | F.col("topic").isin(list(plan.always)))
     headers = F.coalesce(F.col("headers"), F.array().cast("array<struct<key:string,value:binary>>"))
-    path = F.coalesce(
-        F.try_element_at(F.filter(headers, lambda h: h["key"] == PATH), F.lit(1))["value"].cast("string"), F.lit("")
-    )
+
+    def first(name: str) -> Any:
+        return F.try_element_at(F.filter(headers, lambda h: h["key"] == name), F.lit(1))["value"].cast("string")
+
+    # The path a record has been on, from either provenance form (compact: its text up to the first ';').
+    path = F.coalesce(first(PATH), F.substring_index(first(PROVENANCE), ";", 1), F.lit(""))
     rows = rows.filter(~F.array_contains(F.split(path, ","), target_id))  # never back onto a cluster it was on
     new_path = F.when(path == "", F.lit(source_id)).otherwise(F.concat(path, F.lit(","), F.lit(source_id)))
 
     def header(name: str, value: Any) -> Any:
         return F.struct(F.lit(name).alias("key"), value.cast("binary").alias("value"))
 
-    provenance = F.array(
-        header(SOURCE_CLUSTER, F.lit(source_id)),
-        header(SOURCE_TOPIC, F.col("topic")),
-        header(SOURCE_PARTITION, F.col("partition").cast("string")),
-        header(SOURCE_OFFSET, F.col("offset").cast("string")),
-        header(PATH, new_path),
-        header(HOPS, F.size(F.split(new_path, ",")).cast("string")),
-    )
+    if plan.provenance == "compact":
+        provenance = F.array(
+            header(
+                PROVENANCE,
+                F.concat_ws(
+                    ";", new_path, F.col("topic"), F.col("partition").cast("string"), F.col("offset").cast("string")
+                ),
+            )
+        )
+    else:
+        provenance = F.array(
+            header(SOURCE_CLUSTER, F.lit(source_id)),
+            header(SOURCE_TOPIC, F.col("topic")),
+            header(SOURCE_PARTITION, F.col("partition").cast("string")),
+            header(SOURCE_OFFSET, F.col("offset").cast("string")),
+            header(PATH, new_path),
+            header(HOPS, F.size(F.split(new_path, ",")).cast("string")),
+        )
     kept = F.filter(headers, lambda h: ~h["key"].isin(_PROVENANCE))
     if plan.rename.mapping:
         pairs = [F.lit(x) for item in sorted(plan.rename.mapping.items()) for x in item]

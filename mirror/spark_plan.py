@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mirror.provenance import ProvenanceForm
 from mirror.topics import INTERNAL_TOPIC_PATTERNS
 from mirrorwatch.config import (
     FormatRename,
@@ -73,6 +74,7 @@ class SparkLinkPlan:
     always: tuple[str, ...]  # the canary topic: mirrored whatever the excludes say
     rename: RenameSpec
     preserve_partition: bool  # True: target partition = source partition; False: the sink hashes the key
+    provenance: ProvenanceForm
     starting_offsets: str
     max_offsets_per_trigger: int | None
     trigger_interval_seconds: float
@@ -148,6 +150,7 @@ def plan_spark_link(config: MirrorwatchConfig, link: LinkConfig) -> SparkLinkPla
         always=(config.canary.topic,),
         rename=rename_spec(link),
         preserve_partition=link.partitioning == "preserve",
+        provenance=link.provenance,
         starting_offsets=link.start_from,
         max_offsets_per_trigger=link.spark.max_offsets_per_trigger,
         trigger_interval_seconds=link.spark.trigger_interval_seconds,

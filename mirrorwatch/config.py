@@ -243,6 +243,9 @@ class LinkConfig(_Model):
     # preserve: target partition = source partition (needs as many partitions); hash: by key (Java's murmur2);
     # modulo: source partition modulo the target's partition count.
     partitioning: Literal["preserve", "hash", "modulo"] = "preserve"
+    # Where each record came from, as one header (compact: mirrorwatch.provenance = path;topic;partition;offset) or
+    # six (full: mirrorwatch.source.cluster/.topic/.partition/.offset, mirrorwatch.path, mirrorwatch.hops).
+    provenance: Literal["compact", "full"] = "compact"
     offset_commit_interval_ms: Annotated[int, Field(ge=100, le=3_600_000)] = 5000
     refresh_topics_interval_seconds: Annotated[float, Field(gt=0)] = 30
     # Where records the target refuses go (on the target cluster). Unset: such a record stops the link.

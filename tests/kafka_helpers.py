@@ -7,6 +7,7 @@ from typing import cast
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from mirror.provenance import read_provenance
 from mirrorwatch.config import ClusterConfig
 from mirrorwatch.kafka import new_consumer, new_producer
 from mirrorwatch.wait import wait_until
@@ -163,7 +164,10 @@ def user_headers(record: ReadRecord) -> tuple[tuple[str, bytes], ...]:
 
 
 def provenance(record: ReadRecord, name: str) -> bytes:
-    return dict(record.headers)[f"mirrorwatch.{name}"]
+    """One provenance field (`source.offset`, `path`, ...) of a mirrored record, in whichever form it was written."""
+    fields = read_provenance(record.headers)
+    assert fields is not None, f"no provenance headers on {record}"
+    return fields[name]
 
 
 def by_partition(records: list[ReadRecord]) -> dict[int, list[ReadRecord]]:

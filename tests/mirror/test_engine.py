@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from mirror.provenance import HOPS, PATH, PROVENANCE, SOURCE_CLUSTER, SOURCE_OFFSET, SOURCE_PARTITION, SOURCE_TOPIC
 from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.local import LocalClusters
 from mirrorwatch.wait import wait_until
@@ -33,6 +34,7 @@ from tests.processes import MirrorProcess
 pytestmark = pytest.mark.integration
 
 BASE_TS = 1_700_000_000_000
+FULL_PROVENANCE = (SOURCE_CLUSTER, SOURCE_TOPIC, SOURCE_PARTITION, SOURCE_OFFSET, PATH, HOPS)
 
 
 def link(name: str, include: str, **fields: Any) -> dict[str, Any]:
@@ -255,14 +257,21 @@ def test_active_active_links_converge_without_a_loop(
     produce(a, "source", topic, [Record(value=f"from-a-{i}".encode(), partition=i % 2) for i in range(100)])
     produce(b, "target", topic, [Record(value=f"from-b-{i}".encode(), partition=i % 2) for i in range(100)])
     group_ab, group_ba = unique("ab"), unique("ba")
+    # The two links write different provenance forms: each one's loop check reads the other's.
     links = [
-        link("a-to-b", topic, group_id=group_ab),
+        link("a-to-b", topic, group_id=group_ab, provenance="full"),
         {**link("b-to-a", topic, group_id=group_ba), "source": "target", "target": "source"},
     ]
     mirror = start_mirror("--config", str(write_config(links)))
     want = {f"from-a-{i}".encode() for i in range(100)} | {f"from-b-{i}".encode() for i in range(100)}
     for cluster, alias in ((a, "source"), (b, "target")):
-        assert {r.value for r in read_all(cluster, alias, topic, expected=200, timeout_s=60)} == want
+        records = read_all(cluster, alias, topic, expected=200, timeout_s=60)
+        assert {r.value for r in records} == want
+        own = b"from-a-" if alias == "source" else b"from-b-"
+        mirrored = [r for r in records if not (r.value or b"").startswith(own)]
+        names = {tuple(name for name, _ in r.headers) for r in mirrored}
+        assert names == ({(PROVENANCE,)} if alias == "source" else {FULL_PROVENANCE})
+        assert {provenance(r, "hops") for r in mirrored} == {b"1"}
     # Both links have read (and skipped or written) everything on both sides: nothing more will come.
     wait_for_commits(a, "source", group_ab, topic, 2, timeout_s=60)
     wait_for_commits(b, "target", group_ba, topic, 2, timeout_s=60)

@@ -1,23 +1,34 @@
-"""Provenance headers and the loop check they carry."""
+"""Provenance headers, in both forms, and the loop check they carry."""
 
 from __future__ import annotations
+
+import pytest
 
 from mirror.provenance import (
     HOPS,
     PATH,
+    PROVENANCE,
     SOURCE_CLUSTER,
     SOURCE_OFFSET,
+    ProvenanceForm,
     has_visited,
     provenance_stamp,
+    read_provenance,
     with_provenance,
 )
 
+FORMS: tuple[ProvenanceForm, ...] = ("compact", "full")
 
-def test_first_hop_adds_provenance_after_the_records_own_headers() -> None:
+
+def test_first_hop_adds_one_compact_header_after_the_records_own_headers() -> None:
     headers = with_provenance([("trace", b"abc"), ("empty", None)], b"clusterA", b"orders", b"3", 42)
+    assert headers == [("trace", b"abc"), ("empty", None), ("mirrorwatch.provenance", b"clusterA;orders;3;42")]
+
+
+def test_first_hop_in_full_form_adds_six_headers() -> None:
+    headers = with_provenance([("trace", b"abc")], b"clusterA", b"orders", b"3", 42, form="full")
     assert headers == [
         ("trace", b"abc"),
-        ("empty", None),
         ("mirrorwatch.source.cluster", b"clusterA"),
         ("mirrorwatch.source.topic", b"orders"),
         ("mirrorwatch.source.partition", b"3"),
@@ -28,29 +39,60 @@ def test_first_hop_adds_provenance_after_the_records_own_headers() -> None:
 
 
 def test_second_hop_replaces_source_and_extends_the_path() -> None:
-    first = with_provenance(None, b"A", b"orders", b"0", 7)
-    second = with_provenance(first, b"B", b"orders", b"1", 9)
+    first = with_provenance(None, b"A", b"orders", b"0", 7, form="full")
+    second = with_provenance(first, b"B", b"orders", b"1", 9, form="full")
     assert dict(second)[SOURCE_CLUSTER] == b"B"
     assert dict(second)[SOURCE_OFFSET] == b"9"
     assert dict(second)[PATH] == b"A,B"
     assert dict(second)[HOPS] == b"2"
     assert sum(1 for name, _ in second if name == SOURCE_CLUSTER) == 1
+    compact = with_provenance(with_provenance(None, b"A", b"orders", b"0", 7), b"B", b"orders", b"1", 9)
+    assert compact == [(PROVENANCE, b"A,B;orders;1;9")]
 
 
-def test_loop_check() -> None:
-    on_b = with_provenance(None, b"A", b"t", b"0", 0)  # produced on A, now on B
+@pytest.mark.parametrize(("first", "second"), [(a, b) for a in FORMS for b in FORMS])
+def test_a_hop_in_either_form_continues_the_path_of_either_form_and_drops_the_old_headers(
+    first: ProvenanceForm, second: ProvenanceForm
+) -> None:
+    hop1 = with_provenance([("app", b"x")], b"A", b"t", b"0", 1, form=first)
+    hop2 = with_provenance(hop1, b"B", b"t", b"2", 5, form=second)
+    assert hop2[0] == ("app", b"x")
+    assert len(hop2) == 1 + (1 if second == "compact" else 6)
+    assert read_provenance(hop2) == {
+        "source.cluster": b"B",
+        "source.topic": b"t",
+        "source.partition": b"2",
+        "source.offset": b"5",
+        "path": b"A,B",
+        "hops": b"2",
+    }
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_loop_check(form: ProvenanceForm) -> None:
+    on_b = with_provenance(None, b"A", b"t", b"0", 0, form=form)  # produced on A, now on B
     assert has_visited(on_b, b"A")  # B -> A must not write it back
     assert not has_visited(on_b, b"C")  # B -> C may
-    on_c = with_provenance(on_b, b"B", b"t", b"0", 0)
+    on_c = with_provenance(on_b, b"B", b"t", b"0", 0, form=form)
     assert has_visited(on_c, b"A") and has_visited(on_c, b"B")  # ring A -> B -> C -> A stops at A
     assert not has_visited(None, b"A")
     assert not has_visited([("other", b"x")], b"A")
     assert not has_visited([(PATH, b"AB")], b"A")  # ids are compared whole, not as substrings
+    assert not has_visited([(PROVENANCE, b"AB;A;0;0")], b"A")  # the path is only the text before the first ';'
+    assert has_visited([(PROVENANCE, "X,A;t;0;0")], b"A")  # a str header value reads the same
 
 
-def test_the_stamp_of_a_partition_is_the_first_hop_provenance_of_each_of_its_records() -> None:
-    before, after = provenance_stamp(b"clusterA", b"orders", b"3")
+@pytest.mark.parametrize("form", FORMS)
+def test_the_stamp_of_a_partition_is_the_first_hop_provenance_of_each_of_its_records(form: ProvenanceForm) -> None:
+    before, name, prefix, after = provenance_stamp(b"clusterA", b"orders", b"3", form=form)
     for offset in (0, 7, 12345678901):
-        stamped = [*before, (SOURCE_OFFSET, b"%d" % offset), *after]
-        assert stamped == with_provenance(None, b"clusterA", b"orders", b"3", offset)
-        assert stamped == with_provenance([], b"clusterA", b"orders", b"3", offset)
+        stamped = [*before, (name, prefix + b"%d" % offset), *after]
+        assert stamped == with_provenance(None, b"clusterA", b"orders", b"3", offset, form=form)
+        assert stamped == with_provenance([], b"clusterA", b"orders", b"3", offset, form=form)
+
+
+def test_read_provenance_of_records_without_it_or_with_a_malformed_header() -> None:
+    assert read_provenance(None) is None
+    assert read_provenance([("app", b"x")]) is None
+    with pytest.raises(ValueError, match=r"mirrorwatch\.provenance is not <path>;<topic>;<partition>;<offset>"):
+        read_provenance([(PROVENANCE, b"A;t;0")])

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from mirror.provenance import HOPS, PATH, PROVENANCE, SOURCE_CLUSTER, SOURCE_OFFSET, SOURCE_PARTITION, SOURCE_TOPIC
 from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.wait import wait_until
 from tests.kafka_helpers import (
@@ -39,6 +40,11 @@ PARTITIONS = 6
 def get(url: str) -> Any:
     with urllib.request.urlopen(url, timeout=10) as response:
         return json.load(response)
+
+
+def ours(record: Any) -> tuple[str, ...]:
+    """The names of mirrorwatch's headers on a mirrored record, in order."""
+    return tuple(name for name, _ in record.headers if name.startswith("mirrorwatch."))
 
 
 def spark_link(topic: str, group: str, tmp_path: Path, **spark: Any) -> dict[str, Any]:
@@ -136,6 +142,7 @@ def test_fifty_thousand_records_keep_partition_key_value_and_headers_and_the_mon
         assert {provenance(r, "source.partition") for r in rows} == {str(partition).encode()}
         assert {provenance(r, "source.topic") for r in rows} == {topic.encode()}
         assert {provenance(r, "hops") for r in rows} == {b"1"}
+        assert {ours(r) for r in rows} == {(PROVENANCE,)}  # the compact form by default
     assert mirror.stop() == 0 and monitor.stop() == 0
     assert "Traceback" not in mirror.log() + monitor.log()
 
@@ -152,8 +159,8 @@ def test_stopping_and_restarting_the_query_mid_stream_loses_nothing(
     topic = make_topic("source", PARTITIONS)
     produce(source, "source", topic, records(0, 30_000))
     group = unique("spark")
-    # Small micro-batches, so the stop lands mid-stream.
-    config = write_config([spark_link(topic, group, tmp_path, max_offsets_per_trigger=1200)])
+    # Small micro-batches, so the stop lands mid-stream; the full provenance form.
+    config = write_config([{**spark_link(topic, group, tmp_path, max_offsets_per_trigger=1200), "provenance": "full"}])
     mirror = start_mirror("--config", str(config), "--link", "sparked")
     wait_until(
         lambda: 0 < sum(max(0, c) for c in committed_offsets(source, "source", group, topic, PARTITIONS)) < 30_000,
@@ -175,6 +182,7 @@ def test_stopping_and_restarting_the_query_mid_stream_loses_nothing(
         offsets = [int(provenance(r, "source.offset")) for r in rows]
         first_seen = list(dict.fromkeys(offsets))
         assert first_seen == list(range(high[partition])), f"partition {partition}: a gap or a reordering"
+        assert {ours(r) for r in rows} == {(SOURCE_CLUSTER, SOURCE_TOPIC, SOURCE_PARTITION, SOURCE_OFFSET, PATH, HOPS)}
     assert "Traceback" not in mirror.log()
 
 
