@@ -8,6 +8,7 @@ import contextlib
 import math
 import os
 import random
+import re
 import signal
 import statistics
 import subprocess
@@ -21,13 +22,16 @@ from mirrorwatch.local import LocalClusters, stop_process
 
 __all__ = [
     "ProcessTree",
+    "checkout_of",
     "clusters_for",
     "exit_on_sigterm",
     "markdown_table",
     "median",
+    "peer_kind",
     "percentile",
     "stop_peer",
     "stop_process",
+    "topic_label",
 ]
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -170,12 +174,36 @@ def add_run_options(parser: argparse.ArgumentParser, peers: Sequence[str], *, re
 
 
 def chosen_peers(parser: argparse.ArgumentParser, args: argparse.Namespace, peers: Sequence[str]) -> list[str]:
-    """--peers as a list; an unknown name is a usage error (exit 2) naming the known ones."""
+    """--peers as a list; an unknown name is a usage error (exit 2) naming the known ones. A mirrorwatch peer may
+    name another checkout, `python-1@../old`: that checkout's engine runs, side by side with this one's (an A/B
+    of an engine change in one run, on the same clusters and records)."""
     chosen = [p for p in args.peers.split(",") if p]
-    unknown = sorted(set(chosen) - set(peers))
+    unknown = sorted({p for p in chosen if peer_kind(p) not in peers})
     if unknown:
         parser.error(f"unknown peer(s) {', '.join(unknown)} (peers: {', '.join(peers)})")
+    for peer in chosen:
+        checkout = checkout_of(peer)
+        if checkout is not None and not (peer_kind(peer).startswith("python-") or peer_kind(peer) == "spark"):
+            parser.error(f"{peer}: only mirrorwatch's own peers (python-N, spark) run from another checkout")
+        if checkout is not None and not (checkout / "mirrorwatch" / "cli.py").is_file():
+            parser.error(f"{peer}: {checkout} is not a mirrorwatch checkout (no mirrorwatch/cli.py)")
     return chosen
+
+
+def peer_kind(peer: str) -> str:
+    """`python-1@../old` -> `python-1`."""
+    return peer.split("@", 1)[0]
+
+
+def checkout_of(peer: str) -> Path | None:
+    """`python-1@../old` -> the checkout ../old (resolved); None for this checkout."""
+    _kind, at, where = peer.partition("@")
+    return Path(where).resolve() if at else None
+
+
+def topic_label(peer: str) -> str:
+    """The peer's name as it may appear in a topic name."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", peer).strip("-")
 
 
 def median(values: Sequence[float]) -> float:

@@ -42,12 +42,15 @@ from bench.common import (
     EventBodies,
     ProcessTree,
     add_run_options,
+    checkout_of,
     chosen_peers,
     clusters_for,
     exit_on_sigterm,
     markdown_table,
     median,
+    peer_kind,
     stop_peer,
+    topic_label,
 )
 from mirrorwatch.config import ClusterConfig, MirrorwatchConfig
 from mirrorwatch.jars import CONNECT_MIRROR, resolve_jars
@@ -203,7 +206,8 @@ def peer_command(
 ) -> list[str]:
     """The command line of one peer mirroring `source_topic` to `target_topic`; `follow`: kcat keeps reading at the
     end of the topic instead of exiting (a steady-rate run), the others always do."""
-    name = f"bench-{peer}-{uuid.uuid4().hex[:6]}"
+    name = f"bench-{topic_label(peer)}-{uuid.uuid4().hex[:6]}"
+    checkout, peer = checkout_of(peer), peer_kind(peer)
     link: dict[str, Any] = {
         "name": name,
         "source": "source",
@@ -213,6 +217,8 @@ def peer_command(
         "refresh_topics_interval_seconds": 5,
     }
     cli = [sys.executable, "-m", "mirrorwatch.cli", "--log-level", "warning", "mirror", "--config"]
+    if checkout is not None:  # that checkout's packages first (this venv's editable install comes after PYTHONPATH)
+        cli = ["env", f"PYTHONPATH={checkout}", *cli]
     if peer.startswith("python-"):
         link["num_streams"] = int(peer.split("-")[1])
         return [*cli, str(_config_file(work, clusters, link))]
@@ -286,7 +292,7 @@ def _mm2_command(work: Path, clusters: MirrorwatchConfig, source_topic: str, ali
 
 def target_topic_for(peer: str, clusters: MirrorwatchConfig, source_topic: str, partitions: int) -> str:
     """A fresh target topic name for one run of `peer` (created here for kcat, which does not create topics)."""
-    target_topic = f"{source_topic}.{peer}.{uuid.uuid4().hex[:6]}"
+    target_topic = f"{source_topic}.{topic_label(peer)}.{uuid.uuid4().hex[:6]}"
     if peer.startswith("mm2"):  # its replication policy names the target topic: <source alias>.<topic>
         target_topic = f"src{uuid.uuid4().hex[:6]}.{source_topic}"
     if peer == "kcat":  # same partitions as the source, like the mirror does
@@ -332,7 +338,7 @@ def run_peer(
     if first is None or done is None:
         raise SystemExit(f"{peer} did not mirror {records} records; see {log.name}")
     span = max(done - first, 1e-3)
-    verified = verify(target, target_topic, records, partitions, peer in KEEPS_PARTITIONS)
+    verified = verify(target, target_topic, records, partitions, peer_kind(peer) in KEEPS_PARTITIONS)
     return Run(
         peer=peer,
         records=records,
@@ -374,6 +380,9 @@ def summarize(title: str, runs: Sequence[Run], peers: Sequence[str]) -> str:
         for peer in ("mm2", "mm2-tuned", "kcat", "python-1"):
             if mine in medians and peer in medians and mine != peer:
                 ratios.append(f"{mine} / {peer} = {medians[mine] / medians[peer]:.2f}")
+    for other, rate in medians.items():
+        if checkout_of(other) is not None and peer_kind(other) in medians:
+            ratios.append(f"{peer_kind(other)} / {other} = {medians[peer_kind(other)] / rate:.2f}")
     return f"### {title}\n\n{table}\n\nrecords/s ratios (median): {'; '.join(ratios) or 'n/a'}\n"
 
 
