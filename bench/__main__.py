@@ -4,7 +4,8 @@
 
 B1 and B2 (bench.throughput: python engine with 1 and 2 workers, spark engine, kcat pipe, MirrorMaker 2 with
 defaults and tuned; 3 interleaved runs each), B3 (bench.latency: steady-rate end-to-end latency, same peers but
-spark), B4 (bench.evaluator_scale) and the canary's overhead (bench.canary_overhead). On the 2-core reference machine
+spark), B4 (bench.evaluator_scale), the canary's overhead (bench.canary_overhead) and what one Python thread can move
+through confluent-kafka (bench.binding_cost, the python engine's ceiling). On the 2-core reference machine
 this takes well over an hour; each module also runs alone, B1 first, so partial results come early.
 """
 
@@ -15,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench import canary_overhead, evaluator_scale, latency, throughput
+from bench import binding_cost, canary_overhead, evaluator_scale, latency, throughput
 from bench.common import exit_on_sigterm
 from mirrorwatch.local import LocalClusters
 
@@ -41,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
                 throughput.main(["--bench", "b2", *common, *out("b2")]),
                 evaluator_scale.main([*common, *out("b4")]),
                 canary_overhead.main([*common, *out("canary")]),
+                binding_cost.main([*common, *out("binding")]),
             ]
         finally:
             clusters.down()

@@ -18,6 +18,7 @@ is measured by B1/B2 only.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import multiprocessing
 import os
@@ -35,6 +36,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Producer, TopicPartition
 
 from bench.common import (
+    EventBodies,
     add_run_options,
     chosen_peers,
     clusters_for,
@@ -68,9 +70,15 @@ class LatencyRun:
     max_ms: float
 
 
+@functools.cache
+def _bodies() -> EventBodies:
+    return EventBodies()
+
+
 def measured_value(seq: int, send_ns: int, size: int) -> bytes:
+    """`size` bytes: the sequence and send time, then an event body (compresses like B1/B2's, not like one byte)."""
     head = b"M%012d|%020d|" % (seq, send_ns)
-    return head + b"x" * max(0, size - len(head))
+    return head + _bodies().body(seq, max(0, size - len(head)))
 
 
 def parse_measured(value: bytes) -> tuple[int, int] | None:

@@ -28,6 +28,7 @@ def test_a_measured_value_carries_its_sequence_and_send_time() -> None:
     value = latency.measured_value(42, 1_700_000_000_123_456_789, 1024)
     assert len(value) == 1024
     assert latency.parse_measured(value) == (42, 1_700_000_000_123_456_789)
+    assert len(zlib.compress(value, 1)) > len(value) / 6  # an event body after the header, not one repeated byte
     assert latency.parse_measured(b"W") is None
 
 

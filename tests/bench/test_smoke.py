@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import canary_overhead, evaluator_scale, latency, throughput
+from bench import binding_cost, canary_overhead, evaluator_scale, latency, throughput
 from mirrorwatch.local import LocalClusters
 
 pytestmark = pytest.mark.integration
@@ -52,6 +52,19 @@ def test_throughput_runs_the_engine_of_another_checkout_side_by_side(
     (case,) = json.loads(out.read_text())
     assert [(r["peer"], r["verified"]) for r in case["runs"]] == [("python-1", "ok"), (other, "ok")]
     assert f"python-1 / {other} = " in capsys.readouterr().out
+
+
+def test_binding_cost_smoke_every_variant_moves_every_record(
+    local_clusters: LocalClusters, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each variant consumes every record, and those that produce get every delivery reported (else SystemExit)."""
+    out = tmp_path / "runs.json"
+    argv = ["--records", "500", "--repeat", "1", "--clusters", str(local_clusters.state_dir), "--json", str(out)]
+    assert binding_cost.main(argv) == 0
+    runs = json.loads(out.read_text())
+    assert [r["variant"] for r in runs] == list(binding_cost.VARIANTS)
+    assert all(r["records"] == 500 and r["seconds"] > 0 for r in runs)
+    assert "| +1 header, dr/record |" in capsys.readouterr().out
 
 
 def test_evaluator_scale_smoke(local_clusters: LocalClusters, tmp_path: Path) -> None:
