@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -45,10 +46,13 @@ def canary_status(port: int) -> dict[str, Any]:
 def measure(clusters: LocalClusters, *, seconds: float, interval: float, work: Path) -> dict[str, Any]:
     base = load_config(clusters.config_path)
     port = free_port()
+    probe_topic = f"mirrorwatch.canary.bench-{os.getpid()}"
+    # The link mirrors the probe topic only (a link always takes its canary topic), not whatever else the cluster holds.
+    link = {"name": "bench", "source": "source", "target": "target", "refresh_topics_interval_seconds": 2}
     document = {
         "clusters": {a: {"bootstrap_servers": c.bootstrap_servers} for a, c in base.clusters.items()},
-        "links": [{"name": "bench", "source": "source", "target": "target", "refresh_topics_interval_seconds": 2}],
-        "canary": {"interval_seconds": interval, "topic": f"mirrorwatch.canary.bench-{os.getpid()}"},
+        "links": [{**link, "topics": {"include": [re.escape(probe_topic)]}}],
+        "canary": {"interval_seconds": interval, "topic": probe_topic},
         "http": {"host": "127.0.0.1", "port": port},
         "state_dir": str(work / "state"),
     }

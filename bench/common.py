@@ -12,6 +12,7 @@ import re
 import signal
 import statistics
 import subprocess
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -24,11 +25,13 @@ __all__ = [
     "ProcessTree",
     "checkout_of",
     "clusters_for",
+    "engine_file",
     "exit_on_sigterm",
     "markdown_table",
     "median",
     "peer_kind",
     "percentile",
+    "python_for",
     "stop_peer",
     "stop_process",
     "topic_label",
@@ -187,7 +190,24 @@ def chosen_peers(parser: argparse.ArgumentParser, args: argparse.Namespace, peer
             parser.error(f"{peer}: only mirrorwatch's own peers (python-N, spark) run from another checkout")
         if checkout is not None and not (checkout / "mirrorwatch" / "cli.py").is_file():
             parser.error(f"{peer}: {checkout} is not a mirrorwatch checkout (no mirrorwatch/cli.py)")
+        if checkout is not None and not engine_file(checkout).is_relative_to(checkout):
+            parser.error(f"{peer}: python imports the engine from {engine_file(checkout)}, not from {checkout}")
     return chosen
+
+
+def python_for(checkout: Path | None) -> list[str]:
+    """The python command that imports mirrorwatch from `checkout` (None: this one). `-P`: `python -m` would put
+    the working directory (this checkout, where the benchmarks run) ahead of PYTHONPATH."""
+    if checkout is None:
+        return [sys.executable]
+    return ["env", f"PYTHONPATH={checkout}", sys.executable, "-P"]
+
+
+def engine_file(checkout: Path | None) -> Path:
+    """The engine module that `python_for(checkout)` imports."""
+    code = "import mirror.engine; print(mirror.engine.__file__)"
+    out = subprocess.run([*python_for(checkout), "-c", code], capture_output=True, text=True, check=True)
+    return Path(out.stdout.strip()).resolve()
 
 
 def peer_kind(peer: str) -> str:

@@ -49,6 +49,7 @@ from bench.common import (
     markdown_table,
     median,
     peer_kind,
+    python_for,
     stop_peer,
     topic_label,
 )
@@ -216,9 +217,7 @@ def peer_command(
         "rename": {"policy": "map", "map": {source_topic: target_topic}},
         "refresh_topics_interval_seconds": 5,
     }
-    cli = [sys.executable, "-m", "mirrorwatch.cli", "--log-level", "warning", "mirror", "--config"]
-    if checkout is not None:  # that checkout's packages first (this venv's editable install comes after PYTHONPATH)
-        cli = ["env", f"PYTHONPATH={checkout}", *cli]
+    cli = [*python_for(checkout), "-m", "mirrorwatch.cli", "--log-level", "warning", "mirror", "--config"]
     if peer.startswith("python-"):
         link["num_streams"] = int(peer.split("-")[1])
         return [*cli, str(_config_file(work, clusters, link))]

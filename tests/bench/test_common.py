@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 
 from bench import latency
-from bench.common import EventBodies, checkout_of, chosen_peers, peer_kind, percentile, topic_label
+from bench.common import (
+    EventBodies,
+    checkout_of,
+    chosen_peers,
+    engine_file,
+    peer_kind,
+    percentile,
+    topic_label,
+)
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 
@@ -59,3 +67,19 @@ def test_peers_may_name_another_checkout_of_mirrorwatch(tmp_path: Path) -> None:
         with pytest.raises(SystemExit) as exited:
             chosen(bad)
         assert exited.value.code == 2
+
+
+def test_a_peer_of_another_checkout_runs_that_checkout_even_from_this_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`python -m` puts the working directory first on sys.path: run from this checkout (as the benchmarks are), an
+    A/B would silently compare this engine with itself."""
+    other = tmp_path / "old"
+    for module in ("mirror/__init__.py", "mirror/engine.py", "mirrorwatch/__init__.py", "mirrorwatch/cli.py"):
+        (other / module).parent.mkdir(parents=True, exist_ok=True)
+        (other / module).write_text("")
+    monkeypatch.chdir(CHECKOUT)
+    assert engine_file(None) == CHECKOUT / "mirror" / "engine.py"
+    assert engine_file(other) == other.resolve() / "mirror" / "engine.py"
+    parser = argparse.ArgumentParser()
+    assert chosen_peers(parser, argparse.Namespace(peers=f"python-1@{other}"), ("python-1",)) == [f"python-1@{other}"]
