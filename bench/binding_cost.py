@@ -3,10 +3,10 @@
     .venv/bin/python -m bench.binding_cost                      # 1,000,000 x 100 B over 12 partitions
     .venv/bin/python -m bench.binding_cost --records 20000 --repeat 1
 
-No engine here: a consumer assigned to every partition of a pre-loaded topic and a producer (the engine's producer
-settings: acks=all, idempotent, linger.ms 20, 1 MB batches), in one loop of `consume(2000)` -> `produce()` per record
--> `poll(0)`. Each variant adds one thing the mirror does per record, so the table says what each costs on this
-machine and where the ceiling of a python engine is:
+No engine here: a consumer assigned to every partition of a pre-loaded topic and a producer, both with the engine's
+client settings (acks=all, idempotent, linger.ms 20, 1 MB batches, the fetch queue's bounds and backoff), in one
+loop of `consume(2000)` -> `produce()` per record -> `poll(0)`. Each variant adds one thing the mirror does per
+record, so the table says what each costs on this machine and where the ceiling of a python engine is:
 
     consume              read only (the floor: librdkafka's fetch and one Message object per record)
     produce              + produce() of key and value to the same partition
@@ -36,11 +36,17 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, Message, Producer, Top
 
 from bench.common import clusters_for, exit_on_sigterm, markdown_table, median
 from bench.throughput import Case, preload
+from mirror.engine import CONSUMER_DEFAULTS, CONSUMER_FIXED, PRODUCER_DEFAULTS, PRODUCER_FIXED
 from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.kafka import create_topics, new_admin, new_consumer, new_producer
 
 VARIANTS = ("consume", "produce", "+1 header", "+6 headers", "+1 header, dr/record", "+1 header, dr/batch")
 BATCH = 2000
+# The engine's client settings (fetch queue bounds and backoff, batching, acks=all, idempotence), less what needs a
+# callback here (statistics) or a group subscription (the assignment strategy).
+_UNUSED = {"statistics.interval.ms", "partition.assignment.strategy"}
+CONSUMER_SETTINGS = {k: v for k, v in {**CONSUMER_DEFAULTS, **CONSUMER_FIXED}.items() if k not in _UNUSED}
+PRODUCER_SETTINGS = {k: v for k, v in {**PRODUCER_DEFAULTS, **PRODUCER_FIXED}.items() if k not in _UNUSED}
 
 
 Headers = list[tuple[str, str | bytes | None]]
@@ -109,16 +115,14 @@ class _Mover:
 def move(variant: str, clusters: MirrorwatchConfig, source_topic: str, records: int, partitions: int) -> float:
     """Move `records` from `source_topic` to a fresh target topic the way `variant` says; seconds it took."""
     source, target = clusters.clusters["source"], clusters.clusters["target"]
-    consumer = new_consumer(source, "source", f"bench-binding-{uuid.uuid4().hex[:6]}", {"enable.auto.commit": False})
+    consumer = new_consumer(source, "source", f"bench-binding-{uuid.uuid4().hex[:6]}", CONSUMER_SETTINGS)
     consumer.assign([TopicPartition(source_topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     producer: Producer | None = None
     mover: _Mover | None = None
     if variant != "consume":
         target_topic = f"{source_topic}.binding.{uuid.uuid4().hex[:6]}"
         create_topics(new_admin(target, "target"), {target_topic: partitions}, config={"retention.ms": "-1"})
-        producer = new_producer(
-            target, "target", {"acks": "all", "enable.idempotence": True, "linger.ms": 20, "batch.size": 1 << 20}
-        )
+        producer = new_producer(target, "target", PRODUCER_SETTINGS)
         producer.list_topics(target_topic, timeout=30)
         mover = _Mover(variant, producer, source_topic, target_topic)
     moved, started = 0, 0.0

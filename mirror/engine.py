@@ -49,7 +49,7 @@ from mirrorwatch.errors import ConfigError, ConfigProblem, KafkaClientError, Mir
 from mirrorwatch.kafka import new_admin, new_consumer, new_producer
 from mirrorwatch.status_board import StatusBoard
 
-__all__ = ["CONSUMER_DEFAULTS", "PRODUCER_DEFAULTS", "LinkWorker", "MirrorFailure"]
+__all__ = ["CONSUMER_DEFAULTS", "CONSUMER_FIXED", "PRODUCER_DEFAULTS", "PRODUCER_FIXED", "LinkWorker", "MirrorFailure"]
 
 log = logging.getLogger("mirrorwatch.mirror")
 
