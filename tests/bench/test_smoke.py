@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,13 +17,17 @@ pytestmark = pytest.mark.integration
 CHECKOUT = Path(__file__).resolve().parents[2]
 
 
+def run_bench(main: Callable[[list[str]], int], args: list[str], clusters: LocalClusters, tmp_path: Path) -> Any:
+    """One benchmark on the session clusters, which must exit 0; what it wrote as JSON."""
+    out = tmp_path / "result.json"
+    assert main([*args, "--clusters", str(clusters.state_dir), "--json", str(out)]) == 0
+    return json.loads(out.read_text())
+
+
 def test_canary_overhead_smoke(
     local_clusters: LocalClusters, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    out = tmp_path / "result.json"
-    argv = ["--seconds", "3", "--interval", "1", "--clusters", str(local_clusters.state_dir), "--json", str(out)]
-    assert canary_overhead.main(argv) == 0
-    result = json.loads(out.read_text())
+    result = run_bench(canary_overhead.main, ["--seconds", "3", "--interval", "1"], local_clusters, tmp_path)
     assert result["probes_sent"] >= 1 and result["cpu_seconds"] >= 0
     assert "| canary interval |" in capsys.readouterr().out
 
@@ -29,10 +35,7 @@ def test_canary_overhead_smoke(
 def test_throughput_smoke_every_peer_mirrors_and_verifies(
     local_clusters: LocalClusters, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    out = tmp_path / "runs.json"
-    argv = ["--records", "600", "--repeat", "1", "--clusters", str(local_clusters.state_dir), "--json", str(out)]
-    assert throughput.main(argv) == 0
-    (case,) = json.loads(out.read_text())
+    (case,) = run_bench(throughput.main, ["--records", "600", "--repeat", "1"], local_clusters, tmp_path)
     assert [r["peer"] for r in case["runs"]] == list(throughput.PEERS)
     assert {r["verified"] for r in case["runs"]} == {"ok"}
     # figures are not asserted (600 records take less CPU than /proc's 10 ms tick); only that each was measured
@@ -45,11 +48,9 @@ def test_throughput_runs_the_engine_of_another_checkout_side_by_side(
     local_clusters: LocalClusters, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`python-1@DIR`: an A/B of two engines in one run (here this checkout against itself, from its own path)."""
-    out = tmp_path / "runs.json"
     other = f"python-1@{CHECKOUT}"
-    argv = ["--records", "300", "--repeat", "1", "--peers", f"python-1,{other}", "--clusters"]
-    assert throughput.main([*argv, str(local_clusters.state_dir), "--json", str(out)]) == 0
-    (case,) = json.loads(out.read_text())
+    argv = ["--records", "300", "--repeat", "1", "--peers", f"python-1,{other}"]
+    (case,) = run_bench(throughput.main, argv, local_clusters, tmp_path)
     assert [(r["peer"], r["verified"]) for r in case["runs"]] == [("python-1", "ok"), (other, "ok")]
     assert f"python-1 / {other} = " in capsys.readouterr().out
 
@@ -58,30 +59,22 @@ def test_binding_cost_smoke_every_variant_moves_every_record(
     local_clusters: LocalClusters, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Each variant consumes every record, and those that produce get every delivery reported (else SystemExit)."""
-    out = tmp_path / "runs.json"
-    argv = ["--records", "500", "--repeat", "1", "--clusters", str(local_clusters.state_dir), "--json", str(out)]
-    assert binding_cost.main(argv) == 0
-    runs = json.loads(out.read_text())
+    runs = run_bench(binding_cost.main, ["--records", "500", "--repeat", "1"], local_clusters, tmp_path)
     assert [r["variant"] for r in runs] == list(binding_cost.VARIANTS)
     assert all(r["records"] == 500 and r["seconds"] > 0 for r in runs)
     assert "| +1 header, dr/record |" in capsys.readouterr().out
 
 
 def test_evaluator_scale_smoke(local_clusters: LocalClusters, tmp_path: Path) -> None:
-    out = tmp_path / "scale.json"
     argv = ["--group-partitions", "200", "--groups", "15", "--repeat", "1"]
-    assert evaluator_scale.main([*argv, "--clusters", str(local_clusters.state_dir), "--json", str(out)]) == 0
-    result = json.loads(out.read_text())
+    result = run_bench(evaluator_scale.main, argv, local_clusters, tmp_path)
     assert result["collection"]["groups_collected"] == 15 and result["evaluation"]["sweep_seconds"] > 0
 
 
 def test_latency_smoke_every_peer_delivers_each_measured_record_once(
     local_clusters: LocalClusters, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    out = tmp_path / "latency.json"
-    argv = ["--rates", "200", "--seconds", "2", "--repeat", "1", "--clusters", str(local_clusters.state_dir)]
-    assert latency.main([*argv, "--json", str(out)]) == 0
-    runs = json.loads(out.read_text())
+    runs = run_bench(latency.main, ["--rates", "200", "--seconds", "2", "--repeat", "1"], local_clusters, tmp_path)
     assert [r["peer"] for r in runs] == list(latency.PEERS)
     assert all(r["sent"] == 400 and r["received"] == 400 and r["duplicates"] == 0 for r in runs)
     assert all(0 < r["p50_ms"] <= r["p99_ms"] <= r["p999_ms"] <= r["max_ms"] for r in runs)
