@@ -79,7 +79,7 @@ class _Mover:
         if "header" in variant:
             self.headers_of = _six_headers if "6" in variant else _one_header
         self.per_record, self.per_batch = variant.endswith("dr/record"), variant.endswith("dr/batch")
-        self.reports = variant.endswith(("dr/record", "dr/batch"))
+        self.reports = self.per_record or self.per_batch
         self.acked = 0
 
     def on_delivery(self, err: KafkaError | None, _msg: Message, count: int = 1) -> None:

@@ -186,12 +186,19 @@ def chosen_peers(parser: argparse.ArgumentParser, args: argparse.Namespace, peer
         parser.error(f"unknown peer(s) {', '.join(unknown)} (peers: {', '.join(peers)})")
     for peer in chosen:
         checkout = checkout_of(peer)
-        if checkout is not None and not (peer_kind(peer).startswith("python-") or peer_kind(peer) == "spark"):
+        if checkout is None:
+            continue
+        if not (peer_kind(peer).startswith("python-") or peer_kind(peer) == "spark"):
             parser.error(f"{peer}: only mirrorwatch's own peers (python-N, spark) run from another checkout")
-        if checkout is not None and not (checkout / "mirrorwatch" / "cli.py").is_file():
+        if not (checkout / "mirrorwatch" / "cli.py").is_file():
             parser.error(f"{peer}: {checkout} is not a mirrorwatch checkout (no mirrorwatch/cli.py)")
-        if checkout is not None and not engine_file(checkout).is_relative_to(checkout):
-            parser.error(f"{peer}: python imports the engine from {engine_file(checkout)}, not from {checkout}")
+        try:
+            imported = engine_file(checkout)
+        except subprocess.CalledProcessError as exc:
+            lines = (exc.stderr or "").strip().splitlines() or ["(no output)"]
+            parser.error(f"{peer}: python cannot import the engine from {checkout}: {lines[-1]}")
+        if not imported.is_relative_to(checkout):
+            parser.error(f"{peer}: python imports the engine from {imported}, not from {checkout}")
     return chosen
 
 

@@ -506,9 +506,10 @@ class LinkWorker:
             if self._outbox:
                 # Back-pressure: the producer is full. Read nothing more until it takes records again; pause the
                 # source (and keep the group alive) only when it stays full (PAUSE_AFTER_FULL_S).
+                now = clock.monotonic_s()
                 if full_since is None:
-                    full_since = clock.monotonic_s()
-                if not self._paused and clock.monotonic_s() - full_since >= PAUSE_AFTER_FULL_S:
+                    full_since = now
+                if not self._paused and now - full_since >= PAUSE_AFTER_FULL_S:
                     consumer.pause(consumer.assignment())
                     self._paused = True
                 producer.poll(0.05)

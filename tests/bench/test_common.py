@@ -63,7 +63,11 @@ def test_peers_may_name_another_checkout_of_mirrorwatch(tmp_path: Path) -> None:
     assert peer_kind(f"python-2@{CHECKOUT}") == "python-2" and checkout_of("python-2") is None
     assert checkout_of(f"spark@{tmp_path}/x/..") == tmp_path.resolve()
     assert topic_label("python-1@/tmp/old engine") == "python-1-tmp-old-engine"
-    for bad in ("python-3,nope", f"kcat@{CHECKOUT}", f"python-1@{tmp_path}"):
+    broken = tmp_path / "broken"  # a checkout whose engine does not import
+    for module in ("mirror/__init__.py", "mirrorwatch/cli.py"):
+        (broken / module).parent.mkdir(parents=True, exist_ok=True)
+        (broken / module).write_text("raise ImportError('half a checkout')\n" if module.startswith("mirror/") else "")
+    for bad in ("python-3,nope", f"kcat@{CHECKOUT}", f"python-1@{tmp_path}", f"python-1@{broken}"):
         with pytest.raises(SystemExit) as exited:
             chosen(bad)
         assert exited.value.code == 2
