@@ -25,9 +25,9 @@ from typing import Any
 
 import yaml
 
-from bench.common import exit_on_sigterm
-from mirrorwatch.config import load_config
-from mirrorwatch.local import LocalClusters, free_port
+from bench.common import clusters_for, exit_on_sigterm
+from mirrorwatch.config import MirrorwatchConfig
+from mirrorwatch.local import free_port
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -43,8 +43,7 @@ def canary_status(port: int) -> dict[str, Any]:
         return link
 
 
-def measure(clusters: LocalClusters, *, seconds: float, interval: float, work: Path) -> dict[str, Any]:
-    base = load_config(clusters.config_path)
+def measure(base: MirrorwatchConfig, *, seconds: float, interval: float, work: Path) -> dict[str, Any]:
     port = free_port()
     probe_topic = f"mirrorwatch.canary.bench-{os.getpid()}"
     # The link mirrors the probe topic only (a link always takes its canary topic), not whatever else the cluster holds.
@@ -105,16 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clusters", type=Path, help="state dir of clusters already up (else started and stopped)")
     parser.add_argument("--json", type=Path, help="also write the result here")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="mirrorwatch-bench-") as tmp:
-        work = Path(tmp)
-        clusters = LocalClusters(args.clusters or work / "clusters", progress=lambda _line: None)
-        if args.clusters is None:
-            clusters.up(tie_to_parent=True)
-        try:
-            result = measure(clusters, seconds=args.seconds, interval=args.interval, work=work)
-        finally:
-            if args.clusters is None:
-                clusters.down()
+    with tempfile.TemporaryDirectory(prefix="mirrorwatch-bench-") as tmp, clusters_for(args.clusters, Path(tmp)) as c:
+        result = measure(c, seconds=args.seconds, interval=args.interval, work=Path(tmp))
     print("| canary interval | measured | canary CPU | share of one core | probes sent / received |")
     print("| --- | --- | --- | --- | --- |")
     print(

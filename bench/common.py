@@ -18,7 +18,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from confluent_kafka import KafkaException
+
 from mirrorwatch.config import MirrorwatchConfig, load_config
+from mirrorwatch.kafka import new_admin
 from mirrorwatch.local import LocalClusters, stop_process
 
 __all__ = [
@@ -41,17 +44,45 @@ TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 
 
+# Every topic a benchmark creates starts with one of these (records it pre-loads, peers' targets, probes).
+BENCH_TOPIC_PREFIXES = ("bench.", "mirrorwatch.canary.bench-")
+
+
 @contextlib.contextmanager
 def clusters_for(existing: Path | None, work: Path) -> Iterator[MirrorwatchConfig]:
-    """Clusters already up (`--clusters DIR`) or two started here and stopped at the end."""
+    """Clusters already up (`--clusters DIR`) or two started here and stopped at the end. On clusters already up,
+    the benchmark topics this run created are deleted at the end (kept, B1 alone leaves ~2 GB per peer and run)."""
     clusters = LocalClusters(existing or work / "clusters", progress=lambda _line: None)
     if existing is None:
         clusters.up(tie_to_parent=True)
+    config = load_config(clusters.config_path)
+    before = {alias: bench_topics(config, alias) for alias in config.clusters} if existing else {}
     try:
-        yield load_config(clusters.config_path)
+        yield config
     finally:
         if existing is None:
             clusters.down()
+        else:
+            for alias, kept in before.items():
+                delete_topics(config, alias, bench_topics(config, alias) - kept)
+
+
+def bench_topics(config: MirrorwatchConfig, alias: str) -> set[str]:
+    """The benchmark topics (BENCH_TOPIC_PREFIXES) on one cluster."""
+    topics = new_admin(config.clusters[alias], alias).list_topics(timeout=30).topics
+    return {name for name in topics if name.startswith(BENCH_TOPIC_PREFIXES)}
+
+
+def delete_topics(config: MirrorwatchConfig, alias: str, topics: set[str]) -> None:
+    if not topics:
+        return
+    print(f"deleting {len(topics)} benchmark topic(s) this run created on {alias} ...", flush=True)
+    admin = new_admin(config.clusters[alias], alias)  # kept alive until every deletion answered
+    for name, future in admin.delete_topics(sorted(topics)).items():
+        try:
+            future.result(timeout=60)
+        except (KafkaException, TimeoutError) as exc:  # one left behind is reported, the others still go
+            print(f"  could not delete {name} on {alias}: {exc}", flush=True)
 
 
 def _children() -> dict[int, list[int]]:

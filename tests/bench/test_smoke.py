@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from bench import binding_cost, canary_overhead, evaluator_scale, latency, throughput
+from bench.common import bench_topics
+from mirrorwatch.config import load_config
 from mirrorwatch.local import LocalClusters
 
 pytestmark = pytest.mark.integration
@@ -18,9 +20,13 @@ CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 def run_bench(main: Callable[[list[str]], int], args: list[str], clusters: LocalClusters, tmp_path: Path) -> Any:
-    """One benchmark on the session clusters, which must exit 0; what it wrote as JSON."""
+    """One benchmark on the session clusters, which must exit 0 and delete the topics it created there; what it
+    wrote as JSON."""
+    config = load_config(clusters.config_path)
+    before = {alias: bench_topics(config, alias) for alias in config.clusters}
     out = tmp_path / "result.json"
     assert main([*args, "--clusters", str(clusters.state_dir), "--json", str(out)]) == 0
+    assert {alias: bench_topics(config, alias) for alias in config.clusters} == before
     return json.loads(out.read_text())
 
 
