@@ -16,7 +16,7 @@ from starlette.routing import Route
 from canary.exporter import CanaryCollector
 from canary.service import CanaryService
 from mirror.engine import LinkWorker
-from mirror.runner import python_links, run_links, worker_for
+from mirror.runner import python_links, run_links, tune_gc, worker_for
 from mirrorwatch.clock import SystemClock
 from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.errors import MirrorwatchError
@@ -157,6 +157,8 @@ def run_everything(config: MirrorwatchConfig, stop: threading.Event) -> int:
             results[worker.name] = exc.exit_code
         stop.set()  # a link that ends stops the process: a half-running mirror is worse than a restarted one
 
+    if in_process:
+        tune_gc()
     for link in in_process:
         worker = worker_for(config, link, stop=worker_stop)
         workers[link.name] = [worker]
