@@ -4,8 +4,8 @@
     .venv/bin/python -m bench.binding_cost --records 20000 --repeat 1
 
 No engine here: a consumer assigned to every partition of a pre-loaded topic and a producer, both with the engine's
-client settings (acks=all, idempotent, linger.ms 20, 1 MB batches, the fetch queue's bounds and backoff), in one
-loop of `consume(2000)` -> `produce()` per record -> `poll(0)`. Each variant adds one thing the mirror does per
+client settings (acks=all, idempotent, linger.ms 20, 1 MB batches, the fetch queue's bounds and backoff) and its
+garbage-collector settings, in one loop of `consume(2000)` -> `produce()` per record -> `poll(0)`. Each variant adds one thing the mirror does per
 record, so the table says what each costs on this machine and where the ceiling of a python engine is:
 
     consume              read only (the floor: librdkafka's fetch and one Message object per record)
@@ -37,6 +37,7 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, Message, Producer, Top
 from bench.common import clusters_for, exit_on_sigterm, markdown_table, median
 from bench.throughput import Case, preload
 from mirror.engine import CONSUMER_DEFAULTS, CONSUMER_FIXED, PRODUCER_DEFAULTS, PRODUCER_FIXED
+from mirror.runner import tune_gc
 from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.kafka import create_topics, new_admin, new_consumer, new_producer
 
@@ -152,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clusters", type=Path, help="state dir of clusters already up (else started and stopped)")
     parser.add_argument("--json", type=Path, help="also write every run here")
     args = parser.parse_args(argv)
+    tune_gc()
     with tempfile.TemporaryDirectory(prefix="mirrorwatch-bench-") as tmp, clusters_for(args.clusters, Path(tmp)) as c:
         topic = f"bench.binding.{args.records}x{args.size}.{uuid.uuid4().hex[:6]}"
         print(f"pre-loading {args.records:,} records x {args.size} B over {args.partitions} partitions ...", flush=True)

@@ -9,6 +9,7 @@ Unit tests ask for none of this and need no broker.
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import signal
@@ -41,6 +42,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def _private_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Status files of configs without `state_dir` go below the test's own directory (also in its subprocesses)."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
+
+
+@pytest.fixture
+def gc_restored() -> Iterator[None]:
+    """For a test that runs code which tunes this process's garbage collector (mirror.runner.tune_gc): the
+    collector as it was, before and after."""
+    before = gc.get_threshold()
+    gc.unfreeze()
+    yield
+    gc.unfreeze()
+    gc.set_threshold(*before)
 
 
 @pytest.fixture(scope="session")

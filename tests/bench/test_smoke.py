@@ -61,6 +61,7 @@ def test_throughput_runs_the_engine_of_another_checkout_side_by_side(
     assert f"python-1 / {other} = " in capsys.readouterr().out
 
 
+@pytest.mark.usefixtures("gc_restored")  # binding_cost tunes the collector as the engine does
 def test_binding_cost_smoke_every_variant_moves_every_record(
     local_clusters: LocalClusters, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

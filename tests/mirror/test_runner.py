@@ -3,19 +3,10 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
 
 import pytest
 
 from mirror.runner import GC_THRESHOLDS, tune_gc
-
-
-@pytest.fixture
-def gc_restored() -> Iterator[None]:
-    before = gc.get_threshold()
-    yield
-    gc.unfreeze()
-    gc.set_threshold(*before)
 
 
 @pytest.mark.usefixtures("gc_restored")
