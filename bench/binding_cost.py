@@ -5,8 +5,9 @@
 
 No engine here: a consumer assigned to every partition of a pre-loaded topic and a producer, both with the engine's
 client settings (acks=all, idempotent, linger.ms 20, 1 MB batches, the fetch queue's bounds and backoff) and its
-garbage-collector settings, in one loop of `consume(2000)` -> `produce()` per record -> `poll(0)`. Each variant adds one thing the mirror does per
-record, so the table says what each costs on this machine and where the ceiling of a python engine is:
+garbage-collector settings, in one loop of `consume(2000)` -> `produce()` per record -> `poll(0)`. Each variant adds
+one thing the mirror does per record, so the table says what each costs on this machine and where the ceiling of a
+python engine is:
 
     consume              read only (the floor: librdkafka's fetch and one Message object per record)
     produce              + produce() of key and value to the same partition

@@ -332,10 +332,14 @@ def run_peer(
             time.sleep(0.2)
         tree.sample()
     finally:
+        exited = process.poll()  # before stop_peer, which ends it either way
         stop_peer(process)
         log.close()
     if first is None or done is None:
-        raise SystemExit(f"{peer} did not mirror {records} records; see {log.name}")
+        # the work directory goes with the run: the peer's last words go into the message
+        tail = Path(log.name).read_text(errors="replace").splitlines()[-30:]
+        how = f"it exited with {exited}" if exited is not None else "stopped after 900 s"
+        raise SystemExit(f"{peer} did not mirror {records} records ({how}); its log ends:\n" + "\n".join(tail))
     span = max(done - first, 1e-3)
     verified = verify(target, target_topic, records, partitions, peer_kind(peer) in KEEPS_PARTITIONS)
     return Run(
