@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 
 from mirrorwatch.config import MirrorwatchConfig, load_config
 from mirrorwatch.kafka import new_admin
@@ -64,20 +65,25 @@ def clusters_for(existing: Path | None, work: Path) -> Iterator[MirrorwatchConfi
             clusters.down()
         else:
             for alias, kept in before.items():
-                delete_topics(config, alias, bench_topics(config, alias) - kept)
+                delete_new_topics(config, alias, kept)
 
 
 def bench_topics(config: MirrorwatchConfig, alias: str) -> set[str]:
     """The benchmark topics (BENCH_TOPIC_PREFIXES) on one cluster."""
-    topics = new_admin(config.clusters[alias], alias).list_topics(timeout=30).topics
-    return {name for name in topics if name.startswith(BENCH_TOPIC_PREFIXES)}
+    return _bench_topics(new_admin(config.clusters[alias], alias))
 
 
-def delete_topics(config: MirrorwatchConfig, alias: str, topics: set[str]) -> None:
+def _bench_topics(admin: AdminClient) -> set[str]:
+    return {name for name in admin.list_topics(timeout=30).topics if name.startswith(BENCH_TOPIC_PREFIXES)}
+
+
+def delete_new_topics(config: MirrorwatchConfig, alias: str, kept: set[str]) -> None:
+    """Delete the benchmark topics on one cluster that are not in `kept` (those this run created)."""
+    admin = new_admin(config.clusters[alias], alias)  # one client, alive until every deletion answered
+    topics = _bench_topics(admin) - kept
     if not topics:
         return
     print(f"deleting {len(topics)} benchmark topic(s) this run created on {alias} ...", flush=True)
-    admin = new_admin(config.clusters[alias], alias)  # kept alive until every deletion answered
     for name, future in admin.delete_topics(sorted(topics)).items():
         try:
             future.result(timeout=60)

@@ -59,6 +59,7 @@ from mirrorwatch.kafka import create_topics, new_admin, new_consumer, new_produc
 
 PEERS = ("python-1", "python-2", "spark", "kcat", "mm2", "mm2-tuned")
 KEEPS_PARTITIONS = {"python-1", "python-2", "spark", "mm2", "mm2-tuned"}
+PEER_TIMEOUT_S = 900.0  # one peer's drain, at most
 MM2_LOG4J = """status = error
 rootLogger.level = warn
 rootLogger.appenderRef.stdout.ref = STDOUT
@@ -317,7 +318,7 @@ def run_peer(
     tree = ProcessTree(process.pid)
     first = done = None
     try:
-        deadline = started + 900
+        deadline = started + PEER_TIMEOUT_S
         while time.monotonic() < deadline:
             tree.sample()
             count = total_records(target, "target", target_topic, partitions)
@@ -338,7 +339,7 @@ def run_peer(
     if first is None or done is None:
         # the work directory goes with the run: the peer's last words go into the message
         tail = Path(log.name).read_text(errors="replace").splitlines()[-30:]
-        how = f"it exited with {exited}" if exited is not None else "stopped after 900 s"
+        how = f"it exited with {exited}" if exited is not None else f"stopped after {PEER_TIMEOUT_S:.0f} s"
         raise SystemExit(f"{peer} did not mirror {records} records ({how}); its log ends:\n" + "\n".join(tail))
     span = max(done - first, 1e-3)
     verified = verify(target, target_topic, records, partitions, peer_kind(peer) in KEEPS_PARTITIONS)
