@@ -13,6 +13,16 @@ What can go wrong, and what the worker does:
   link has one, else the link stops with the reason; the committed offset stays below that record either way
   until it is safe, so nothing is lost;
 - SIGTERM/SIGINT: stop fetching, flush (bounded), commit what the target acknowledged, leave the group.
+
+Sparse delivery reports (links without a handler, `partitioning: preserve`, not exactly-once): asking the producer
+for a report on every record costs more than producing it, so only the last record of each run of a partition's
+records in a consumed batch carries one. One report proves the whole run, because the producer is idempotent with
+`enable.gapless.guarantee`: the target writes a partition's records in the order they were produced or not at all, a
+refused record makes the producer fail for good instead of leaving a gap, and records never time out
+(message.timeout.ms=0). A sparse report does not say which record was refused, so on any delivery error the worker
+goes back to the offsets the target acknowledged and mirrors on with a report per record (`_replay_exactly`): the
+refusal is then handled exactly as above, naming the record. Records between the acknowledged offset and the refused
+one may be written twice, as after a restart.
 """
 
 from __future__ import annotations
@@ -126,6 +136,13 @@ OutboxItem = tuple[
     KafkaError | None,
 ]
 
+# The newest record of a run `_queue_sparse` has read but not yet handed to the producer: source offset, key, value,
+# timestamp ms (0: none), headers.
+HeldRecord = tuple[int, bytes | None, bytes | None, int, list[tuple[str, HeaderValue]]]
+# What a sparse report acknowledges: route, first and last source offset of the run, records and key + value bytes in
+# it, the first record's timestamp ms (for latency: the run's oldest record).
+RunReport = tuple["_Route", int, int, int, int, int]
+
 # A record `_queue_plain` handed to the producer directly, as its delivery report sees it: route, source offset,
 # timestamp ms (0: none), key + value bytes, headers as written (for the dead-letter topic if the target refuses it).
 PlainItem = tuple["_Route", int, int, int, list[tuple[str, HeaderValue]]]
@@ -146,6 +163,8 @@ class _Route:
 
 class LinkWorker:
     """Mirrors one link until `stop` is set or the link fails. `run()` returns the CLI exit code."""
+
+    SPARSE_REPORTS = True  # whether this kind of worker may use sparse delivery reports (see the module docstring)
 
     def __init__(
         self,
@@ -182,6 +201,10 @@ class LinkWorker:
         self._same_cluster = False
         self._smallest_target_limit: int | None = None
         self._batch_bytes = 0
+        self._sparse = False  # sparse delivery reports: decided in run(), off for good after a delivery error
+        self._sparse_failure: str | None = None  # why the sparse reports must be replaced by exact ones
+        self._producer_fatal = False  # the producer hit a fatal error: what it holds will never be written
+        self._outbox_runs: dict[tuple[tuple[str, int], int], RunReport] = {}  # runs an outbox record reports for
         self._topic_bytes: dict[str, bytes] = {}
         self._partition_bytes: dict[int, bytes] = {}
         # Clients are created in run(), never here.
@@ -249,6 +272,7 @@ class LinkWorker:
         self._check_loop_safety()
         if link.handler:
             self._handler = load_handler(link.handler, link.handler_args, path=f"links[{self._link_index}].handler")
+        self._sparse = self.SPARSE_REPORTS and self._handler is None and link.partitioning == "preserve"
         consumer_overrides: dict[str, Any] = {
             **CONSUMER_DEFAULTS,
             **dict(source.client_properties()),
@@ -303,6 +327,8 @@ class LinkWorker:
                 self._smallest_target_limit,
             )
         self._batch_bytes = int(overrides["batch.size"])
+        if self._sparse:
+            overrides["enable.gapless.guarantee"] = True  # what makes one report prove a run (module docstring)
         return new_producer(target, link.target, overrides)
 
     def _prepare(self) -> None:
@@ -465,9 +491,9 @@ class LinkWorker:
         """Before another worker takes these partitions: get what we sent acknowledged, commit it, forget them."""
         revoked = {(tp.topic, tp.partition) for tp in partitions}
         # Records not yet handed to the producer are read again by the next owner.
-        self._outbox = deque(item for item in self._outbox if _key_of(item) not in revoked)
+        self._forget_outbox(revoked)
         if self._producer is not None:
-            self._producer.flush(SHUTDOWN_FLUSH_S)
+            self._flush(SHUTDOWN_FLUSH_S)
         self._commit(keys=revoked, asynchronous=False)
         for key in revoked:
             self._progress.pop(key, None)
@@ -477,7 +503,7 @@ class LinkWorker:
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Partitions taken away without a chance to commit (session timeout): the next owner re-reads them."""
         lost = {(tp.topic, tp.partition) for tp in partitions}
-        self._outbox = deque(item for item in self._outbox if _key_of(item) not in lost)
+        self._forget_outbox(lost)
         for key in lost:
             self._progress.pop(key, None)
             self._routes.pop(key, None)
@@ -485,20 +511,26 @@ class LinkWorker:
             "link %s: lost %s (records after the last commit will be mirrored again)", self.name, _tps(partitions)
         )
 
+    def _forget_outbox(self, partitions: set[tuple[str, int]]) -> None:
+        self._outbox = deque(item for item in self._outbox if _key_of(item) not in partitions)
+        self._outbox_runs = {k: run for k, run in self._outbox_runs.items() if k[0] not in partitions}
+
     # -- the loop ---------------------------------------------------------------------------------------------------
 
     def _loop(self) -> None:
         assert self._consumer is not None and self._producer is not None
-        consumer, producer = self._consumer, self._producer
+        consumer = self._consumer
         clock = self._clock
         refresh_every_s = self.link.refresh_topics_interval_seconds
         commit_every_s = self.link.offset_commit_interval_ms / 1000
         now = clock.monotonic_s()
         next_refresh, next_commit, next_progress = now + refresh_every_s, now + commit_every_s, now + PROGRESS_EVERY_S
         next_status = now
-        last_progress_records, last_progress_at = 0, now
+        last_progress = (0, now)  # records mirrored, and when, at the last progress line
         full_since: float | None = None  # when the producer last became full
         while not self._stop.is_set() and self._failure is None:
+            if self._sparse_failure is not None and self._sparse:
+                self._replay_exactly()
             if self._refresh_requested:
                 self._refresh_requested = False
                 self._refresh_safely()
@@ -512,7 +544,7 @@ class LinkWorker:
                 if not self._paused and now - full_since >= PAUSE_AFTER_FULL_S:
                     consumer.pause(consumer.assignment())
                     self._paused = True
-                producer.poll(0.05)
+                self._serve_reports(0.05)
                 if self._paused:
                     self._handle(consumer.consume(num_messages=500, timeout=0))
             else:
@@ -525,7 +557,7 @@ class LinkWorker:
                 # the first record only.
                 messages = consumer.consume(num_messages=2000, timeout=0)
                 self._handle(messages or consumer.consume(num_messages=1, timeout=0.1))
-                producer.poll(0)
+                self._serve_reports(0)
             now = clock.monotonic_s()
             if now >= next_commit:
                 self._commit()
@@ -537,19 +569,22 @@ class LinkWorker:
                 self._publish_status()
                 next_status = now + STATUS_EVERY_S
             if now >= next_progress:
-                rate = (self.stats.records_out_total - last_progress_records) / max(now - last_progress_at, 1e-9)
-                in_flight = sum(p.in_flight_records for p in self._progress.values())
-                log.info(
-                    "link %s: %d records mirrored (%.0f/s), %d in flight, %d partition(s)%s",
-                    self.name,
-                    self.stats.records_out_total,
-                    rate,
-                    in_flight,
-                    len(self._progress),
-                    " [paused: target not keeping up]" if self._paused else "",
-                )
-                last_progress_records, last_progress_at = self.stats.records_out_total, now
+                last_progress = self._log_progress(now, *last_progress)
                 next_progress = now + PROGRESS_EVERY_S
+
+    def _log_progress(self, now: float, last_records: int, last_at: float) -> tuple[int, float]:
+        rate = (self.stats.records_out_total - last_records) / max(now - last_at, 1e-9)
+        in_flight = sum(p.in_flight_records for p in self._progress.values())
+        log.info(
+            "link %s: %d records mirrored (%.0f/s), %d in flight, %d partition(s)%s",
+            self.name,
+            self.stats.records_out_total,
+            rate,
+            in_flight,
+            len(self._progress),
+            " [paused: target not keeping up]" if self._paused else "",
+        )
+        return self.stats.records_out_total, now
 
     def _publish_status(self) -> None:
         self._board.publish("links", self.link.name, self.worker, self.status(), self._clock.now_ms())
@@ -567,7 +602,9 @@ class LinkWorker:
     def _handle(self, messages: list[Message]) -> None:
         if not messages:
             return
-        if self._handler is None:
+        if self._sparse:
+            self._queue_sparse(messages)
+        elif self._handler is None:
             self._queue_plain(messages)
         else:
             self._queue_handled(messages)
@@ -644,6 +681,202 @@ class LinkWorker:
             )
         stats.records_in_total += records_in
         stats.bytes_in_total += bytes_in
+
+    def _queue_sparse(self, messages: list[Message]) -> None:  # noqa: PLR0915 - one loop: a call per record costs
+        """`_queue_plain` with sparse delivery reports: each run of a partition's records in the batch is one progress
+        entry, and only its last record carries a report. The newest record of the open run is held back until the
+        next one shows whether it is the last; whatever ends a run (another partition, the end of the batch, a full
+        producer) hands it over with the run's report."""
+        assert self._producer is not None
+        routes, outbox, stats, target_id = self._routes, self._outbox, self.stats, self._target_id
+        form = self.link.provenance
+        produce = self._producer.produce
+        records_in = bytes_in = 0
+        last_tp: tuple[str, int] | None = None
+        route: _Route | None = None
+        held: HeldRecord | None = None
+        run_first = run_records = run_bytes = run_timestamp = 0
+        for msg in messages:
+            err = msg.error()
+            if err is not None:
+                self._consumer_error(err)
+                continue
+            tp: tuple[str, int] = (msg.topic(), msg.partition())  # type: ignore[assignment]
+            if tp != last_tp:
+                if held is not None and route is not None:
+                    self._end_run(route, held, (route, run_first, held[0], run_records, run_bytes, run_timestamp))
+                    held = None
+                last_tp, route = tp, routes.get(tp) or self._route(tp)
+            if route is None:  # revoked while this batch was in our hands
+                continue
+            offset: int = msg.offset()  # type: ignore[assignment]
+            timestamp = msg.timestamp()[1]
+            key, value = msg.key(), msg.value()
+            size = (len(value) if value else 0) + (len(key) if key else 0)
+            records_in += 1
+            bytes_in += size
+            headers: list[tuple[str, bytes | None]] | None = msg.headers()  # type: ignore[assignment]
+            if headers:
+                if has_visited(headers, target_id):  # it came from the target: writing it back would loop
+                    stats.loop_skipped_total += 1
+                    route.progress.dispatch(offset, 0, timestamp)  # done, behind the open run if there is one
+                    continue
+                out = with_provenance(
+                    headers, self._source_id, route.topic_bytes, route.partition_bytes, offset, form=form
+                )
+            else:
+                before, name, prefix, after = route.stamp
+                out = [*before, (name, prefix + b"%d" % offset), *after]
+            timestamp = timestamp if timestamp > 0 else 0
+            if held is not None:
+                try:
+                    # Positional (topic, value, key, partition, callback, on_delivery, timestamp, headers): keyword
+                    # arguments cost more than the rest of the call. No report: the run's last record proves it.
+                    produce(route.target_topic, held[2], held[1], route.target_partition, None, None, held[3], held[4])
+                except (BufferError, KafkaException):
+                    # Full (or failing): the held record ends its run through the outbox, this one waits behind it.
+                    self._end_run(route, held, (route, run_first, held[0], run_records, run_bytes, run_timestamp))
+                    held = None
+            if held is None:
+                if outbox:  # the producer is full: keep order behind the records waiting, one report each
+                    route.progress.dispatch(offset, 1, timestamp)
+                    outbox.append(
+                        (
+                            route.progress,
+                            offset,
+                            route.target_topic,
+                            route.target_partition,
+                            key,
+                            value,
+                            out,
+                            timestamp,
+                            tp,
+                            None,
+                        )
+                    )
+                    continue
+                route.progress.dispatch(offset, 1, timestamp)  # a new run: one entry for all of it
+                run_first, run_records, run_bytes, run_timestamp = offset, 0, 0, timestamp
+            held = (offset, key, value, timestamp, out)
+            run_records += 1
+            run_bytes += size
+        if held is not None and route is not None:
+            self._end_run(route, held, (route, run_first, held[0], run_records, run_bytes, run_timestamp))
+        stats.records_in_total += records_in
+        stats.bytes_in_total += bytes_in
+
+    def _end_run(self, route: _Route, held: HeldRecord, run: RunReport) -> None:
+        """Hand a run's last record to the producer with the run's report, or to the outbox when it cannot take it."""
+        assert self._producer is not None
+        offset, key, value, timestamp, headers = held
+        route.progress.extend(offset, timestamp or None)
+        if not self._outbox:
+            try:
+                self._producer.produce(
+                    route.target_topic,
+                    value=value,
+                    key=key,
+                    partition=route.target_partition,
+                    timestamp=timestamp,
+                    headers=headers,
+                    on_delivery=functools.partial(self._delivered_run, run),
+                )
+                return
+            except (BufferError, KafkaException):
+                pass  # the outbox tries again in order and deals with it
+        self._outbox_runs[(route.source, offset)] = run
+        self._outbox.append(
+            (
+                route.progress,
+                offset,
+                route.target_topic,
+                route.target_partition,
+                key,
+                value,
+                headers,
+                timestamp,
+                route.source,
+                None,
+            )
+        )
+
+    def _delivered_run(self, run: RunReport, err: KafkaError | None, _msg: Message) -> None:
+        """The report on the last record of a run (sparse mode): every record of the run is on the target, or the
+        worker must find out which one was refused."""
+        route, first, last, records, size, timestamp = run
+        if err is not None:
+            self._sparse_failed(route.source, first, last, err)
+            return
+        route.progress.ack_through(last)
+        stats = self.stats
+        stats.records_out_total += records
+        stats.bytes_out_total += size
+        if timestamp > 0:
+            # One latency observation per run, weighted by its records, from its oldest record (see _acked).
+            latency = time.time() - timestamp * 0.001
+            latency = latency if latency > 0.0 else 0.0
+            stats.latency_bucket_counts[bisect_left(LATENCY_BUCKETS_SECONDS, latency)] += records
+            stats.latency_sum_seconds += latency * records
+
+    def _delivered_sparse(self, item: OutboxItem, err: KafkaError | None, msg: Message) -> None:
+        """The report of a record the outbox handed over in sparse mode (it may end a run)."""
+        p, offset, *_rest, source, _cause = item
+        run = self._outbox_runs.pop((source, offset), None)
+        if run is not None:
+            self._delivered_run(run, err, msg)
+        elif err is not None:
+            self._sparse_failed(source, offset, offset, err)
+        else:
+            p.ack_through(offset)
+            key, value, timestamp = item[4], item[5], item[7]
+            self._acked_count((len(value) if value else 0) + (len(key) if key else 0), timestamp)
+
+    def _sparse_failed(self, source: tuple[str, int], first: int, last: int, err: KafkaError) -> None:
+        if self._sparse_failure is None:
+            where = f"{source[0]}[{source[1]}]@{first}" + (f"..{last}" if last != first else "")
+            self._sparse_failure = f"{where}: {err.str()} ({err.name()})"
+
+    def _replay_exactly(self) -> None:
+        """After a delivery error in sparse mode: let the old producer finish, go back to what the target acknowledged
+        and mirror on with a report per record, so that the refused record is named (and dead-lettered or stops the
+        link) exactly as without sparse reports."""
+        assert self._consumer is not None and self._producer is not None
+        log.warning(
+            "link %s: the target refused a record among %s; going back to the last acknowledged offsets to find it "
+            "(delivery reports per record from now on; records after those offsets may be written twice)",
+            self.name,
+            self._sparse_failure,
+        )
+        self._sparse = False
+        self._outbox.clear()  # read again from the acknowledged offsets
+        self._outbox_runs.clear()
+        old = self._producer
+        with contextlib.suppress(KafkaException):  # fatal: raised once already
+            old.poll(0)  # reports already in: they acknowledge what it did write
+        # The rest is read again from the acknowledged offsets. A request already sent may still be written by the
+        # target: those records are written twice (never lost: nothing past the acknowledged offsets is committed).
+        old.purge()
+        with contextlib.suppress(KafkaException):
+            old.poll(0)
+        seeks = []
+        for key, p in self._progress.items():
+            acked = p.acked
+            self._progress[key] = PartitionProgress(start_offset=acked, committed=p.committed)
+            if acked is not None:
+                seeks.append(TopicPartition(key[0], key[1], acked))
+        self._routes.clear()
+        self._commit(asynchronous=False)
+        try:
+            for tp in seeks:
+                self._consumer.seek(tp)
+        except KafkaException as exc:
+            self._fail(
+                f"could not go back to the acknowledged offsets ({_reason(exc)}) after the target refused a record "
+                f"among {self._sparse_failure}; nothing past them was committed, start the link again"
+            )
+            return
+        self._producer = self._new_producer()
+        self._producer_fatal = False
 
     def _route(self, tp: tuple[str, int]) -> _Route | None:
         p = self._progress.get(tp)
@@ -797,7 +1030,7 @@ class LinkWorker:
             return
         assert self._producer is not None
         produce = self._producer.produce
-        delivered = self._delivered
+        delivered = self._delivered_sparse if self._sparse else self._delivered
         while outbox:
             item = outbox[0]
             _p, _offset, topic, partition, key, value, headers, timestamp, _source, dead_letter_cause = item
@@ -824,7 +1057,7 @@ class LinkWorker:
                     self._refresh_requested = True
                     with contextlib.suppress(KafkaException):
                         self._producer.list_topics(topic, timeout=5)
-                    self._producer.poll(0.2)
+                    self._serve_reports(0.2)
                     return
                 outbox.popleft()
                 self._send_failed(item, error)
@@ -866,6 +1099,9 @@ class LinkWorker:
 
     def _acked(self, p: PartitionProgress, offset: int, size: int, timestamp: int) -> None:
         p.ack(offset)
+        self._acked_count(size, timestamp)
+
+    def _acked_count(self, size: int, timestamp: int) -> None:
         stats = self.stats
         stats.records_out_total += 1
         stats.bytes_out_total += size
@@ -878,8 +1114,11 @@ class LinkWorker:
 
     def _send_failed(self, item: OutboxItem, err: KafkaError) -> None:
         """The target refused a record for good (librdkafka already retried what can be retried)."""
-        self.stats.send_errors_total += 1
         _p, offset, topic, _partition, *_rest, (source_topic, source_partition), dead_letter_cause = item
+        if self._sparse:  # which record is not known for sure: find it by replaying with a report per record
+            self._sparse_failed((source_topic, source_partition), offset, offset, err)
+            return
+        self.stats.send_errors_total += 1
         where = f"{source_topic}[{source_partition}]@{offset}"
         if err.fatal():
             self._fail(f"the producer hit a fatal error on {where}: {err.str()} ({err.name()}); restart the link")
@@ -904,6 +1143,40 @@ class LinkWorker:
                 "without committing past this record, so nothing is lost; fix the target (e.g. the topic's "
                 "max.message.bytes) or set the link's dead_letter_topic, then start it again"
             )
+
+    def _serve_reports(self, timeout_s: float) -> None:
+        """producer.poll(): delivery reports run as callbacks here. A fatal producer error (the idempotent producer
+        cannot go on without a gap) is raised here, not reported to error_cb; the producer's queue then stays stuck."""
+        assert self._producer is not None
+        try:
+            self._producer.poll(timeout_s)
+        except KafkaException as exc:
+            self._producer_failed(exc)
+
+    def _flush(self, timeout_s: float) -> int:
+        """producer.flush(), as `_serve_reports`; what a fatal producer still holds is purged (read again later).
+        Returns how many records are still not acknowledged."""
+        producer = self._producer
+        assert producer is not None
+        try:
+            remaining = producer.flush(0 if self._producer_fatal else timeout_s)
+        except KafkaException as exc:
+            self._producer_failed(exc)
+            remaining = len(producer)
+        if self._producer_fatal and remaining:
+            producer.purge()
+            with contextlib.suppress(KafkaException):
+                producer.poll(0)
+        return remaining
+
+    def _producer_failed(self, exc: KafkaException) -> None:
+        error: KafkaError = exc.args[0]
+        self._producer_fatal = True
+        if self._sparse:
+            if self._sparse_failure is None:
+                self._sparse_failure = f"the records in flight ({error.str()})"
+        else:
+            self._fail(f"the producer hit a fatal error: {error.str()} ({error.name()}); restart the link")
 
     def _consumer_error(self, err: KafkaError) -> None:
         if err.code() == KafkaError._PARTITION_EOF:
@@ -963,7 +1236,14 @@ class LinkWorker:
             if assignment:
                 consumer.pause(assignment)  # stop fetching
             self._outbox.clear()  # not handed to the producer: read again after restart
-            remaining = producer.flush(SHUTDOWN_FLUSH_S)
+            remaining = self._flush(SHUTDOWN_FLUSH_S)
+            if self._sparse_failure is not None and self._sparse:
+                log.warning(
+                    "link %s: stopped before finding which record the target refused among %s; nothing past the "
+                    "acknowledged offsets is committed, and the record is named when the link runs again",
+                    self.name,
+                    self._sparse_failure,
+                )
             if remaining:
                 log.warning(
                     "link %s: %d record(s) not acknowledged within %gs; they will be mirrored again after restart",
@@ -974,7 +1254,7 @@ class LinkWorker:
             self._commit(asynchronous=False)
         finally:
             consumer.close()  # leaves the group; on_revoke commits again (nothing new by now)
-            producer.flush(1)
+            self._flush(1)
         log.info("link %s: stopped after mirroring %d records", self.name, self.stats.records_out_total)
 
 

@@ -7,6 +7,10 @@ partitions), so `acked` is a *contiguous* watermark: every record below it is du
 
 A dispatched record may produce zero records (filtered as a loop, dropped by a handler): it is done at once, but
 still waits its turn behind earlier records that are in flight.
+
+A link in sparse-report mode (see `mirror.engine`) dispatches one entry per run of records handed to the producer
+together (`dispatch` of the run's first offset, `extend` to its last) and learns of acknowledgements through
+`ack_through`: one report from the target proves every record written before it to the same target partition.
 """
 
 from __future__ import annotations
@@ -38,6 +42,21 @@ class PartitionProgress:
             self._order.append(offset)
         elif self._order:
             self._order.append(offset)  # done, but behind records still in flight
+
+    def extend(self, last_offset: int, timestamp_ms: int | None = None) -> None:
+        """The entry dispatched last also stands for the records read after it, up to `last_offset`."""
+        if self.consumed is None or last_offset >= self.consumed:
+            self.consumed = last_offset + 1
+        if timestamp_ms is not None:
+            self.last_timestamp_ms = timestamp_ms
+
+    def ack_through(self, offset: int) -> None:
+        """Every entry dispatched at or below `offset` is acknowledged (whatever its record count)."""
+        order, in_flight = self._order, self._in_flight
+        while order and order[0] <= offset:
+            in_flight.pop(order.popleft(), None)
+        while order and order[0] not in in_flight:
+            order.popleft()
 
     def ack(self, offset: int) -> None:
         """One record produced for `offset` was acknowledged by the target (or the dead-letter topic)."""

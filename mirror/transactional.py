@@ -58,6 +58,8 @@ def _offset_key(topic: str, partition: int) -> bytes:
 class TransactionalLinkWorker(LinkWorker):
     """One worker of an exactly-once link."""
 
+    SPARSE_REPORTS = False  # its transactions stand for the records: no sparse delivery reports
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._offsets_topic = offsets_topic(self.link.consumer_group)

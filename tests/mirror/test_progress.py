@@ -115,3 +115,37 @@ def test_watermark_never_passes_an_unacknowledged_record(
     expected = min(remaining) if remaining else len(copies)
     assert p.acked == expected
     assert p.offset_to_commit() == expected  # nothing committed yet: committing the watermark is always safe
+
+
+def test_a_run_is_one_entry_and_one_report_proves_it_all() -> None:
+    p = PartitionProgress(start_offset=100)
+    p.dispatch(100, 1, 5)
+    p.extend(149, 7)
+    assert (p.consumed, p.acked, p.in_flight_records, p.last_timestamp_ms) == (150, 100, 50, 7)
+    p.dispatch(150, 1)
+    p.extend(199)
+    p.ack_through(149)  # the first run's last record was acknowledged: the second run is still in flight
+    assert (p.acked, p.offset_to_commit()) == (150, 150)
+    p.ack_through(199)
+    assert (p.acked, p.in_flight_records) == (200, 0)
+
+
+def test_ack_through_passes_records_with_nothing_to_write_behind_it_but_not_later_entries() -> None:
+    p = PartitionProgress(start_offset=0)
+    p.dispatch(0, 1)
+    p.dispatch(3, 0)  # a record skipped (it came from the target) while the run was open
+    p.extend(2)  # the run's last record came before the skipped one: consumed must not move back
+    assert p.consumed == 4
+    p.dispatch(4, 1)
+    p.ack_through(2)
+    assert p.acked == 4  # the skipped record 3 is done; 4 is in flight
+    p.ack_through(4)
+    assert (p.acked, p.offset_to_commit()) == (5, 5)
+
+
+def test_a_report_below_an_entry_does_not_acknowledge_it() -> None:
+    p = PartitionProgress(start_offset=10, committed=10)
+    p.dispatch(10, 1)
+    p.extend(19)
+    p.ack_through(9)
+    assert (p.acked, p.offset_to_commit()) == (10, None)
