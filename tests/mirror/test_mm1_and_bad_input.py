@@ -12,6 +12,7 @@ from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.local import free_port
 from tests.kafka_helpers import (
     Record,
+    by_partition,
     committed_offsets,
     end_offsets,
     produce,
@@ -172,3 +173,49 @@ def test_a_record_too_large_for_the_target_stops_the_link_and_loses_nothing(
     assert target_values == set(small)
     assert "going back to the last acknowledged offsets to find it" in mirror.log()
     assert mirror.stop() == 0
+
+
+def test_a_refused_record_among_busy_partitions_is_found_dead_lettered_and_every_other_record_arrives_in_order(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    write_config: Callable[..., Any],
+    start_mirror: Callable[..., MirrorProcess],
+    unique: Callable[[str], str],
+) -> None:
+    """Sparse delivery reports cannot name the refused record: the worker goes back to the acknowledged offsets of
+    every partition and finds it with a report per record; records after those offsets may come twice, none is lost
+    and each partition's records keep their order."""
+    source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
+    topic = make_topic("source", 3)
+    make_topic("target", 3, name=topic, config={"max.message.bytes": "2000"})
+    small = {p: [f"p{p}-{i:04d}-".encode() + b"x" * 80 for i in range(300)] for p in range(3)}
+    big = b"B" * 10_000
+    records = [Record(value=v, partition=p) for p in (0, 2) for v in small[p]]
+    records += [Record(value=v, partition=1) for v in small[1][:150]] + [Record(value=big, partition=1)]
+    records += [Record(value=v, partition=1) for v in small[1][150:]]
+    produce(source, "source", topic, records)
+    group, dead_letters = unique("g"), unique("dlq")
+    link = {
+        "name": "busy",
+        "source": "source",
+        "target": "target",
+        "topics": {"include": [topic]},
+        "group_id": group,
+        "offset_commit_interval_ms": 500,
+        "dead_letter_topic": dead_letters,
+    }
+
+    mirror = start_mirror("--config", str(write_config([link])))
+    wait_for_commits(source, "source", group, topic, 3, upto=[300, 301, 300], timeout_s=90)
+    (dead,) = read_all(target, "target", dead_letters, expected=1)
+    assert dead.value == big
+    assert (provenance(dead, "source.partition"), provenance(dead, "source.offset")) == (b"1", b"150")
+    log = mirror.log()
+    assert "going back to the last acknowledged offsets to find it" in log
+    assert f"the target refused {topic}[1]@150 for {topic}" in log
+    mirrored = read_all(target, "target", topic, expected=sum(end_offsets(target, "target", topic, 3)), partitions=3)
+    for partition, records_there in by_partition(mirrored).items():
+        first_seen = list(dict.fromkeys(r.value for r in records_there))
+        assert first_seen == small[partition], f"partition {partition}: lost or reordered records"
+    assert mirror.stop() == 0
+    assert "Traceback" not in mirror.log()
