@@ -25,7 +25,7 @@ from confluent_kafka.cimpl import NewPartitions, NewTopic
 
 from canary.probe import Probe, decode_probe
 from canary.topic import CanaryTopicPlan, plan_canary_topic
-from canary.tracker import LinkView, Tracker
+from canary.tracker import QUANTILE_WINDOW_S, Histogram, LinkView, Tracker, quantile
 from mirror.rename import rename_policy
 from mirrorwatch.clock import Clock, SystemClock
 from mirrorwatch.config import LinkConfig, MirrorwatchConfig
@@ -320,8 +320,17 @@ class CanaryService:
 def canary_json(instance: str, config: MirrorwatchConfig, links: tuple[LinkView, ...]) -> dict[str, Any]:
     """What `/canary` serves: per link its absence, counters and latency quantiles per partition, recent probes."""
 
-    def hist(h: Any) -> dict[str, Any]:
-        return {"count": h.count, "sum_seconds": h.sum, "p50_seconds": h.quantile(0.5), "p99_seconds": h.quantile(0.99)}
+    def hist(h: Histogram, window: tuple[float, ...]) -> dict[str, Any]:
+        """Count and sum since the start (as the histogram); quantiles of the probes within the window."""
+        return {
+            "count": h.count,
+            "sum_seconds": h.sum,
+            "window_seconds": QUANTILE_WINDOW_S,
+            "window_count": len(window),
+            "p50_seconds": quantile(window, 0.5),
+            "p99_seconds": quantile(window, 0.99),
+            "max_seconds": max(window, default=None),
+        }
 
     return {
         "instance": instance,
@@ -350,9 +359,9 @@ def canary_json(instance: str, config: MirrorwatchConfig, links: tuple[LinkView,
                         "pending": p.pending,
                         "last_received_ns": p.last_received_ns,
                         "last_e2e_seconds": p.last_e2e_seconds,
-                        "e2e_latency": hist(p.e2e),
-                        "produce_latency": hist(p.produce),
-                        "source_roundtrip": hist(p.roundtrip),
+                        "e2e_latency": hist(p.e2e, p.window.get("e2e", ())),
+                        "produce_latency": hist(p.produce, p.window.get("produce", ())),
+                        "source_roundtrip": hist(p.roundtrip, p.window.get("roundtrip", ())),
                     }
                     for p in view.partitions
                 ],

@@ -20,6 +20,7 @@ acknowledge counts as a produce error, not as lost; should it arrive after all, 
 from __future__ import annotations
 
 import bisect
+import math
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -28,13 +29,27 @@ from typing import Any
 from canary.probe import Probe
 from mirror.stats import LATENCY_BUCKETS_SECONDS
 
-__all__ = ["LATENCY_BUCKETS_S", "Histogram", "LinkView", "PartitionView", "Tracker"]
+__all__ = ["LATENCY_BUCKETS_S", "QUANTILE_WINDOW_S", "Histogram", "LinkView", "PartitionView", "Tracker", "quantile"]
 
 # 1 ms .. 10 min, the mirror's replication-latency buckets: dashboards put the two side by side.
 LATENCY_BUCKETS_S: tuple[float, ...] = LATENCY_BUCKETS_SECONDS
 REMEMBERED = 10_000  # settled sequences remembered per partition (for duplicates and late arrivals)
 RECENT = 50  # recent arrivals kept per link for /canary
 NS = 1_000_000_000
+# Quantiles for /canary and the console come from the probes themselves over this window (as the alert rules'
+# canary_window), not from histogram buckets: a partition sees a few probes a minute, and one 5 s probe among thirty
+# 25 ms ones is a p99 of 5 s, not the 10 s bound of its bucket.
+QUANTILE_WINDOW_S = 600
+LATENCIES_KEPT = 2_000  # per partition and kind, whatever the probe rate
+
+
+def quantile(values: Iterable[float], q: float) -> float | None:
+    """The q-quantile of the values by nearest rank (an observed value, never an interpolation); None without any."""
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    rank = max(1, math.ceil(round(q * len(ordered), 9)))  # rounded first: 0.29 * 100 is 28.999999999999996
+    return ordered[min(rank, len(ordered)) - 1]
 
 
 @dataclass(frozen=True)
@@ -102,6 +117,15 @@ class _Partition:
     roundtrip: Histogram = Histogram()
     last_received_ns: int | None = None
     last_e2e_s: float | None = None
+    # kind ("e2e", "produce", "roundtrip") -> (when observed, seconds), for window quantiles
+    latencies: dict[str, deque[tuple[int, float]]] = field(default_factory=dict)
+
+    def observe(self, kind: str, now_ns: int, seconds: float) -> None:
+        self.latencies.setdefault(kind, deque(maxlen=LATENCIES_KEPT)).append((now_ns, seconds))
+
+    def window(self, kind: str, now_ns: int) -> tuple[float, ...]:
+        since = now_ns - QUANTILE_WINDOW_S * NS
+        return tuple(s for at, s in self.latencies.get(kind, ()) if at >= since)
 
 
 def _remember(store: dict[int, Any], sequence: int, value: Any) -> None:
@@ -126,6 +150,8 @@ class PartitionView:
     roundtrip: Histogram
     last_received_ns: int | None
     last_e2e_seconds: float | None
+    # kind -> the latencies of the probes observed within QUANTILE_WINDOW_S
+    window: dict[str, tuple[float, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -189,6 +215,7 @@ class Tracker:
         if ok:
             p.counters.sent += 1
             p.produce = p.produce.observe(max(0, now_ns - probe.created_ns) / NS)
+            p.observe("produce", now_ns, max(0, now_ns - probe.created_ns) / NS)
             return
         p.counters.produce_errors += 1
         p.at_source.pop(probe.sequence, None)
@@ -207,6 +234,7 @@ class Tracker:
         p = self._partition(probe.link, probe.partition)
         if p.at_source.pop(probe.sequence, None) is not None:
             p.roundtrip = p.roundtrip.observe(max(0, now_ns - probe.created_ns) / NS)
+            p.observe("roundtrip", now_ns, max(0, now_ns - probe.created_ns) / NS)
         return True
 
     def received_at_target(self, probe: Probe, now_ns: int, *, link: str | None = None) -> str | None:
@@ -237,6 +265,7 @@ class Tracker:
             _remember(p.seen, seq, None)
             p.highest_seen = max(p.highest_seen, seq)
             p.e2e = p.e2e.observe(latency_s)
+            p.observe("e2e", now_ns, latency_s)
             p.last_e2e_s = latency_s
         p.last_received_ns = now_ns
         owner.last_received_ns = now_ns
@@ -295,6 +324,7 @@ class Tracker:
                         p.roundtrip,
                         p.last_received_ns,
                         p.last_e2e_s,
+                        {kind: p.window(kind, now_ns) for kind in ("e2e", "produce", "roundtrip")},
                     )
                     for partition, p in sorted(state.partitions.items())
                 ),

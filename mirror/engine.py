@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
 import threading
 import time
 from bisect import bisect_left
@@ -57,7 +58,8 @@ from mirrorwatch.clock import Clock, SystemClock
 from mirrorwatch.config import LinkConfig, MirrorwatchConfig
 from mirrorwatch.errors import ConfigError, ConfigProblem, KafkaClientError, MirrorwatchError
 from mirrorwatch.kafka import new_admin, new_consumer, new_producer
-from mirrorwatch.status_board import StatusBoard
+from mirrorwatch.status_board import HOST, StatusBoard
+from mirrorwatch.worker_status import PartitionPosition, WorkerStatus
 
 __all__ = ["CONSUMER_DEFAULTS", "CONSUMER_FIXED", "PRODUCER_DEFAULTS", "PRODUCER_FIXED", "LinkWorker", "MirrorFailure"]
 
@@ -220,41 +222,69 @@ class LinkWorker:
 
     def positions(self) -> list[dict[str, Any]]:
         """Per source partition: consumed, acked and committed positions, in-flight records, last timestamp."""
-        return [
-            {
-                "topic": topic,
-                "partition": partition,
-                "target_topic": self._topic_map.get(topic, self._rename.target_topic(topic)),
-                "consumed": p.consumed,
-                "acked": p.acked,
-                "committed": p.committed,
-                "in_flight_records": p.in_flight_records,
-                "last_record_timestamp_ms": p.last_timestamp_ms,
-            }
-            for (topic, partition), p in sorted(self._progress.items())
-        ]
+        return [asdict(p) for p in self._partition_positions()]
+
+    def _partition_positions(self) -> tuple[PartitionPosition, ...]:
+        consumer = self._consumer
+        positions = []
+        for (topic, partition), p in sorted(self._progress.items()):
+            high = None
+            if consumer is not None:
+                # The high-watermark of the last fetch response: no request to the broker.
+                with contextlib.suppress(KafkaException, RuntimeError):
+                    _, cached = consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
+                    high = cached if cached >= 0 else None
+            positions.append(
+                PartitionPosition(
+                    topic=topic,
+                    partition=partition,
+                    target_topic=self._topic_map.get(topic, self._rename.target_topic(topic)),
+                    consumed=p.consumed,
+                    acked=p.acked,
+                    committed=p.committed,
+                    in_flight_records=p.in_flight_records,
+                    high_watermark=high,
+                    last_record_timestamp_ms=p.last_timestamp_ms,
+                )
+            )
+        return tuple(positions)
 
     def config_drift(self) -> tuple[ConfigDrift, ...]:
         return self._drift
 
+    ENGINE = "python"
+
+    def _status_interval_ms(self) -> int:
+        """How often this worker promises to rewrite its status (see `_loop`)."""
+        return int(STATUS_EVERY_S * 1000)
+
+    def worker_status(self) -> WorkerStatus:
+        """Everything about this worker, at this moment (the worker-status contract the monitor reads)."""
+        return WorkerStatus(
+            link=self.link.name,
+            worker=self.worker,
+            engine=self.ENGINE,
+            observed_ms=self._clock.now_ms(),
+            publish_interval_ms=self._status_interval_ms(),
+            state="failed" if self._failure else ("paused" if self._paused else "running"),
+            partitions=self._partition_positions(),
+            failure=self._failure,
+            host=HOST,
+            pid=os.getpid(),
+            source=self.link.source,
+            target=self.link.target,
+            consumer_group=self.link.consumer_group,
+            delivery=self.link.delivery,
+            source_cluster_id=self._source_id.decode() or None,
+            target_cluster_id=self._target_id.decode() or None,
+            stats=self.stats.as_dict(),
+            clients={role: s.as_dict() for role, s in self._client_stats.items()},
+            config_drift=tuple(asdict(d) for d in self._drift),
+        )
+
     def status(self) -> dict[str, Any]:
         """Everything about this worker as JSON-able data (what `/mirror/links` serves)."""
-        return {
-            "link": self.link.name,
-            "worker": self.worker,
-            "source": self.link.source,
-            "target": self.link.target,
-            "source_cluster_id": self._source_id.decode() or None,
-            "target_cluster_id": self._target_id.decode() or None,
-            "consumer_group": self.link.consumer_group,
-            "delivery": self.link.delivery,
-            "state": "failed" if self._failure else ("paused" if self._paused else "running"),
-            "failure": self._failure,
-            "stats": self.stats.as_dict(),
-            "clients": {role: s.as_dict() for role, s in self._client_stats.items()},
-            "partitions": self.positions(),
-            "config_drift": [asdict(d) for d in self._drift],
-        }
+        return self.worker_status().as_json()
 
     def _on_client_stats(self, stats_json: str) -> None:
         summary = summarize(stats_json)
@@ -587,7 +617,8 @@ class LinkWorker:
         return self.stats.records_out_total, now
 
     def _publish_status(self) -> None:
-        self._board.publish("links", self.link.name, self.worker, self.status(), self._clock.now_ms())
+        status = self.worker_status()
+        self._board.publish("links", self.link.name, self.worker, status.as_json(), status.observed_ms)
 
     def _refresh_safely(self) -> None:
         try:

@@ -52,12 +52,14 @@ from mirrorwatch.config import ClusterConfig, LinkConfig, MirrorwatchConfig
 from mirrorwatch.errors import ConfigError, ConfigProblem, SetupError
 from mirrorwatch.jars import SPARK_KAFKA, SPARK_KAFKA_VERSION, resolve_jars
 from mirrorwatch.kafka import new_admin, new_consumer
-from mirrorwatch.status_board import StatusBoard
+from mirrorwatch.status_board import HOST, StatusBoard
+from mirrorwatch.worker_status import PartitionPosition, WorkerStatus
 
 __all__ = ["run_spark_link", "spark_jars"]
 
 log = logging.getLogger("mirrorwatch.mirror.spark")
 
+STATUS_EVERY_S = 1.0  # the driver rewrites its status this often (the monitor's liveness check)
 _PROVENANCE = [PROVENANCE, SOURCE_CLUSTER, SOURCE_TOPIC, SOURCE_PARTITION, SOURCE_OFFSET, PATH, HOPS]
 
 
@@ -167,34 +169,43 @@ class _Progress:
                         self._positions.pop(tp, None)
         self.publish()
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> WorkerStatus:
+        """The end offsets of the last committed micro-batch: every record below them is on the target (the sink
+        wrote the batch with acks=all before the batch counts as done)."""
         with self._lock:
             positions = sorted(self._positions.items())
             stats = dict(self.stats)
-        return {
-            "link": self.link.name,
-            "worker": 0,
-            "engine": "spark",
-            "state": "running",
-            "failure": None,
-            "stats": stats,
-            "partitions": [
-                {
-                    "topic": t,
-                    "partition": p,
-                    "target_topic": apply_rename(self.plan.rename, t),
-                    "consumed": o,
-                    "acked": o,
-                    "committed": o,
-                    "in_flight_records": 0,
-                    "last_record_timestamp_ms": None,
-                }
+        return WorkerStatus(
+            link=self.link.name,
+            worker=0,
+            engine="spark",
+            observed_ms=self._clock.now_ms(),
+            publish_interval_ms=int(STATUS_EVERY_S * 1000),
+            state="running",
+            partitions=tuple(
+                PartitionPosition(
+                    topic=t,
+                    partition=p,
+                    target_topic=apply_rename(self.plan.rename, t),
+                    consumed=o,
+                    acked=o,
+                    committed=o,
+                    in_flight_records=0,
+                )
                 for (t, p), o in positions
-            ],
-        }
+            ),
+            host=HOST,
+            pid=os.getpid(),
+            source=self.link.source,
+            target=self.link.target,
+            consumer_group=self.link.consumer_group,
+            delivery=self.link.delivery,
+            stats=stats,
+        )
 
     def publish(self) -> None:
-        self._board.publish("links", self.link.name, 0, self.status(), self._clock.now_ms())
+        status = self.status()
+        self._board.publish("links", self.link.name, 0, status.as_json(), status.observed_ms)
 
     def close(self) -> None:
         self._board.withdraw("links", self.link.name, 0)
@@ -380,7 +391,10 @@ def run_spark_link(
     failure = None
     try:
         while not stop.is_set() and query.isActive:
-            stop.wait(0.5)
+            # The driver's heartbeat: the positions of the last batch still stand, and the monitor knows the
+            # driver is alive (micro-batches come at the trigger interval, or not at all while nothing arrives).
+            progress.publish()
+            stop.wait(STATUS_EVERY_S)
         error = query.exception()
         if error is not None:
             failure = f"link {link.name}: the Spark query failed: {error.desc if hasattr(error, 'desc') else error}"

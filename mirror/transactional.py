@@ -33,6 +33,7 @@ from mirror.engine import LinkWorker, _dead_letter_headers, _reason
 from mirror.handler import MirrorRecord
 from mirror.topics import CreateTopic, TopicPlan
 from mirrorwatch.kafka import new_consumer
+from mirrorwatch.worker_status import PartitionPosition
 
 __all__ = ["TransactionalLinkWorker", "offsets_topic", "owner_of"]
 
@@ -152,23 +153,27 @@ class TransactionalLinkWorker(LinkWorker):
         self._assigned = owned
         return plan
 
-    def positions(self) -> list[dict[str, Any]]:
+    ENGINE = "exactly-once"
+
+    def _status_interval_ms(self) -> int:
+        return self.link.offset_commit_interval_ms  # published once per transaction (`_loop`)
+
+    def _partition_positions(self) -> tuple[PartitionPosition, ...]:
         """Records count as acknowledged only when their transaction committed."""
-        return [
-            {
-                "topic": t,
-                "partition": p,
-                "target_topic": self._topic_map.get(t, t),
-                "consumed": self._position.get((t, p), self._stored.get((t, p))),
-                "acked": self._stored.get((t, p)),
-                "committed": self._stored.get((t, p)),
-                "in_flight_records": self._position.get((t, p), 0) - self._stored.get((t, p), 0)
+        return tuple(
+            PartitionPosition(
+                topic=t,
+                partition=p,
+                target_topic=self._topic_map.get(t, t),
+                consumed=self._position.get((t, p), self._stored.get((t, p))),
+                acked=self._stored.get((t, p)),
+                committed=self._stored.get((t, p)),
+                in_flight_records=self._position.get((t, p), 0) - self._stored.get((t, p), 0)
                 if (t, p) in self._position
                 else 0,
-                "last_record_timestamp_ms": None,
-            }
+            )
             for t, p in sorted(self._assigned)
-        ]
+        )
 
     # -- the loop ---------------------------------------------------------------------------------------------------
 

@@ -271,8 +271,12 @@ class MonitorConfig(_Model):
     # Lag at or below either threshold is OK (Burrow's rule 1); seconds are the age of the oldest unread record.
     allowed_lag_records: Annotated[int, Field(ge=0)] = 0
     allowed_lag_seconds: Annotated[float, Field(gt=0)] | None = None
-    # STOP and STALL never fire before an offset has stood still this long (covers a 60 s commit interval twice).
-    min_stop_seconds: Annotated[float, Field(ge=0)] = 120
+    # STOP and STALL never fire before an offset has stood still (with records waiting) this long, whatever the
+    # group's commit cadence (three of its commit gaps, learned from its moves).
+    min_stop_seconds: Annotated[float, Field(ge=0)] = 30
+    # Until a group's cadence is known (two moves seen), commits this far apart count as normal: WARN after 1.5
+    # times, STOP/STALL after twice this long (MirrorMaker 1 commits every 60 s).
+    max_commit_interval_seconds: Annotated[float, Field(gt=0)] = 60
     # The share of the window that must be filled before lag trends (STALL, WARN) are judged.
     min_complete: Annotated[float, Field(gt=0, le=1)] = 0.5
     # Windows of groups or partitions not seen for this long are forgotten.

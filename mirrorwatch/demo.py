@@ -104,7 +104,7 @@ def run_demo(options: DemoOptions, stop: threading.Event, out: Callable[[str], N
         source, target = config.clusters["source"], config.clusters["target"]
         create_topics(new_admin(source, "source"), {options.topic: options.partitions})
         worker, mirror_result = _start_mirror(config, started)
-        monitor = MonitorService(config, link_statuses=lambda: {LINK: [worker.status()]})
+        monitor = MonitorService(config, link_statuses=lambda: {LINK: [worker.worker_status()]})
         monitor.start()
         started.callback(monitor.stop)
         canary = CanaryService(config)

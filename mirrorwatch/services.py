@@ -21,12 +21,17 @@ from mirrorwatch.clock import SystemClock
 from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.errors import MirrorwatchError
 from mirrorwatch.status_board import STATUS_MAX_AGE_MS, StatusBoard
+from mirrorwatch.worker_status import WorkerStatus
 from monitor.http import HttpServer, create_app
 from monitor.service import LinkStatuses, MonitorService
 
 __all__ = ["canary_running", "run_canary", "run_everything", "run_monitor", "serve"]
 
 log = logging.getLogger("mirrorwatch")
+
+# How long the status file a killed worker left behind is still read: its acked positions are the best word on what
+# reached the target until another worker or a commit passes them (a clean stop withdraws the file).
+GONE_WORKER_MEMORY_MS = 3_600_000
 
 
 def serve(
@@ -97,9 +102,12 @@ def _link_statuses(config: MirrorwatchConfig, in_memory: Mapping[str, Sequence[L
     board = StatusBoard(config.state_path / "status")
     clock = SystemClock()
 
-    def statuses() -> Mapping[str, Sequence[Mapping[str, Any]]]:
-        found: dict[str, Sequence[Mapping[str, Any]]] = dict(board.read("links", clock.now_ms()))
-        found.update({name: [w.status() for w in workers] for name, workers in in_memory.items()})
+    def statuses() -> Mapping[str, Sequence[WorkerStatus]]:
+        found: dict[str, Sequence[WorkerStatus]] = {}
+        for name, documents in board.read("links", clock.now_ms(), GONE_WORKER_MEMORY_MS).items():
+            parsed = [WorkerStatus.from_json(d) for d in documents]
+            found[name] = [s for s in parsed if s is not None]
+        found.update({name: [w.worker_status() for w in workers] for name, workers in in_memory.items()})
         return found
 
     return statuses

@@ -3,7 +3,8 @@
 A mirror worker (one per `num_streams`, possibly in another process than the monitor) and the canary publish their
 status as JSON under `<state_dir>/status/<kind>/<name>.<worker>.json` about once a second; the monitor reads them.
 Each write is atomic (a temporary file renamed over the old one), so a reader never sees half a document. A clean
-stop withdraws the file; a killed process leaves one that stops being read once it is older than `max_age_ms`.
+stop withdraws the file; a killed process leaves one behind. The reader decides how old is too old: the canary's
+status expires, a mirror worker's is kept as the last word of a dead worker (`mirrorwatch.worker_status`).
 """
 
 from __future__ import annotations
@@ -12,16 +13,19 @@ import json
 import logging
 import os
 import re
+import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["STATUS_MAX_AGE_MS", "StatusBoard"]
+__all__ = ["HOST", "STATUS_MAX_AGE_MS", "StatusBoard"]
 
 log = logging.getLogger("mirrorwatch")
 
 # A status not rewritten for this long belongs to a process that died without withdrawing it.
 STATUS_MAX_AGE_MS = 15_000
+# Who writes a status: a reader on the same host can tell a dead writer from a slow one by its pid.
+HOST = socket.gethostname()
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -34,10 +38,10 @@ class StatusBoard:
         return self.directory / kind / f"{_UNSAFE.sub('_', name)}.{worker}.json"
 
     def publish(self, kind: str, name: str, worker: int, document: Mapping[str, Any], now_ms: int) -> None:
-        """Replace this worker's status; `updated_ms` and `pid` are added. Failures are logged, never raised: a full
-        disk must not stop a mirror."""
+        """Replace this worker's status; `updated_ms`, `host` and `pid` are added. Failures are logged, never
+        raised: a full disk must not stop a mirror."""
         path = self._path(kind, name, worker)
-        body = {**document, "name": name, "worker": worker, "updated_ms": now_ms, "pid": os.getpid()}
+        body = {**document, "name": name, "worker": worker, "updated_ms": now_ms, "host": HOST, "pid": os.getpid()}
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -4,24 +4,31 @@ A window holds the last N observations of one group's committed offset on one pa
 (`monitor.interval_seconds`): the offset, when it was observed, the partition's high-watermark then, and whether the
 group had members then. Burrow reads every commit from `__consumer_offsets`; mirrorwatch polls the admin API, which
 cannot tell "committed the same offset again" from "did not commit". So where Burrow compares commit timestamps,
-these rules ask how long the offset has not moved, and whether anybody is there:
+these rules ask how long the offset has stood still *while records waited for it* (`stuck_for_ms`: the shorter of
+"since the offset last moved" and "the age of the oldest record not consumed"), measured against the group's own
+commit cadence (`commit_gap_ms`: the longest time between two moves of its offset seen recently; unknown until two
+moves were seen, and then `max_commit_interval_seconds` stands in for it):
 
   Rule 1 - the current lag (high-watermark *now* minus the last committed offset) is within the allowed lag, in
            records or in seconds: OK. An idle partition whose consumer is caught up is OK, however old its commit.
-  Rule 2 - the offset has not moved for longer than the window spans (and at least `min_stop_seconds`), the group has
-           no members, and the records it lags behind are not fresh: STOP. Nobody is consuming.
+  Rule 2 - nobody is in the group and it has been stuck longer than the stop threshold (three commit gaps, never
+           less than `min_stop_seconds`; twice `max_commit_interval_seconds` while the cadence is unknown): STOP.
   Rule 3 - an offset went backwards within the window and has not come back above where it was: REWIND.
-  Rule 4 - the lag was above the allowed lag in every observation (needs a window at least `min_complete` full):
-           4a. the offset has not moved for as long as rule 2 asks, while the group has members: STALL;
-           4b. the offset moved, but the lag never decreased from one observation to the next: WARN (the consumer
-               is falling behind). An offset that has not moved is 4a's question, answered only after long enough.
-  Rule 5 - otherwise: OK.
+  Rule 4 - 4a. a member is there but stuck longer than the stop threshold: STALL;
+           4b. the offset moved, but the lag was above the allowed lag in every observation and never decreased
+               (needs a window at least `min_complete` full): WARN (the consumer is falling behind).
+  Rule 5 - stuck longer than one and a half commit gaps, or stuck at all after the members left: WARN. Between
+           the moment a consumer stops and rules 2 and 4a, this rule says it: a stopped consumer never reads OK once
+           its silence is longer than its usual one.
+  Rule 6 - otherwise: OK.
 
 Burrow's known false alarms, and why these rules do not raise them:
 - an idle topic: Burrow's STOP fires when an idle consumer stops committing; here rule 1 answers first (lag 0);
 - MirrorMaker 1 commits every 60 s: between two commits the offset does not move and the lag grows, which Burrow
-  can take for STOP or WARN; here "not moving" must last longer than the window and `min_stop_seconds` (120 s,
-  two such intervals), and the lag falls at every commit, so it is not "never decreasing";
+  can take for STOP or WARN; here the group's cadence (or, before it is known, 60 s) sets how long a silence is
+  normal, and the lag falls at every commit, so it is not "never decreasing";
+- fresh records behind an idle consumer that stopped long ago are not yet a stop: it has been stuck only as long as
+  they are old;
 - lag against the high-watermark at commit time understates a consumer that stopped: rule 1 uses the current one.
 """
 
@@ -49,8 +56,12 @@ __all__ = [
     "is_rewound",
     "is_stalled",
     "is_stopped",
+    "is_stuck",
+    "members_left",
     "stalled_for_ms",
     "stop_threshold_ms",
+    "stuck_for_ms",
+    "warn_threshold_ms",
 ]
 
 
@@ -76,6 +87,9 @@ class OffsetSample:
     # forward); None: at observed_ms. Without it, a sliding window could never show an offset standing still for
     # longer than the window spans.
     since_ms: int | None = None
+    # Since when this offset has been seen with records waiting behind it, carried forward like since_ms
+    # (None: from observed_ms, or no lag).
+    lag_since_ms: int | None = None
 
     @property
     def first_seen_ms(self) -> int:
@@ -92,7 +106,10 @@ class EvaluatorConfig:
     min_complete: float = 0.5  # rule 4 needs at least this share of the window
     allowed_lag_records: int = 0
     allowed_lag_seconds: float | None = None
-    min_stop_seconds: float = 120.0  # rules 2 and 4a never fire sooner (two MirrorMaker 1 commit intervals)
+    min_stop_seconds: float = 30.0  # rules 2 and 4a never fire sooner, whatever the group's cadence
+    # A group's commit cadence is learned from its moves; until then, commits this far apart are assumed normal
+    # (MirrorMaker 1's offset.commit.interval.ms).
+    max_commit_interval_seconds: float = 60.0
 
 
 @dataclass(frozen=True)
@@ -149,23 +166,59 @@ def stalled_for_ms(samples: Sequence[OffsetSample], now_ms: int) -> int:
     return max(0, now_ms - since)
 
 
-def stop_threshold_ms(samples: Sequence[OffsetSample], config: EvaluatorConfig) -> int:
-    """Not moving for longer than this is a stop or a stall: the window's span, and never less than the minimum."""
-    span = samples[-1].observed_ms - samples[0].observed_ms if samples else 0
-    return max(span, int(config.min_stop_seconds * 1000))
+def stuck_for_ms(samples: Sequence[OffsetSample], now_ms: int, lag_seconds: float | None) -> int:
+    """How long the offset has stood still while records waited for it: the shorter of the time since it last moved
+    and the age of the oldest record not consumed. Without that age, the observations tell: since the first of the
+    latest observations that saw this offset with lag, or, when the last one saw none, since that one (the records
+    came later)."""
+    if not samples:
+        return 0
+    standing = stalled_for_ms(samples, now_ms)
+    if lag_seconds is not None:
+        return min(standing, int(lag_seconds * 1000))
+    last = samples[-1]
+    since = last.observed_ms
+    if last.lag > 0:
+        for sample in reversed(samples):
+            if sample.offset != last.offset or sample.lag == 0:
+                break
+            since = min(since, sample.observed_ms if sample.lag_since_ms is None else sample.lag_since_ms)
+    return min(standing, max(0, now_ms - since))
+
+
+def members_left(samples: Sequence[OffsetSample]) -> bool:
+    """The group has no members now but had some within the window (not a commit-only group, which never has)."""
+    return bool(samples) and not samples[-1].has_members and any(s.has_members for s in samples)
+
+
+def stop_threshold_ms(config: EvaluatorConfig, commit_gap_ms: int | None) -> int:
+    """Stuck for longer than this is a stop or a stall: three of the group's commit gaps, never less than the
+    minimum; twice the longest assumed commit interval while its cadence is unknown."""
+    floor = int(config.min_stop_seconds * 1000)
+    if commit_gap_ms is None:
+        return max(floor, int(config.max_commit_interval_seconds * 2000))
+    return max(floor, 3 * commit_gap_ms)
+
+
+def warn_threshold_ms(samples: Sequence[OffsetSample], config: EvaluatorConfig, commit_gap_ms: int | None) -> int:
+    """Stuck for longer than this is worth a WARN: at once when the members left, else one and a half gaps."""
+    if members_left(samples):
+        return 0
+    gap = commit_gap_ms if commit_gap_ms is not None else int(config.max_commit_interval_seconds * 1000)
+    return gap * 3 // 2
 
 
 def is_stopped(
-    samples: Sequence[OffsetSample], now_ms: int, lag_seconds: float | None, config: EvaluatorConfig
+    samples: Sequence[OffsetSample],
+    now_ms: int,
+    lag_seconds: float | None,
+    config: EvaluatorConfig,
+    commit_gap_ms: int | None = None,
 ) -> bool:
-    """Rule 2: not moving for too long, nobody in the group, and the records waiting are not fresh."""
+    """Rule 2: nobody in the group, and stuck for longer than the stop threshold."""
     if not samples or samples[-1].has_members:
         return False
-    threshold_ms = stop_threshold_ms(samples, config)
-    if stalled_for_ms(samples, now_ms) <= threshold_ms:
-        return False
-    # Data that arrived only just now cannot have been missed by a consumer that committed long ago.
-    return lag_seconds is None or lag_seconds * 1000 > threshold_ms
+    return stuck_for_ms(samples, now_ms, lag_seconds) > stop_threshold_ms(config, commit_gap_ms)
 
 
 def is_rewound(samples: Sequence[OffsetSample]) -> bool:
@@ -180,16 +233,35 @@ def is_rewound(samples: Sequence[OffsetSample]) -> bool:
 
 
 def is_lag_always_above_allowed(samples: Sequence[OffsetSample], config: EvaluatorConfig) -> bool:
-    """Rule 4's condition: the lag (against the high-watermark of its time) exceeded the allowed lag every time."""
+    """Rule 4b's condition: the lag (against the high-watermark of its time) exceeded the allowed lag every time."""
     return bool(samples) and all(s.lag > config.allowed_lag_records for s in samples)
 
 
-def is_stalled(samples: Sequence[OffsetSample], now_ms: int, config: EvaluatorConfig) -> bool:
-    """Rule 4a: a member is there but the offset has not moved for as long as rule 2 asks."""
+def is_stalled(
+    samples: Sequence[OffsetSample],
+    now_ms: int,
+    config: EvaluatorConfig,
+    lag_seconds: float | None = None,
+    commit_gap_ms: int | None = None,
+) -> bool:
+    """Rule 4a: a member is there but it has been stuck for longer than the stop threshold."""
     return (
         bool(samples)
         and samples[-1].has_members
-        and stalled_for_ms(samples, now_ms) > stop_threshold_ms(samples, config)
+        and stuck_for_ms(samples, now_ms, lag_seconds) > stop_threshold_ms(config, commit_gap_ms)
+    )
+
+
+def is_stuck(
+    samples: Sequence[OffsetSample],
+    now_ms: int,
+    config: EvaluatorConfig,
+    lag_seconds: float | None = None,
+    commit_gap_ms: int | None = None,
+) -> bool:
+    """Rule 5: stuck for longer than a normal silence of this group."""
+    return bool(samples) and stuck_for_ms(samples, now_ms, lag_seconds) > warn_threshold_ms(
+        samples, config, commit_gap_ms
     )
 
 
@@ -215,26 +287,32 @@ def evaluate_partition(
     now_ms: int,
     config: EvaluatorConfig,
     lag_seconds: float | None = None,
+    commit_gap_ms: int | None = None,
 ) -> PartitionEvaluation:
-    """The status of one partition of one group. `lag_seconds` is the age of the first record not yet consumed."""
+    """The status of one partition of one group. `lag_seconds` is the age of the first record not yet consumed;
+    `commit_gap_ms` the group's cadence on this partition (see the module docstring), None while unknown."""
     complete = min(1.0, len(samples) / config.window)
     lag = current_lag(samples, high_watermark_now)
     if not samples:
         status = Status.NOTFOUND
     elif is_lag_allowed(lag, lag_seconds, config):  # rule 1
         status = Status.OK
-    elif is_stopped(samples, now_ms, lag_seconds, config):  # rule 2
+    elif is_stopped(samples, now_ms, lag_seconds, config, commit_gap_ms):  # rule 2
         status = Status.STOP
     elif is_rewound(samples):  # rule 3
         status = Status.REWIND
-    elif complete >= config.min_complete and is_lag_always_above_allowed(samples, config):  # rule 4
-        if is_stalled(samples, now_ms, config):
-            status = Status.STALL
-        elif has_moved(samples) and is_lag_not_decreasing(samples):
-            status = Status.WARN
-        else:
-            status = Status.OK
-    else:  # rule 5
+    elif is_stalled(samples, now_ms, config, lag_seconds, commit_gap_ms):  # rule 4a
+        status = Status.STALL
+    elif (
+        complete >= config.min_complete
+        and is_lag_always_above_allowed(samples, config)
+        and has_moved(samples)
+        and is_lag_not_decreasing(samples)
+    ):  # rule 4b
+        status = Status.WARN
+    elif is_stuck(samples, now_ms, config, lag_seconds, commit_gap_ms):  # rule 5
+        status = Status.WARN
+    else:  # rule 6
         status = Status.OK
     return PartitionEvaluation(
         topic=topic,

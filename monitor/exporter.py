@@ -69,6 +69,7 @@ METRIC_NAMES = (
     "mirrorwatch_mirror_replication_latency_seconds",
     "mirrorwatch_topic_config_drift",
     "mirrorwatch_mirror_workers",
+    "mirrorwatch_mirror_workers_gone",
     *(name for name, _key, _help in _SPARK_GAUGES),
     *(f"mirrorwatch_client_{name}" for name, _key, _scale, _help in _CLIENT_GAUGES),
     *(f"mirrorwatch_client_{name}_total" for name, _key, _help in _CLIENT_COUNTERS),
@@ -235,7 +236,13 @@ class MonitorCollector(Collector):
         )
         workers = GaugeMetricFamily(
             "mirrorwatch_mirror_workers",
-            "Workers of the link reporting their positions (0: its engine is not running where the monitor sees it)",
+            "Live workers of the link reporting their positions (0: its engine is not running where the monitor sees "
+            "it)",
+            labels=["link"],
+        )
+        workers_gone = GaugeMetricFamily(
+            "mirrorwatch_mirror_workers_gone",
+            "Workers of the link whose last status stands but which died, froze or failed",
             labels=["link"],
         )
         client_labels = ["link", "worker", "role"]
@@ -253,6 +260,7 @@ class MonitorCollector(Collector):
             stats = view.stats if view is not None else {}
             if view is not None:
                 workers.add_metric([link.name], view.workers)
+                workers_gone.add_metric([link.name], view.workers_gone)
             for name, key, _help in _SPARK_GAUGES:
                 if link.engine == "spark":
                     spark[name].add_metric([link.name], float(stats.get(key, 0)))
@@ -287,7 +295,7 @@ class MonitorCollector(Collector):
                     committed.add_metric(labels, p.committed_lag_records)
             for d in view.config_drift if view is not None else ():
                 drift.add_metric([link.name, d["source_topic"], d["target_topic"], d["config"]], 1)
-        yield from (repl, repl_s, inflight, committed, records, bytes_, errors, latency, drift, workers)
+        yield from (repl, repl_s, inflight, committed, records, bytes_, errors, latency, drift, workers, workers_gone)
         yield from client_gauges.values()
         yield from spark.values()
         yield from client_counters.values()

@@ -7,12 +7,13 @@ round instead of piling rounds up. A collection that fails is logged and leaves 
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime
 import functools
 import logging
+import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from confluent_kafka.admin import AdminClient
@@ -20,18 +21,44 @@ from confluent_kafka.admin import AdminClient
 from mirrorwatch.clock import Clock, SystemClock
 from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.kafka import new_admin
+from mirrorwatch.status_board import HOST
+from mirrorwatch.worker_status import WorkerStatus
 from monitor.collector import ClusterSnapshot, collect_cluster
 from monitor.evaluator import EvaluatorConfig, OffsetSample
 from monitor.record_times import Key, RecordTimeFetcher
-from monitor.state import MonitorState, evaluate_groups, link_view, observe_snapshot
+from monitor.state import (
+    MonitorState,
+    SafePosition,
+    WorkerSighting,
+    evaluate_groups,
+    link_view,
+    observe_snapshot,
+    safe_positions,
+)
 from monitor.windows import OffsetWindows
 
-__all__ = ["LinkStatuses", "MonitorService", "evaluator_config"]
+__all__ = ["LinkStatuses", "MonitorService", "evaluator_config", "is_process_running"]
 
 log = logging.getLogger("mirrorwatch.monitor")
 
-# link name -> the status() of each of its workers running in this process
-LinkStatuses = Callable[[], Mapping[str, Sequence[Mapping[str, Any]]]]
+# link name -> the status of each of its workers: in memory for this process's workers, else from status files
+LinkStatuses = Callable[[], Mapping[str, Sequence[WorkerStatus]]]
+
+
+def is_process_running(pid: int) -> bool:
+    """Whether process `pid` of this host exists and is not stopped (SIGSTOP) or a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: it exists
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            state = stat.read().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return True  # no /proc: existing is all we can tell
+    return state not in ("T", "t", "Z", "X")
 
 
 def evaluator_config(config: MirrorwatchConfig) -> EvaluatorConfig:
@@ -42,6 +69,7 @@ def evaluator_config(config: MirrorwatchConfig) -> EvaluatorConfig:
         allowed_lag_records=m.allowed_lag_records,
         allowed_lag_seconds=m.allowed_lag_seconds,
         min_stop_seconds=m.min_stop_seconds,
+        max_commit_interval_seconds=m.max_commit_interval_seconds,
     )
 
 
@@ -60,6 +88,13 @@ class MonitorService:
             expire_after_ms=int(config.monitor.expire_group_seconds * 1000),
         )
         self._admins: dict[str, AdminClient] = {}
+        # One collection thread per cluster; what runs, since when; the newest snapshot of each cluster.
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=len(config.clusters), thread_name_prefix="mirrorwatch-collect"
+        )
+        self._running: dict[str, tuple[int, concurrent.futures.Future[ClusterSnapshot]]] = {}
+        self._latest: dict[str, ClusterSnapshot] = {}
+        self._round_wait_s = config.monitor.interval_seconds / 2
         self._record_times: RecordTimeFetcher | None = None
         self._lock = threading.Lock()  # one collection at a time, also when called directly
         self._scheduler: BackgroundScheduler | None = None
@@ -71,52 +106,94 @@ class MonitorService:
         return self._windows
 
     def collect(self) -> MonitorState:
-        """One full round over every cluster; returns (and publishes) the new state."""
+        """One round: every cluster's newest snapshot, the windows fed, every group and link evaluated; returns (and
+        publishes) the new state.
+
+        Clusters are collected side by side, each in its own thread: a cluster that does not answer keeps its own
+        collection waiting, not the others'. The round waits at most half an interval for them; a collection still
+        running then goes on in the background and its snapshot joins the round after it. A cluster whose collection
+        fails, or runs longer than an interval, is reported down with the reason."""
         with self._lock:
+            started = self._clock.now_ms()
+            for alias in self.config.clusters:
+                if alias not in self._running:
+                    self._running[alias] = (started, self._pool.submit(self._collect_cluster, alias, started))
+            concurrent.futures.wait([future for _, future in self._running.values()], timeout=self._round_wait_s)
             now = self._clock.now_ms()
-            timeout_s = max(5.0, self.config.monitor.interval_seconds)
             snapshots: dict[str, ClusterSnapshot] = {}
-            for alias, cluster in self.config.clusters.items():
-                admin = self._admins.get(alias)
-                if admin is None:
-                    admin = self._admins[alias] = new_admin(
-                        cluster, alias, {"client.id": f"mirrorwatch-monitor-{alias}"}
-                    )
-                snapshot = collect_cluster(admin, alias, now, timeout_s=timeout_s)
-                snapshots[alias] = snapshot
-                if snapshot.up:
-                    self.last_success_ms[alias] = now
-                    observe_snapshot(self._windows, snapshot)
-                else:
-                    log.warning("monitor: cluster %r is not answering: %s", alias, snapshot.error)
+            for alias in self.config.clusters:
+                since, future = self._running[alias]
+                if future.done():
+                    del self._running[alias]
+                    snapshot = future.result()
+                    self._latest[alias] = snapshot
+                    if snapshot.up:
+                        self.last_success_ms[alias] = snapshot.observed_ms
+                        observe_snapshot(self._windows, snapshot)
+                    else:
+                        log.warning("monitor: cluster %r is not answering: %s", alias, snapshot.error)
+                latest = self._latest.get(alias)
+                waited_s = (now - since) / 1000
+                if alias in self._running and (latest is None or waited_s > self.config.monitor.interval_seconds):
+                    latest = ClusterSnapshot(alias, since, up=False, error=f"no answer for {waited_s:.1f}s")
+                if latest is not None:
+                    snapshots[alias] = latest
             self._windows.expire(now)
-            statuses = self._link_statuses()
-            record_times = self._times(self._wanted_record_times(snapshots, statuses))
+            sightings = {name: self._sightings(statuses, now) for name, statuses in self._link_statuses().items()}
+            positions = {
+                link.name: safe_positions(link, sightings.get(link.name, ()), snapshots.get(link.source), now)
+                for link in self.config.links
+            }
+            record_times = self._times(self._wanted_record_times(snapshots, positions))
             groups = {}
             for snapshot in snapshots.values():
                 groups.update(evaluate_groups(self._windows, snapshot, self._evaluator, record_times))
             links = {
                 link.name: link_view(
                     link,
-                    worker_statuses=list(statuses.get(link.name, ())),
+                    sightings=sightings.get(link.name, ()),
                     snapshot=snapshots.get(link.source),
                     target=snapshots.get(link.target),
                     record_times=record_times,
+                    now_ms=now,
                     history=functools.partial(self._history, link.source, link.consumer_group),
+                    positions=positions[link.name],
                 )
                 for link in self.config.links
             }
             self.state = MonitorState(now, snapshots, groups, links)
             return self.state
 
+    def _collect_cluster(self, alias: str, now_ms: int) -> ClusterSnapshot:
+        admin = self._admins.get(alias)
+        if admin is None:
+            admin = self._admins[alias] = new_admin(
+                self.config.clusters[alias], alias, {"client.id": f"mirrorwatch-monitor-{alias}"}
+            )
+        return collect_cluster(admin, alias, now_ms, timeout_s=max(5.0, self.config.monitor.interval_seconds))
+
+    def _sightings(self, statuses: Sequence[WorkerStatus], now_ms: int) -> list[WorkerSighting]:
+        """Which statuses come from a worker that is alive: fresh, not failed, and (on this host) a process that is
+        there and not stopped. A SIGKILLed or SIGSTOPped worker on this host is known at once, elsewhere once its
+        status is overdue (`WorkerStatus.is_stale`)."""
+        return [
+            WorkerSighting(
+                status,
+                status.state != "failed"
+                and not status.is_stale(now_ms)
+                and (status.host != HOST or not status.pid or is_process_running(status.pid)),
+            )
+            for status in statuses
+        ]
+
     def _history(self, cluster: str, group: str, topic: str, partition: int) -> tuple[OffsetSample, ...]:
         return self._windows.samples((cluster, group, topic, partition))
 
     def _wanted_record_times(
-        self, snapshots: Mapping[str, ClusterSnapshot], statuses: Mapping[str, Sequence[Mapping[str, Any]]]
+        self, snapshots: Mapping[str, ClusterSnapshot], positions: Mapping[str, Mapping[tuple[str, int], SafePosition]]
     ) -> set[Key]:
-        """The records whose age is a lag in seconds: at each lagging group's committed offset and each link's
-        acknowledged offset."""
+        """The records whose age is a lag in seconds: at each lagging group's committed offset and each link
+        partition's safe position (only on clusters that answered)."""
         wanted: set[Key] = set()
         for alias, snapshot in snapshots.items():
             if not snapshot.up:
@@ -130,12 +207,15 @@ class MonitorService:
             source = snapshots.get(link.source)
             if source is None or not source.up:
                 continue
-            for status in statuses.get(link.name, ()):
-                for p in status.get("partitions", []):
-                    hwm = source.partitions.get((p["topic"], p["partition"]))
-                    acked = p.get("acked")
-                    if hwm is not None and hwm.latest is not None and acked is not None and acked < hwm.latest:
-                        wanted.add((link.source, p["topic"], p["partition"], acked))
+            for (topic, partition), position in positions[link.name].items():
+                hwm = source.partitions.get((topic, partition))
+                if (
+                    position.safe is not None
+                    and hwm is not None
+                    and hwm.latest is not None
+                    and position.safe < hwm.latest
+                ):
+                    wanted.add((link.source, topic, partition, position.safe))
         return wanted
 
     def _times(self, wanted: set[Key]) -> dict[Key, int | None]:
@@ -169,5 +249,6 @@ class MonitorService:
         if self._scheduler is not None:
             self._scheduler.shutdown(wait=True)
             self._scheduler = None
+        self._pool.shutdown(wait=False, cancel_futures=True)
         if self._record_times is not None:
             self._record_times.close()

@@ -5,6 +5,15 @@ A mirror link's partition, in records:
 - replication lag = source high-watermark - acknowledged offset (what is really not yet safe on the target);
 - in flight       = consumed - acknowledged (read, not yet acknowledged).
 and in seconds: the age of the oldest record not yet acknowledged (0 when caught up; None when not known).
+
+Every figure of a link describes one moment, stated with it (`observed_ms`):
+- a partition a live worker owns is measured at the moment of that worker's status, against the high-watermark of
+  that moment (the one the worker saw, or one the monitor read no later): a busy healthy link reads as caught up,
+  not a second behind;
+- a partition no live worker owns (crashed, frozen, rebalancing, not yet assigned) is measured *now* from the best
+  position known: the acknowledged position of any worker that owned it, live or gone (every record below it is on
+  the target), or the group's committed offset, whichever is higher; its lag keeps growing with the source. "Not
+  known" stays None, never 0.
 """
 
 from __future__ import annotations
@@ -15,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mirrorwatch.config import LinkConfig
-from monitor.collector import ClusterSnapshot, PartitionOffsets
+from mirrorwatch.worker_status import PartitionPosition, WorkerStatus
 from monitor.evaluator import (
     EvaluatorConfig,
     GroupEvaluation,
@@ -24,6 +33,7 @@ from monitor.evaluator import (
     evaluate_group,
     evaluate_partition,
 )
+from monitor.snapshot import ClusterSnapshot
 from monitor.windows import OffsetWindows
 
 __all__ = [
@@ -32,11 +42,14 @@ __all__ = [
     "LinkView",
     "MonitorState",
     "RecordTimes",
+    "SafePosition",
+    "WorkerSighting",
     "evaluate_groups",
     "interpolate_record_time",
     "lag_age",
     "link_view",
     "observe_snapshot",
+    "safe_positions",
 ]
 
 # (cluster alias, topic, partition, offset) -> the record's timestamp in ms (None: the record is gone)
@@ -66,6 +79,10 @@ class LinkPartitionView:
     in_flight_records: int
     replication_lag_seconds: float | None
     replication_lag_seconds_method: str | None = None  # "record", "interpolated" or "at_least" (see lag_age)
+    observed_ms: int | None = None  # the moment these figures describe
+    # Where the position comes from: "worker" (a live worker), "worker_gone" (the last status of a worker that is
+    # gone or frozen), "committed" (the group's committed offset).
+    position_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -74,13 +91,22 @@ class LinkView:
     source: str
     target: str
     consumer_group: str
-    engine_running: bool  # positions come from running workers (in memory or their status files), else the group
+    engine_running: bool  # at least one live worker reports (in memory or through a fresh status file)
     partitions: tuple[LinkPartitionView, ...]
     stats: Mapping[str, Any] = field(default_factory=dict)  # the workers' counters, summed
     failure: str | None = None
     config_drift: tuple[Mapping[str, Any], ...] = ()  # source/target topic config differences the workers found
-    workers: int = 0  # how many workers reported
+    workers: int = 0  # how many live workers reported
     clients: tuple[Mapping[str, Any], ...] = ()  # librdkafka statistics per worker and role (see ClientStats)
+    workers_gone: int = 0  # workers whose last status stands but which are dead, frozen or failed
+    observed_ms: int = 0  # when the view was made
+
+    @property
+    def state(self) -> str:
+        """ "running" (a live worker reports), "workers gone" (none live, but some were), or "not running"."""
+        if self.engine_running:
+            return "running"
+        return "workers gone" if self.workers_gone else "not running"
 
     @property
     def replication_lag_records(self) -> int:
@@ -178,6 +204,7 @@ def evaluate_groups(
                 now_ms=now,
                 config=config,
                 lag_seconds=None if method == "at_least" else lag_seconds,
+                commit_gap_ms=windows.commit_gap_ms((snapshot.alias, group.group_id, topic, partition)),
             )
             if method == "at_least":
                 evaluation = replace(evaluation, lag_seconds=lag_seconds)
@@ -188,36 +215,135 @@ def evaluate_groups(
     return views
 
 
+@dataclass(frozen=True)
+class WorkerSighting:
+    """A worker's status as the monitor found it: `is_live` is false when the status is stale, its process is gone
+    or stopped (same host), or the worker failed. A sighting that is not live still proves its acked positions."""
+
+    status: WorkerStatus
+    is_live: bool
+
+
+@dataclass(frozen=True)
+class SafePosition:
+    """What is known of one partition of a link, and the moment it describes."""
+
+    topic: str
+    partition: int
+    safe: int | None  # every record below is on the target (None: nothing known)
+    observed_ms: int
+    high_watermark: int | None  # the source high-watermark at observed_ms, as well as it is known
+    position_from: str  # "worker", "worker_gone" or "committed"
+    live: PartitionPosition | None = None  # the live worker's figures
+    acked: int | None = None  # the best acknowledged position of any worker, live or gone
+    committed: int | None = None
+    target_topic: str | None = None
+
+    @property
+    def lag_records(self) -> int | None:
+        if self.safe is None or self.high_watermark is None:
+            return None
+        return max(0, self.high_watermark - self.safe)
+
+
+def safe_positions(
+    link: LinkConfig, sightings: Sequence[WorkerSighting], source: ClusterSnapshot | None, now_ms: int
+) -> dict[tuple[str, int], SafePosition]:
+    """Per partition of the link, the best position known and the moment it describes (see the module docstring)."""
+    hwm = source.partitions if source is not None and source.up else {}
+    observed_hwm_ms = source.observed_ms if source is not None and source.up else None
+    committed = (
+        source.groups[link.consumer_group].offsets
+        if source is not None and source.up and (link.consumer_group in source.groups)
+        else {}
+    )
+    live: dict[tuple[str, int], tuple[WorkerStatus, PartitionPosition]] = {}
+    acked: dict[tuple[str, int], int] = {}
+    target_topics: dict[tuple[str, int], str] = {}
+    for sighting in sorted(sightings, key=lambda s: s.status.observed_ms):  # a later status wins a conflict
+        for position in sighting.status.partitions:
+            key = (position.topic, position.partition)
+            target_topics[key] = position.target_topic
+            now_high = hwm[key].latest if key in hwm else None
+            # A position above today's high-watermark is from a topic since deleted and created again.
+            if position.acked is not None and (now_high is None or position.acked <= now_high):
+                acked[key] = max(acked.get(key, position.acked), position.acked)
+            if sighting.is_live:
+                live[key] = (sighting.status, position)
+    out: dict[tuple[str, int], SafePosition] = {}
+    for key in sorted({*live, *acked, *committed}):
+        group_committed = committed.get(key)
+        best_acked = acked.get(key)
+        known = [o for o in (best_acked, group_committed) if o is not None]
+        safe = max(known) if known else None
+        now_high = hwm[key].latest if key in hwm else None
+        if key in live:
+            status, position = live[key]
+            highs = [h for h in (position.high_watermark,) if h is not None]
+            if (
+                now_high is not None
+                and observed_hwm_ms is not None
+                and (observed_hwm_ms <= status.observed_ms or not highs)
+            ):
+                highs.append(now_high)  # read no later than the status (or the only one there is)
+            out[key] = SafePosition(
+                key[0],
+                key[1],
+                safe,
+                status.observed_ms,
+                max(highs) if highs else None,
+                "worker",
+                position,
+                best_acked,
+                max(o for o in (position.committed, group_committed, -1) if o is not None)
+                if (position.committed is not None or group_committed is not None)
+                else None,
+                target_topics.get(key),
+            )
+        else:
+            out[key] = SafePosition(
+                key[0],
+                key[1],
+                safe,
+                now_ms,
+                now_high,
+                "worker_gone" if best_acked is not None and best_acked >= (group_committed or 0) else "committed",
+                None,
+                best_acked,
+                group_committed,
+                target_topics.get(key),
+            )
+    return out
+
+
 def link_view(
     link: LinkConfig,
     *,
-    worker_statuses: Sequence[Mapping[str, Any]],
+    sightings: Sequence[WorkerSighting],
     snapshot: ClusterSnapshot | None,
     record_times: RecordTimes,
+    now_ms: int,
     history: Callable[[str, int], Sequence[OffsetSample]] = lambda _topic, _partition: (),
     target: ClusterSnapshot | None = None,
+    positions: Mapping[tuple[str, int], SafePosition] | None = None,
 ) -> LinkView:
-    """A link's per-partition lag, from its running workers' positions or, without them, from its group's commits."""
-    context = _Context(
-        hwm=snapshot.partitions if snapshot is not None and snapshot.up else {},
-        source=link.source,
-        now_ms=snapshot.observed_ms if snapshot is not None else 0,
-        record_times=record_times,
-        history=history,
-    )
-    partitions: list[LinkPartitionView] = []
+    """A link's per-partition lag from what its workers (live or gone) and its group say (see the module
+    docstring). `positions` are `safe_positions(...)` when the caller already made them."""
+    if positions is None:
+        positions = safe_positions(link, sightings, snapshot, now_ms)
     stats: dict[str, Any] = {}
     failure = None
     drift: dict[tuple[str, str], Mapping[str, Any]] = {}
-    by_tp: dict[tuple[str, int], LinkPartitionView] = {}
     clients: list[Mapping[str, Any]] = []
-    for status in worker_statuses:
-        for role, client in sorted(status.get("clients", {}).items()):
-            clients.append({**client, "role": role, "worker": str(status.get("worker", 0))})
-        failure = failure or status.get("failure")
-        for d in status.get("config_drift", []):
+    live = [s.status for s in sightings if s.is_live]
+    for status in sorted((s.status for s in sightings), key=lambda s: s.observed_ms):
+        failure = status.failure or failure
+    for status in live:
+        for role, client in sorted(status.clients.items()):
+            clients.append({**client, "role": role, "worker": str(status.worker)})
+        for d in status.config_drift:
             drift[(d["source_topic"], d["config"])] = d
-        for key, value in status.get("stats", {}).items():
+        for key, value in status.stats.items():
             if isinstance(value, int | float):
                 stats[key] = stats.get(key, 0) + value
             elif isinstance(value, Mapping) and "counts" in value:  # a histogram: add bucket by bucket
@@ -226,30 +352,26 @@ def link_view(
                 )
                 total["counts"] = [a + b for a, b in zip(total["counts"], value["counts"], strict=True)]
                 total["sum"] += value["sum"]
-        for position in status.get("partitions", []):
-            # After a rebalance two workers may both have reported a partition; the later status wins.
-            by_tp[(position["topic"], position["partition"])] = _partition_view(position, context)
-    partitions.extend(by_tp.values())
-    group = link.consumer_group
-    if not worker_statuses and snapshot is not None and snapshot.up and group in snapshot.groups:
-        for (topic, partition), committed in sorted(snapshot.groups[group].offsets.items()):
-            position = {"topic": topic, "partition": partition, "committed": committed, "in_flight_records": 0}
-            partitions.append(_partition_view(position, context))
-    partitions.sort(key=lambda p: (p.topic, p.partition))
+    partitions = [
+        _partition_view(position, link.source, record_times, history(position.topic, position.partition))
+        for position in positions.values()
+    ]
     for d in _partition_count_drift(partitions, snapshot, target):
         drift[(d["source_topic"], d["config"])] = d
     return LinkView(
         link.name,
         link.source,
         link.target,
-        group,
-        bool(worker_statuses),
+        link.consumer_group,
+        bool(live),
         tuple(partitions),
         stats,
         failure,
         tuple(drift[k] for k in sorted(drift)),
-        len(worker_statuses),
+        len(live),
         tuple(clients),
+        workers_gone=len(sightings) - len(live),
+        observed_ms=now_ms,
     )
 
 
@@ -274,41 +396,37 @@ def _partition_count_drift(
     ]
 
 
-@dataclass(frozen=True)
-class _Context:
-    hwm: Mapping[tuple[str, int], PartitionOffsets]
-    source: str
-    now_ms: int
-    record_times: RecordTimes
-    history: Callable[[str, int], Sequence[OffsetSample]]
-
-
-def _partition_view(position: Mapping[str, Any], context: _Context) -> LinkPartitionView:
-    """`position` as the engine reports it: topic, partition, target_topic, consumed, acked, committed, in flight."""
-    topic, partition = position["topic"], position["partition"]
-    acked, committed = position.get("acked"), position.get("committed")
-    offsets = context.hwm.get((topic, partition))
-    high = offsets.latest if offsets is not None else None
-    safe = acked if acked is not None else committed  # without the engine, committed is what we know is safe
-    replication_lag = max(0, high - safe) if high is not None and safe is not None else None
+def _partition_view(
+    position: SafePosition,
+    source: str,
+    record_times: RecordTimes,
+    history: Sequence[OffsetSample],
+) -> LinkPartitionView:
+    lag = position.lag_records
     seconds: float | None = None
     method: str | None = None
-    if replication_lag == 0:
+    if lag == 0:
         seconds = 0.0
-    elif replication_lag is not None and safe is not None:
-        key = (context.source, topic, partition, safe)
-        seconds, method = lag_age(context.now_ms, key, context.record_times, context.history(topic, partition))
+    elif lag is not None and position.safe is not None:
+        key = (source, position.topic, position.partition, position.safe)
+        seconds, method = lag_age(position.observed_ms, key, record_times, history)
+    high = position.high_watermark
+    live = position.live
     return LinkPartitionView(
-        topic=topic,
-        partition=partition,
-        target_topic=position.get("target_topic", topic),
+        topic=position.topic,
+        partition=position.partition,
+        target_topic=position.target_topic or position.topic,  # without a worker's word: as named at the source
         high_watermark=high,
-        consumed=position.get("consumed"),
-        acked=acked,
-        committed=committed,
-        replication_lag_records=replication_lag,
-        committed_lag_records=max(0, high - committed) if high is not None and committed is not None else None,
-        in_flight_records=int(position.get("in_flight_records", 0)),
+        consumed=live.consumed if live is not None else None,
+        acked=position.acked,
+        committed=position.committed,
+        replication_lag_records=lag,
+        committed_lag_records=max(0, high - position.committed)
+        if high is not None and position.committed is not None
+        else None,
+        in_flight_records=live.in_flight_records if live is not None else 0,
         replication_lag_seconds=seconds,
         replication_lag_seconds_method=method,
+        observed_ms=position.observed_ms,
+        position_from=position.position_from,
     )

@@ -4,6 +4,10 @@ As Burrow's storage module: a ring per partition, `min_distance_ms` (an observat
 replaces it instead of pushing the oldest out, so a fast poller cannot shrink the time a window covers; an offset
 that went backwards is always kept), and expiry
 of partitions and groups that stopped appearing (a deleted group must not stay in ERR for ever).
+
+Beyond the window, each partition keeps its group's commit cadence: the times between the last few moves of its
+offset (`commit_gap_ms`). A 100 s window cannot hold two 60 s commits, and the evaluator needs to know how long a
+silence is normal for this group before it calls one a stop.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from monitor.evaluator import OffsetSample
 __all__ = ["OffsetWindows", "WindowKey"]
 
 WindowKey = tuple[str, str, str, int]  # cluster alias, group, topic, partition
+GAPS_KEPT = 5  # moves whose gaps make a group's cadence
 
 
 class OffsetWindows:
@@ -27,6 +32,8 @@ class OffsetWindows:
         self.min_distance_ms = min_distance_ms
         self.expire_after_ms = expire_after_ms
         self._windows: dict[WindowKey, deque[OffsetSample]] = {}
+        self._moved_ms: dict[WindowKey, int] = {}  # when the offset last moved (unknown before the first move seen)
+        self._gaps: dict[WindowKey, deque[int]] = {}  # the last times between two moves
 
     def observe(self, key: WindowKey, sample: OffsetSample) -> None:
         window = self._windows.get(key)
@@ -35,7 +42,16 @@ class OffsetWindows:
         if window and sample.observed_ms < window[-1].observed_ms:
             return  # late news: the window is ordered by observation time
         if window and window[-1].offset == sample.offset:  # still there: it was first seen earlier
-            sample = replace(sample, since_ms=window[-1].first_seen_ms)
+            previous = window[-1]
+            lag_since = None
+            if previous.lag > 0 and sample.lag > 0:  # and records have waited behind it since then
+                lag_since = previous.observed_ms if previous.lag_since_ms is None else previous.lag_since_ms
+            sample = replace(sample, since_ms=previous.first_seen_ms, lag_since_ms=lag_since)
+        elif window:  # it moved
+            moved = self._moved_ms.get(key)
+            if moved is not None:
+                self._gaps.setdefault(key, deque(maxlen=GAPS_KEPT)).append(sample.observed_ms - moved)
+            self._moved_ms[key] = sample.observed_ms
         too_close = window and sample.observed_ms - window[-1].observed_ms < self.min_distance_ms
         if too_close and sample.offset >= window[-1].offset:  # a move backwards is news (REWIND): never replaced
             window[-1] = sample
@@ -45,6 +61,11 @@ class OffsetWindows:
     def samples(self, key: WindowKey) -> tuple[OffsetSample, ...]:
         window = self._windows.get(key)
         return tuple(window) if window else ()
+
+    def commit_gap_ms(self, key: WindowKey) -> int | None:
+        """The longest recent time between two moves of this partition's offset (None: fewer than two moves seen)."""
+        gaps = self._gaps.get(key)
+        return max(gaps) if gaps else None
 
     def keys(self) -> Iterator[WindowKey]:
         return iter(list(self._windows))
@@ -59,9 +80,14 @@ class OffsetWindows:
         """Forget windows whose last observation is older than `expire_after_ms`; returns what was forgotten."""
         gone = [k for k, w in self._windows.items() if not w or now_ms - w[-1].observed_ms > self.expire_after_ms]
         for key in gone:
-            del self._windows[key]
+            self._forget(key)
         return gone
+
+    def _forget(self, key: WindowKey) -> None:
+        del self._windows[key]
+        self._moved_ms.pop(key, None)
+        self._gaps.pop(key, None)
 
     def forget_group(self, cluster: str, group: str) -> None:
         for key in [k for k in self._windows if k[0] == cluster and k[1] == group]:
-            del self._windows[key]
+            self._forget(key)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 from canary.probe import Probe, decode_probe
-from canary.tracker import LATENCY_BUCKETS_S, Histogram, Tracker
+from canary.tracker import LATENCY_BUCKETS_S, NS, QUANTILE_WINDOW_S, Histogram, Tracker, quantile
 
 S = 1_000_000_000
 INSTANCE = uuid.UUID(int=1).hex
@@ -170,3 +170,37 @@ def test_probe_codec_round_trips_and_rejects_anything_else() -> None:
         probe.value()[:44],
     ):
         assert decode_probe(other) is None
+
+
+def test_quantiles_come_from_the_probes_in_the_window_not_from_bucket_bounds() -> None:
+    """One 5.5 s probe among thirty 25 ms probes: p99 is that probe's 5.5 s (its bucket's bound would say 10 s), p50
+    25 ms;
+    probes older than the window no longer count."""
+    tracker = Tracker("me", ["l"], interval_s=1, sla_s=120, absent_after_intervals=3, now_ns=0)
+    now = 0
+    for i in range(31):
+        probe = tracker.new_probe("l", 0, now)
+        tracker.produced(probe, now, ok=True)
+        latency_ns = 5_500_000_000 if i == 7 else 25_000_000
+        tracker.received_at_target(probe, now + latency_ns, link="l")
+        now += NS
+    (view,) = tracker.view(now)
+    window = view.partitions[0].window["e2e"]
+    assert (len(window), quantile(window, 0.99), quantile(window, 0.5)) == (31, 5.5, 0.025)
+    assert view.partitions[0].e2e.quantile(0.99) == 10.0  # what the buckets alone could say
+    (later,) = tracker.view(now + QUANTILE_WINDOW_S * NS)
+    assert later.partitions[0].window["e2e"] == ()  # every probe is older than the window now
+    assert quantile((), 0.5) is None
+
+
+@pytest.mark.parametrize(
+    ("values", "q", "expected"),
+    [
+        ([1.0], 0.99, 1.0),
+        ([1.0, 2.0], 0.5, 1.0),
+        ([3.0, 1.0, 2.0], 0.5, 2.0),
+        ([float(i) for i in range(100)], 0.29, 28.0),
+    ],
+)
+def test_quantile_is_the_nearest_rank(values: list[float], q: float, expected: float) -> None:
+    assert quantile(values, q) == expected

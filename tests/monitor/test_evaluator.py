@@ -25,6 +25,7 @@ from monitor.evaluator import (
     is_rewound,
     is_stalled,
     is_stopped,
+    is_stuck,
 )
 
 T0 = 1_700_000_000_000
@@ -52,10 +53,12 @@ class Case:
     hwm_now: int
     now_ms: int
     expected: Status
-    # rule predicates: allowed (1), stopped (2), rewound (3), always_above (4), stalled (4a), moved and not_decreasing (4b)
+    # rule predicates: allowed (1), stopped (2), rewound (3), stalled (4a), always_above, moved and not_decreasing (4b),
+    # stuck (5)
     predicates: dict[str, bool] = field(default_factory=dict)
     lag_seconds: float | None = None
     config: EvaluatorConfig = field(default_factory=EvaluatorConfig)
+    commit_gap_ms: int | None = None  # the group's cadence as the window store learned it (None: not yet known)
 
 
 def after(samples: tuple[OffsetSample, ...], ms: int) -> int:
@@ -85,6 +88,8 @@ _mm1_full_window = window([100] * 6 + [160] * 4, list(range(110, 210, 10)))
 _rewind_then_gone = window([100, 110, 120, 50, 60], 200, members=[True, True, True, True, False])
 _commit_only_group = window(list(range(0, 200, 20)), list(range(100, 200, 10)), members=False)
 _stuck_under_allowed = window([100] * 10, 105, step_ms=15_000)
+_stuck_20s = window([*range(0, 90, 10), 80], list(range(100, 200, 10)))
+_stuck_40s = window([*range(0, 80, 10), 70, 70], list(range(100, 200, 10)))
 _slid_window_gone = tuple(OffsetSample(300, T0 + i * STEP, 400, False, since_ms=T0 - 10 * MIN) for i in range(3))
 
 CASES = [
@@ -162,23 +167,24 @@ CASES = [
     ),
     Case(
         7,
-        "the same consumer gone for only 60 s, catching up before",
-        "a MirrorMaker 1 commit interval is not STOP",
+        "a consumer that left 60 s ago with lag, its cadence not known yet",
+        "rule 5: gone with records waiting is never OK; STOP waits for twice the assumed 60 s commit interval",
         _catching_up_then_gone,
         200,
         after(_catching_up_then_gone, MIN),
-        Status.OK,
+        Status.WARN,
         {"allowed": False, "stopped": False, "rewound": False, "always_above": True, "not_decreasing": False},
     ),
     Case(
         8,
-        "a group that commits every 100 s, gone for 200 s",
-        "rule 2 waits longer than the window spans (900 s)",
+        "a commit-only group that commits every 100 s, silent for 200 s",
+        "rule 2 waits three of its commit gaps; rule 5 warns after one and a half",
         _slow_committer_gone,
         200,
         after(_slow_committer_gone, 200_000),
         Status.WARN,
-        {"stopped": False, "always_above": True, "not_decreasing": True},
+        {"stopped": False, "always_above": True, "not_decreasing": True, "stuck": True},
+        commit_gap_ms=100_000,
     ),
     Case(
         9,
@@ -260,7 +266,7 @@ CASES = [
         250,
         after(_mm1_between_commits, STEP),
         Status.OK,
-        {"always_above": True, "stalled": False, "moved": False, "not_decreasing": True},
+        {"always_above": True, "stalled": False, "moved": False, "not_decreasing": True, "stuck": False},
     ),
     Case(
         17,
@@ -405,18 +411,80 @@ CASES = [
         {"allowed": True, "stalled": True},
         config=EvaluatorConfig(allowed_lag_records=10),
     ),
+    Case(
+        31,
+        "a consumer that committed at every observation (10 s) and left 40 s ago",
+        "rule 2 with a known cadence: three gaps (30 s) of silence with records waiting is STOP, sooner than Burrow",
+        _catching_up_then_gone,
+        200,
+        after(_catching_up_then_gone, 40_000),
+        Status.STOP,
+        {"stopped": True},
+        lag_seconds=45.0,
+        commit_gap_ms=STEP,
+    ),
+    Case(
+        32,
+        "a member that committed every 10 s and has been stuck for 20 s with records waiting",
+        "rule 5: longer than one and a half of its gaps is WARN, before STALL can be proven",
+        _stuck_20s,
+        200,
+        after(_stuck_20s, STEP),
+        Status.WARN,
+        {"stalled": False, "stuck": True, "not_decreasing": True, "moved": True},
+        lag_seconds=25.0,
+        commit_gap_ms=STEP,
+    ),
+    Case(
+        33,
+        "the same member stuck for 40 s",
+        "rule 4a with a known cadence: STALL after three gaps (30 s)",
+        _stuck_40s,
+        200,
+        after(_stuck_40s, 2 * STEP),
+        Status.STALL,
+        {"stalled": True, "stopped": False},
+        lag_seconds=45.0,
+        commit_gap_ms=STEP,
+    ),
+    Case(
+        34,
+        "a member that commits every 60 s, its offset still for 70 s (sampling adds up to 10 s), cadence learned",
+        "its own silence is normal: a 60 s committer raises nothing",
+        _mm1_between_commits,
+        250,
+        after(_mm1_between_commits, 30_000),
+        Status.OK,
+        {"stalled": False, "stuck": False},
+        lag_seconds=75.0,
+        commit_gap_ms=MIN,
+    ),
+    Case(
+        35,
+        "a consumer that closed 10 s ago while producers go on",
+        "rule 5: the members left and records wait: WARN at once",
+        _moving_then_gone,
+        200,
+        after(_moving_then_gone, STEP),
+        Status.WARN,
+        {"stopped": False, "stuck": True},
+        lag_seconds=12.0,
+        commit_gap_ms=STEP,
+    ),
 ]
 
 
 def predicates_of(case: Case) -> dict[str, bool]:
     samples, config = case.samples, case.config
     lag = current_lag(samples, case.hwm_now)
+    gap = case.commit_gap_ms
     return {
         "allowed": is_lag_allowed(lag, case.lag_seconds, config),
-        "stopped": is_stopped(samples, case.now_ms, case.lag_seconds, config),
+        "stopped": is_stopped(samples, case.now_ms, case.lag_seconds, config, gap),
         "rewound": is_rewound(samples),
         "always_above": is_lag_always_above_allowed(samples, config),
-        "stalled": is_stalled(samples, case.now_ms, config),
+        "stalled": is_stalled(samples, case.now_ms, config, case.lag_seconds, gap),
+        "stuck": is_stuck(samples, case.now_ms, config, case.lag_seconds, gap),
         "moved": has_moved(samples) if samples else False,
         "not_decreasing": is_lag_not_decreasing(samples),
     }
@@ -440,6 +508,7 @@ def test_window(case: Case) -> None:
         now_ms=case.now_ms,
         config=case.config,
         lag_seconds=case.lag_seconds,
+        commit_gap_ms=case.commit_gap_ms,
     )
     assert result.status == case.expected, f"#{case.number} {case.tests}: {case.why}"
     assert result.current_lag == current_lag(case.samples, case.hwm_now)

@@ -32,7 +32,7 @@ BASE_TS = 1_700_000_000_000
 
 def monitor_config(clusters_config: MirrorwatchConfig, **extra: Any) -> MirrorwatchConfig:
     # short windows and thresholds so that the states appear within seconds
-    monitor = {"interval_seconds": 1, "window": 3, "min_stop_seconds": 2}
+    monitor = {"interval_seconds": 1, "window": 3, "min_stop_seconds": 2, "max_commit_interval_seconds": 1}
     return session_config(clusters_config, extra.pop("links", None), monitor=monitor, **extra)
 
 
@@ -160,7 +160,7 @@ def test_mirror_replication_lag_rises_while_the_target_is_down_and_returns_to_ze
         ],
     )
     with running_worker(config) as worker:
-        service = service_for(config, link_statuses=lambda: {"watched": [worker.status()]})
+        service = service_for(config, link_statuses=lambda: {"watched": [worker.worker_status()]})
         wait_until(lambda: len(worker.positions()) == 2, timeout_s=60, description="the link to own its partitions")
         local_clusters.kill("target")
         produce(source, "source", topic, [Record(value=b"x", partition=i % 2) for i in range(500)])

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import pytest
 
 from mirrorwatch.config import LinkConfig
+from mirrorwatch.worker_status import WorkerStatus
 from monitor.collector import ClusterSnapshot, GroupInfo, PartitionOffsets
 from monitor.evaluator import EvaluatorConfig, OffsetSample, Status
-from monitor.state import evaluate_groups, interpolate_record_time, lag_age, link_view, observe_snapshot
+from monitor.state import (
+    WorkerSighting,
+    evaluate_groups,
+    interpolate_record_time,
+    lag_age,
+    link_view,
+    observe_snapshot,
+)
 from monitor.windows import OffsetWindows
 
 T0 = 1_700_000_000_000
@@ -58,6 +69,14 @@ def test_groups_are_evaluated_with_lag_in_records_and_seconds() -> None:
     assert view.evaluation.total_lag == 190
 
 
+def sighting(document: Mapping[str, Any], at_ms: int = T0, *, is_live: bool = True) -> WorkerSighting:
+    """A worker's status document (as a status file holds it) observed at `at_ms`."""
+    defaults = {"link": "l", "worker": 0, "engine": "python", "state": "running", "publish_interval_ms": 1000}
+    status = WorkerStatus.from_json({**defaults, **document, "observed_ms": at_ms})
+    assert status is not None
+    return WorkerSighting(status, is_live)
+
+
 def test_a_link_view_from_running_workers() -> None:
     status = {
         "failure": None,
@@ -98,9 +117,10 @@ def test_a_link_view_from_running_workers() -> None:
     }
     view = link_view(
         LINK,
-        worker_statuses=[status, {**status, "partitions": []}],
+        sightings=[sighting(status), sighting({**status, "partitions": []})],
         snapshot=snapshot(T0, 100, 80),
         record_times={("source", "orders", 0, 90): T0 - 4_000},
+        now_ms=T0,
     )
     p0, p1 = view.partitions
     assert (p0.high_watermark, p0.replication_lag_records, p0.committed_lag_records, p0.in_flight_records) == (
@@ -121,11 +141,96 @@ def test_a_link_view_from_running_workers() -> None:
 
 
 def test_a_link_view_without_the_engine_uses_the_groups_commits() -> None:
-    view = link_view(LINK, worker_statuses=[], snapshot=snapshot(T0, 100, 70), record_times={})
+    view = link_view(LINK, sightings=[], snapshot=snapshot(T0, 100, 70), record_times={}, now_ms=T0)
     p0 = next(p for p in view.partitions if p.partition == 0)
     assert (p0.acked, p0.committed, p0.replication_lag_records, p0.committed_lag_records) == (None, 70, 30, 30)
     assert p0.replication_lag_seconds is None  # the record's age is not known: unknown, not 0
     assert not view.engine_running
+
+
+def _position(acked: int, *, high: int | None = None, committed: int | None = None) -> dict[str, object]:
+    return {
+        "topic": "orders",
+        "partition": 0,
+        "target_topic": "orders",
+        "consumed": acked,
+        "acked": acked,
+        "committed": committed if committed is not None else acked,
+        "in_flight_records": 0,
+        "high_watermark": high,
+    }
+
+
+def test_a_busy_healthy_link_is_measured_at_its_status_moment_not_a_second_later() -> None:
+    """The status is 800 ms old when the monitor reads a high-watermark 1,200 records further on: compared with
+    that, the link would look 1,205 records and a second behind; at its own moment it is 5 records and 40 ms."""
+    status_at = T0 - 800
+    view = link_view(
+        LINK,
+        sightings=[sighting({"partitions": [_position(1000, high=1005)]}, status_at)],
+        snapshot=snapshot(T0, 2205, 900),
+        record_times={("source", "orders", 0, 1000): status_at - 40},
+        now_ms=T0,
+    )
+    p0 = next(p for p in view.partitions if p.partition == 0)
+    assert (p0.replication_lag_records, p0.replication_lag_seconds, p0.observed_ms) == (5, 0.04, status_at)
+    assert p0.position_from == "worker"
+
+
+def test_a_record_written_after_the_status_is_not_lag_at_that_moment() -> None:
+    """The worker saw no high-watermark (a spark status): the monitor's, read later, says records are missing, but
+    the record at the acked offset was written after the status, so nothing was missing then."""
+    status_at = T0 - 500
+    view = link_view(
+        LINK,
+        sightings=[sighting({"partitions": [_position(1000)]}, status_at)],
+        snapshot=snapshot(T0, 1100, 900),
+        record_times={("source", "orders", 0, 1000): status_at + 100},
+        now_ms=T0,
+    )
+    p0 = next(p for p in view.partitions if p.partition == 0)
+    assert p0.replication_lag_seconds == 0.0
+
+
+def test_a_partition_whose_worker_is_gone_keeps_its_last_acked_position_and_its_lag_grows_now() -> None:
+    """A SIGKILLed worker's last status (acked 90, above the group's commit at 80) stays the best word on what reached
+    the target; the lag is measured now against today's high-watermark, and the link says its workers are gone."""
+    gone = sighting({"partitions": [_position(90, high=95, committed=80)]}, T0 - 20_000, is_live=False)
+    record_times = {("source", "orders", 0, 90): T0 - 21_000}
+    view = link_view(LINK, sightings=[gone], snapshot=snapshot(T0, 150, 80), record_times=record_times, now_ms=T0)
+    p0 = next(p for p in view.partitions if p.partition == 0)
+    assert (p0.acked, p0.committed, p0.replication_lag_records, p0.replication_lag_seconds) == (90, 80, 60, 21.0)
+    assert (p0.observed_ms, p0.position_from) == (T0, "worker_gone")
+    assert (view.engine_running, view.workers, view.workers_gone, view.state) == (False, 0, 1, "workers gone")
+    later = link_view(
+        LINK,
+        sightings=[gone],
+        snapshot=snapshot(T0 + 5_000, 200, 80),
+        record_times=record_times,
+        now_ms=T0 + 5_000,
+    )
+    assert next(p for p in later.partitions if p.partition == 0).replication_lag_seconds == 26.0
+
+
+def test_the_best_position_wins_and_a_position_above_the_high_watermark_is_ignored() -> None:
+    """After a rebalance the new worker re-reads from the commit (85) while the gone one had 90 acknowledged: records
+    below 90 are on the target. A gone worker's 5000 is from a topic since created again: ignored."""
+    live = sighting({"partitions": [_position(85, high=120, committed=80)]}, T0)
+    gone = sighting({"partitions": [_position(90, committed=80)]}, T0 - 9_000, is_live=False)
+    recreated = sighting({"worker": 1, "partitions": [_position(5000)]}, T0 - 60_000, is_live=False)
+    view = link_view(
+        LINK, sightings=[live, gone, recreated], snapshot=snapshot(T0, 120, 80), record_times={}, now_ms=T0
+    )
+    p0 = next(p for p in view.partitions if p.partition == 0)
+    assert (p0.acked, p0.replication_lag_records, p0.consumed) == (90, 30, 85)
+    assert (view.workers, view.workers_gone) == (1, 2)
+
+
+def test_no_answer_from_the_source_is_unknown_lag_never_zero() -> None:
+    gone = sighting({"partitions": [_position(90)]}, T0 - 20_000, is_live=False)
+    view = link_view(LINK, sightings=[gone], snapshot=snapshot(T0, 0, 0, up=False), record_times={}, now_ms=T0)
+    (p0,) = view.partitions
+    assert (p0.replication_lag_records, p0.replication_lag_seconds) == (None, None)
 
 
 def test_interpolation_over_the_high_watermark_history() -> None:
@@ -191,7 +296,7 @@ def test_partition_count_drift_between_source_and_target() -> None:
     target = ClusterSnapshot(
         alias="target", observed_ms=T0, up=True, partitions={("orders", p): PartitionOffsets(0, 0) for p in range(4)}
     )
-    view = link_view(LINK, worker_statuses=[], snapshot=snapshot(T0, 100, 70), target=target, record_times={})
+    view = link_view(LINK, sightings=[], snapshot=snapshot(T0, 100, 70), target=target, record_times={}, now_ms=T0)
     assert view.config_drift == (
         {
             "source_topic": "orders",

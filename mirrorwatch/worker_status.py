@@ -1,0 +1,94 @@
+"""The worker-status contract: what a mirror worker of any engine tells the monitor (pure; the shared kernel).
+
+One document per worker, written by the python, exactly-once and spark engines and read by the monitor, whether it
+comes from a worker in the monitor's own process (`mirrorwatch run`) or from a status file. Its figures describe one
+moment, `observed_ms`: the positions of every partition the worker owns and the source high-watermark the worker saw
+with its last fetch, so that the monitor compares a position with the high-watermark *of its time*, not with one read
+a second later (which shows a healthy busy link a second behind).
+
+A worker promises to rewrite its status at least every `publish_interval_ms` while it runs; a status older than
+`stale_after_ms()` belongs to a worker that is frozen or gone. Such a status is still evidence: every record below its
+`acked` is durable on the target, so the monitor keeps measuring the partition from there instead of showing nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["PartitionPosition", "WorkerStatus", "stale_after_ms"]
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionPosition:
+    topic: str
+    partition: int
+    target_topic: str
+    consumed: int | None  # next offset the worker will read
+    acked: int | None  # first offset not yet acknowledged by the target: every record below it is durable there
+    committed: int | None  # last offset committed to the link's group
+    in_flight_records: int = 0
+    high_watermark: int | None = None  # the source high-watermark the worker's consumer saw last (None: unknown)
+    last_record_timestamp_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class WorkerStatus:
+    link: str
+    worker: int
+    engine: str  # "python", "exactly-once" or "spark"
+    observed_ms: int  # the moment every figure below describes
+    publish_interval_ms: int  # the worker rewrites its status at least this often while it runs
+    state: str  # "running", "paused" or "failed"
+    partitions: tuple[PartitionPosition, ...]
+    failure: str | None = None
+    host: str = ""
+    pid: int = 0
+    source: str = ""
+    target: str = ""
+    consumer_group: str = ""
+    delivery: str = ""
+    source_cluster_id: str | None = None
+    target_cluster_id: str | None = None
+    stats: Mapping[str, Any] = field(default_factory=dict)
+    clients: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    config_drift: tuple[Mapping[str, Any], ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        body = asdict(self)
+        body["partitions"] = [asdict(p) for p in self.partitions]
+        body["config_drift"] = [dict(d) for d in self.config_drift]
+        return body
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> WorkerStatus | None:
+        """The status a document holds, or None when it is not one (a truncated or foreign file is not news)."""
+        try:
+            partitions = tuple(
+                PartitionPosition(**{k: v for k, v in p.items() if k in _POSITION_FIELDS})
+                for p in document.get("partitions", ())
+            )
+            known = {k: v for k, v in document.items() if k in _STATUS_FIELDS}
+            status = cls(**{**known, "partitions": partitions, "config_drift": tuple(document.get("config_drift", ()))})
+        except (TypeError, AttributeError):
+            return None
+        if not isinstance(status.observed_ms, int) or not isinstance(status.publish_interval_ms, int):
+            return None
+        return status
+
+    def age_ms(self, now_ms: int) -> int:
+        return max(0, now_ms - self.observed_ms)
+
+    def is_stale(self, now_ms: int) -> bool:
+        """Not rewritten when promised: the worker is frozen, dead or cut off."""
+        return self.age_ms(now_ms) > stale_after_ms(self.publish_interval_ms)
+
+
+def stale_after_ms(publish_interval_ms: int) -> int:
+    """Two missed rewrites and a second for a busy disk or a slow scheduler."""
+    return 2 * publish_interval_ms + 1_000
+
+
+_POSITION_FIELDS = frozenset(PartitionPosition.__dataclass_fields__)
+_STATUS_FIELDS = frozenset(WorkerStatus.__dataclass_fields__) - {"partitions", "config_drift"}
