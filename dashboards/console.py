@@ -78,6 +78,9 @@ def seconds(value: float | None) -> str:
 def link_health(link: dict[str, Any]) -> str:
     if link.get("failure"):
         return "🔴 failed"
+    if link.get("state") == "workers gone":
+        gone = link.get("workers_gone", 0)
+        return f"🔴 down: {gone} worker(s) dead or frozen, lag measured from their last acknowledged positions"
     if not link.get("engine_running"):
         return "⚪ not running (positions from the group's commits)"
     lag_s = link.get("replication_lag_seconds") or 0

@@ -112,7 +112,9 @@ PROGRESS_EVERY_S = 10.0
 # partitions, to be fetched again on resume, so it is kept for a target that stays full (slow or down), where
 # consume() must go on being called (max.poll.interval.ms) without handing out records.
 PAUSE_AFTER_FULL_S = 10.0
-STATUS_EVERY_S = 1.0  # how often the status file the monitor reads (when in another process) is rewritten
+# How often the status the monitor reads (when in another process) is rewritten (`_heartbeat`): the last status of a
+# worker that is killed is at most this old, and so is what the monitor believes of the records it had acknowledged.
+STATUS_EVERY_S = 0.5
 CONNECT_BACKOFF_MAX_S = 30.0
 TOPIC_NOT_READY_CODES = frozenset({KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC})
 
@@ -315,6 +317,11 @@ class LinkWorker:
         }
         consumer_overrides.setdefault("client.id", f"mirrorwatch-{self.name}")
         self._consumer = new_consumer(source, link.source, link.consumer_group, consumer_overrides)
+        heartbeat_stop = threading.Event()
+        heartbeat = threading.Thread(
+            target=self._heartbeat, args=(heartbeat_stop,), name=f"status-{self.name}", daemon=True
+        )
+        heartbeat.start()
         try:
             self._prepare()
             self.refresh_topics()  # before the producer: its batch size depends on the target topics
@@ -322,6 +329,8 @@ class LinkWorker:
             self._loop()
         finally:
             self._shutdown()
+            heartbeat_stop.set()
+            heartbeat.join(timeout=10)
             if self._failure is None:
                 self._board.withdraw("links", self.link.name, self.worker)
             else:
@@ -555,7 +564,6 @@ class LinkWorker:
         commit_every_s = self.link.offset_commit_interval_ms / 1000
         now = clock.monotonic_s()
         next_refresh, next_commit, next_progress = now + refresh_every_s, now + commit_every_s, now + PROGRESS_EVERY_S
-        next_status = now
         last_progress = (0, now)  # records mirrored, and when, at the last progress line
         full_since: float | None = None  # when the producer last became full
         while not self._stop.is_set() and self._failure is None:
@@ -595,9 +603,6 @@ class LinkWorker:
             if now >= next_refresh:
                 self._refresh_safely()
                 next_refresh = now + refresh_every_s
-            if now >= next_status:
-                self._publish_status()
-                next_status = now + STATUS_EVERY_S
             if now >= next_progress:
                 last_progress = self._log_progress(now, *last_progress)
                 next_progress = now + PROGRESS_EVERY_S
@@ -615,6 +620,19 @@ class LinkWorker:
             " [paused: target not keeping up]" if self._paused else "",
         )
         return self.stats.records_out_total, now
+
+    def _heartbeat(self, stop: threading.Event) -> None:
+        """Publish the status every STATUS_EVERY_S from a thread of its own: the loop may block for a while (a
+        topic refresh against a target that is down waits for its timeout) and is no less alive for it; a worker
+        whose loop hangs shows as positions that stand still, and its lag grows. Only a process that is gone or
+        stopped stops publishing."""
+        while True:
+            try:
+                self._publish_status()
+            except Exception:  # the loop changed what was being read (an assignment): the next beat reads again
+                log.debug("link %s: status not published this time", self.name, exc_info=True)
+            if stop.wait(STATUS_EVERY_S):
+                return
 
     def _publish_status(self) -> None:
         status = self.worker_status()

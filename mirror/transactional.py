@@ -155,9 +155,6 @@ class TransactionalLinkWorker(LinkWorker):
 
     ENGINE = "exactly-once"
 
-    def _status_interval_ms(self) -> int:
-        return self.link.offset_commit_interval_ms  # published once per transaction (`_loop`)
-
     def _partition_positions(self) -> tuple[PartitionPosition, ...]:
         """Records count as acknowledged only when their transaction committed."""
         return tuple(
@@ -184,7 +181,6 @@ class TransactionalLinkWorker(LinkWorker):
         transaction_s = self.link.offset_commit_interval_ms / 1000
         next_refresh = time.monotonic() + self.link.refresh_topics_interval_seconds
         while not self._stop.is_set() and self._failure is None:
-            self._publish_status()  # once per transaction (offset_commit_interval_ms)
             if time.monotonic() >= next_refresh or self._refresh_requested:
                 self._refresh_requested = False
                 self._refresh_safely()

@@ -481,6 +481,20 @@ class LocalClusters:
         if child is not None:
             child.wait(timeout=10)
 
+    def freeze(self, alias: str) -> None:
+        """SIGSTOP one broker (for failure tests): it holds its connections and answers nothing, like a machine
+        that hangs. `thaw` undoes it."""
+        self._signal(alias, signal.SIGSTOP)
+
+    def thaw(self, alias: str) -> None:
+        self._signal(alias, signal.SIGCONT)
+
+    def _signal(self, alias: str, signum: int) -> None:
+        pid = self._pid_of(self.cluster(alias))
+        if pid is None:
+            raise LocalClusterError(f"{alias} is not running")
+        os.kill(pid, signum)
+
 
 def describe(clusters: LocalClusters) -> dict[str, object]:
     """A JSON-able view of the state, for `mirrorwatch local status --json`."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -20,7 +21,7 @@ from mirror.runner import python_links, run_links, tune_gc, worker_for
 from mirrorwatch.clock import SystemClock
 from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.errors import MirrorwatchError
-from mirrorwatch.status_board import STATUS_MAX_AGE_MS, StatusBoard
+from mirrorwatch.status_board import HOST, KEEP_STALE_MS, STATUS_MAX_AGE_MS, StatusBoard
 from mirrorwatch.worker_status import WorkerStatus
 from monitor.http import HttpServer, create_app
 from monitor.service import LinkStatuses, MonitorService
@@ -28,10 +29,6 @@ from monitor.service import LinkStatuses, MonitorService
 __all__ = ["canary_running", "run_canary", "run_everything", "run_monitor", "serve"]
 
 log = logging.getLogger("mirrorwatch")
-
-# How long the status file a killed worker left behind is still read: its acked positions are the best word on what
-# reached the target until another worker or a commit passes them (a clean stop withdraws the file).
-GONE_WORKER_MEMORY_MS = 3_600_000
 
 
 def serve(
@@ -98,16 +95,21 @@ def canary_running(config: MirrorwatchConfig, *, required: bool = False) -> Iter
 
 
 def _link_statuses(config: MirrorwatchConfig, in_memory: Mapping[str, Sequence[LinkWorker]]) -> LinkStatuses:
-    """Each link's worker statuses: in memory for the workers of this process, else from their status files."""
+    """Each link's worker statuses: in memory for the workers of this process, and from the status files of the
+    others, those of dead workers included (the last word of a worker that died is evidence of what reached the
+    target: `monitor.state`)."""
     board = StatusBoard(config.state_path / "status")
     clock = SystemClock()
 
     def statuses() -> Mapping[str, Sequence[WorkerStatus]]:
-        found: dict[str, Sequence[WorkerStatus]] = {}
-        for name, documents in board.read("links", clock.now_ms(), GONE_WORKER_MEMORY_MS).items():
+        found: dict[str, list[WorkerStatus]] = {}
+        pid = os.getpid()
+        for name, documents in board.read("links", clock.now_ms(), KEEP_STALE_MS).items():
             parsed = [WorkerStatus.from_json(d) for d in documents]
-            found[name] = [s for s in parsed if s is not None]
-        found.update({name: [w.worker_status() for w in workers] for name, workers in in_memory.items()})
+            # This process's own workers are read in memory (fresher than their files).
+            found[name] = [s for s in parsed if s is not None and not (s.host == HOST and s.pid == pid)]
+        for name, workers in in_memory.items():
+            found.setdefault(name, []).extend(w.worker_status() for w in workers)
         return found
 
     return statuses

@@ -1,7 +1,10 @@
 """Status files: how a process tells the others what it is doing, without a network port of its own.
 
 A mirror worker (one per `num_streams`, possibly in another process than the monitor) and the canary publish their
-status as JSON under `<state_dir>/status/<kind>/<name>.<worker>.json` about once a second; the monitor reads them.
+status as JSON under `<state_dir>/status/<kind>/<name>.<worker>.<pid>.json` about once a second; the monitor reads
+them. The pid is in the name so that a worker restarted after a crash does not overwrite what its predecessor last
+said: every record that one had acknowledged is on the target, and the new one starts again from the committed
+offset, below it. Files not rewritten for `KEEP_STALE_MS` are removed by the next writer of the same name.
 Each write is atomic (a temporary file renamed over the old one), so a reader never sees half a document. A clean
 stop withdraws the file; a killed process leaves one behind. The reader decides how old is too old: the canary's
 status expires, a mirror worker's is kept as the last word of a dead worker (`mirrorwatch.worker_status`).
@@ -14,6 +17,7 @@ import logging
 import os
 import re
 import socket
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -27,26 +31,42 @@ STATUS_MAX_AGE_MS = 15_000
 # Who writes a status: a reader on the same host can tell a dead writer from a slow one by its pid.
 HOST = socket.gethostname()
 
+# Status files left by dead writers are removed after this long (by a writer of the same name, at its start).
+KEEP_STALE_MS = 3_600_000
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
 class StatusBoard:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
+        self._tidied: set[tuple[str, str, int]] = set()
 
     def _path(self, kind: str, name: str, worker: int) -> Path:
-        return self.directory / kind / f"{_UNSAFE.sub('_', name)}.{worker}.json"
+        return self.directory / kind / f"{_UNSAFE.sub('_', name)}.{worker}.{os.getpid()}.json"
+
+    def _tidy(self, kind: str, name: str, worker: int, now_ms: int) -> None:
+        """Remove the files of dead writers of this name and worker that nobody rewrote for KEEP_STALE_MS."""
+        self._tidied.add((kind, name, worker))
+        for path in (self.directory / kind).glob(f"{_UNSAFE.sub('_', name)}.{worker}.*.json"):
+            try:
+                if now_ms - int(path.stat().st_mtime * 1000) > KEEP_STALE_MS:
+                    path.unlink()
+            except OSError:
+                continue  # gone already, or not ours to remove
 
     def publish(self, kind: str, name: str, worker: int, document: Mapping[str, Any], now_ms: int) -> None:
         """Replace this worker's status; `updated_ms`, `host` and `pid` are added. Failures are logged, never
         raised: a full disk must not stop a mirror."""
         path = self._path(kind, name, worker)
         body = {**document, "name": name, "worker": worker, "updated_ms": now_ms, "host": HOST, "pid": os.getpid()}
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp = path.with_name(f".{path.name}.{threading.get_ident()}.tmp")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp.write_text(json.dumps(body, separators=(",", ":"), default=str))
             tmp.replace(path)
+            if (kind, name, worker) not in self._tidied:
+                self._tidy(kind, name, worker, now_ms)
         except OSError as exc:
             log.warning("cannot write status file %s: %s", path, exc)
 
@@ -57,7 +77,8 @@ class StatusBoard:
             log.warning("cannot remove status file: %s", exc)
 
     def read(self, kind: str, now_ms: int, max_age_ms: int = STATUS_MAX_AGE_MS) -> dict[str, list[dict[str, Any]]]:
-        """The fresh statuses of every `name` of this kind, oldest update first (so a later one wins a conflict)."""
+        """The statuses of every `name` of this kind updated within `max_age_ms`, oldest update first (so a later
+        one wins a conflict)."""
         found: dict[str, list[dict[str, Any]]] = {}
         folder = self.directory / kind
         if not folder.is_dir():

@@ -68,8 +68,24 @@ class RecordTimeFetcher:
         return consumer
 
     def _fetch(self, alias: str, keys: list[Key]) -> dict[Key, int | None]:
+        """Every key's timestamp: one offset per partition per pass (an assignment holds one position per
+        partition), as many passes as a partition has wanted offsets (a group's and a link's, say)."""
+        found: dict[Key, int | None] = {}
+        remaining = sorted(keys)
+        while remaining:
+            by_tp: dict[tuple[str, int], Key] = {}
+            later: list[Key] = []
+            for key in remaining:
+                if (key[1], key[2]) in by_tp:
+                    later.append(key)
+                else:
+                    by_tp[(key[1], key[2])] = key
+            found.update(self._fetch_pass(alias, by_tp))
+            remaining = later
+        return found
+
+    def _fetch_pass(self, alias: str, by_tp: Mapping[tuple[str, int], Key]) -> dict[Key, int | None]:
         consumer = self._consumer(alias)
-        by_tp = {(k[1], k[2]): k for k in keys}  # one offset per partition per call
         consumer.assign([TopicPartition(t, p, k[3]) for (t, p), k in by_tp.items()])
         found: dict[Key, int | None] = {}
         deadline = time.monotonic() + FETCH_TIMEOUT_S

@@ -94,6 +94,7 @@ class MonitorService:
         )
         self._running: dict[str, tuple[int, concurrent.futures.Future[ClusterSnapshot]]] = {}
         self._latest: dict[str, ClusterSnapshot] = {}
+        self._previous: dict[str, ClusterSnapshot] = {}  # the good snapshot before the latest, per cluster
         self._round_wait_s = config.monitor.interval_seconds / 2
         self._record_times: RecordTimeFetcher | None = None
         self._lock = threading.Lock()  # one collection at a time, also when called directly
@@ -126,6 +127,8 @@ class MonitorService:
                 if future.done():
                     del self._running[alias]
                     snapshot = future.result()
+                    if alias in self._latest and self._latest[alias].up:
+                        self._previous[alias] = self._latest[alias]
                     self._latest[alias] = snapshot
                     if snapshot.up:
                         self.last_success_ms[alias] = snapshot.observed_ms
@@ -141,7 +144,9 @@ class MonitorService:
             self._windows.expire(now)
             sightings = {name: self._sightings(statuses, now) for name, statuses in self._link_statuses().items()}
             positions = {
-                link.name: safe_positions(link, sightings.get(link.name, ()), snapshots.get(link.source), now)
+                link.name: safe_positions(
+                    link, sightings.get(link.name, ()), snapshots.get(link.source), now, self._previous.get(link.source)
+                )
                 for link in self.config.links
             }
             record_times = self._times(self._wanted_record_times(snapshots, positions))
@@ -209,12 +214,8 @@ class MonitorService:
                 continue
             for (topic, partition), position in positions[link.name].items():
                 hwm = source.partitions.get((topic, partition))
-                if (
-                    position.safe is not None
-                    and hwm is not None
-                    and hwm.latest is not None
-                    and position.safe < hwm.latest
-                ):
+                highs = [h for h in (position.high_watermark, hwm.latest if hwm else None) if h is not None]
+                if position.safe is not None and highs and position.safe < max(highs):
                     wanted.add((link.source, topic, partition, position.safe))
         return wanted
 

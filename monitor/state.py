@@ -10,8 +10,9 @@ Every figure of a link describes one moment, stated with it (`observed_ms`):
 - a partition a live worker owns is measured at the moment of that worker's status, against the high-watermark of
   that moment (the one the worker saw, or one the monitor read no later): a busy healthy link reads as caught up,
   not a second behind;
-- a partition no live worker owns (crashed, frozen, rebalancing, not yet assigned) is measured *now* from the best
-  position known: the acknowledged position of any worker that owned it, live or gone (every record below it is on
+- a partition no live worker owns (crashed, frozen, rebalancing, not yet assigned) is measured *now* (or, when the
+  link has live workers, at the moment of their newest status: one of them may have been given it since) from the
+  best position known: the acknowledged position of any worker that owned it, live or gone (every record below it is on
   the target), or the group's committed offset, whichever is higher; its lag keeps growing with the source. "Not
   known" stays None, never 0.
 """
@@ -98,7 +99,7 @@ class LinkView:
     config_drift: tuple[Mapping[str, Any], ...] = ()  # source/target topic config differences the workers found
     workers: int = 0  # how many live workers reported
     clients: tuple[Mapping[str, Any], ...] = ()  # librdkafka statistics per worker and role (see ClientStats)
-    workers_gone: int = 0  # workers whose last status stands but which are dead, frozen or failed
+    workers_gone: int = 0  # workers that are dead, frozen or failed (and not restarted): their last status stands
     observed_ms: int = 0  # when the view was made
 
     @property
@@ -247,9 +248,15 @@ class SafePosition:
 
 
 def safe_positions(
-    link: LinkConfig, sightings: Sequence[WorkerSighting], source: ClusterSnapshot | None, now_ms: int
+    link: LinkConfig,
+    sightings: Sequence[WorkerSighting],
+    source: ClusterSnapshot | None,
+    now_ms: int,
+    previous: ClusterSnapshot | None = None,
 ) -> dict[tuple[str, int], SafePosition]:
-    """Per partition of the link, the best position known and the moment it describes (see the module docstring)."""
+    """Per partition of the link, the best position known and the moment it describes (see the module docstring).
+    `previous` is the source snapshot before `source`: a status that falls between the two is compared with the
+    high-watermark interpolated between them (the worker's own stops moving while it cannot fetch)."""
     hwm = source.partitions if source is not None and source.up else {}
     observed_hwm_ms = source.observed_ms if source is not None and source.up else None
     committed = (
@@ -265,11 +272,22 @@ def safe_positions(
             key = (position.topic, position.partition)
             target_topics[key] = position.target_topic
             now_high = hwm[key].latest if key in hwm else None
-            # A position above today's high-watermark is from a topic since deleted and created again.
-            if position.acked is not None and (now_high is None or position.acked <= now_high):
+            # A position above a high-watermark read after it is from a topic since deleted and created again.
+            recreated = (
+                now_high is not None
+                and observed_hwm_ms is not None
+                and sighting.status.observed_ms <= observed_hwm_ms
+                and position.acked is not None
+                and position.acked > now_high
+            )
+            if position.acked is not None and not recreated:
                 acked[key] = max(acked.get(key, position.acked), position.acked)
             if sighting.is_live:
                 live[key] = (sighting.status, position)
+    # A partition no live worker reports was unowned as of the newest live status, not necessarily now: a worker
+    # that has just been given it may already be mirroring it. With no live worker at all, nobody mirrors it now.
+    live_moments = [s.status.observed_ms for s in sightings if s.is_live]
+    unowned_ms = min(now_ms, max(live_moments)) if live_moments else now_ms
     out: dict[tuple[str, int], SafePosition] = {}
     for key in sorted({*live, *acked, *committed}):
         group_committed = committed.get(key)
@@ -286,6 +304,10 @@ def safe_positions(
                 and (observed_hwm_ms <= status.observed_ms or not highs)
             ):
                 highs.append(now_high)  # read no later than the status (or the only one there is)
+            elif now_high is not None and observed_hwm_ms is not None:
+                between = _interpolated_high(previous, key, status.observed_ms, observed_hwm_ms, now_high)
+                if between is not None:
+                    highs.append(between)
             out[key] = SafePosition(
                 key[0],
                 key[1],
@@ -305,7 +327,7 @@ def safe_positions(
                 key[0],
                 key[1],
                 safe,
-                now_ms,
+                unowned_ms,
                 now_high,
                 "worker_gone" if best_acked is not None and best_acked >= (group_committed or 0) else "committed",
                 None,
@@ -314,6 +336,19 @@ def safe_positions(
                 target_topics.get(key),
             )
     return out
+
+
+def _interpolated_high(
+    previous: ClusterSnapshot | None, key: tuple[str, int], at_ms: int, later_ms: int, later_high: int
+) -> int | None:
+    """The high-watermark at `at_ms`, between the previous snapshot's and the later one (linear, rounded down)."""
+    if previous is None or not previous.up or key not in previous.partitions:
+        return None
+    earlier_high = previous.partitions[key].latest
+    if earlier_high is None or not previous.observed_ms <= at_ms < later_ms:
+        return None
+    share = (at_ms - previous.observed_ms) / (later_ms - previous.observed_ms)
+    return earlier_high + int(share * max(0, later_high - earlier_high))
 
 
 def link_view(
@@ -370,7 +405,8 @@ def link_view(
         tuple(drift[k] for k in sorted(drift)),
         len(live),
         tuple(clients),
-        workers_gone=len(sightings) - len(live),
+        # A worker whose number a live worker carries again was restarted: not gone.
+        workers_gone=len({s.status.worker for s in sightings if not s.is_live} - {s.worker for s in live}),
         observed_ms=now_ms,
     )
 
@@ -409,7 +445,11 @@ def _partition_view(
         seconds = 0.0
     elif lag is not None and position.safe is not None:
         key = (source, position.topic, position.partition, position.safe)
-        seconds, method = lag_age(position.observed_ms, key, record_times, history)
+        written = record_times.get(key)
+        if written is not None and written > position.observed_ms:
+            lag, seconds = 0, 0.0  # the first record not on the target was written after that moment: none behind
+        else:
+            seconds, method = lag_age(position.observed_ms, key, record_times, history)
     high = position.high_watermark
     live = position.live
     return LinkPartitionView(

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from mirrorwatch.config import MirrorwatchConfig, load_config
 from mirrorwatch.kafka import create_topics, new_admin
 from mirrorwatch.local import ALIASES, LocalClusters
 from tests.processes import MirrorProcess, session_document
+from tests.prometheus import prometheus_server
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -122,6 +123,14 @@ def write_config(clusters_config: MirrorwatchConfig, tmp_path: Path) -> Callable
         return path
 
     return write
+
+
+@pytest.fixture
+def prometheus(tmp_path: Path) -> Iterator[Callable[[int, Mapping[str, str]], str]]:
+    """`prometheus(port, thresholds)`: a real Prometheus scraping 127.0.0.1:port with the shipped rules (with these
+    thresholds); its URL. Stopped at teardown."""
+    with prometheus_server(tmp_path) as start:
+        yield start
 
 
 @pytest.fixture

@@ -3,25 +3,17 @@ stopping the mirror makes the stall and mirror-down alerts fire in Prometheus' /
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
 import threading
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
-from alerts.rules import build_rules, render
 from mirrorwatch.config import MirrorwatchConfig
-from mirrorwatch.local import die_with_parent, free_port, stop_process
 from mirrorwatch.wait import wait_until
 from tests.kafka_helpers import Record, produce
 from tests.processes import MirrorProcess
+from tests.prometheus import firing, get_json
 
 pytestmark = pytest.mark.integration
 
@@ -29,73 +21,12 @@ pytestmark = pytest.mark.integration
 FAST = {"rate_window": "20s", "mirror_stalled_for": "5s", "mirror_down_for": "5s"}
 
 
-def get_json(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return json.load(response)
-
-
-@pytest.fixture
-def prometheus(tmp_path: Path) -> Iterator[Callable[[int], str]]:
-    binary = shutil.which("prometheus")
-    assert binary, "prometheus is missing: scripts/setup.sh installs Debian's prometheus package"
-    started: list[subprocess.Popen[bytes]] = []
-
-    def start(target_port: int) -> str:
-        rules = tmp_path / "mirrorwatch.rules.yml"
-        rules.write_text(render(build_rules(FAST)))
-        config = tmp_path / "prometheus.yml"
-        config.write_text(
-            yaml.safe_dump(
-                {
-                    "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-                    "rule_files": [str(rules)],
-                    "scrape_configs": [
-                        {"job_name": "mirrorwatch", "static_configs": [{"targets": [f"127.0.0.1:{target_port}"]}]}
-                    ],
-                }
-            )
-        )
-        port = free_port()
-        log = (tmp_path / "prometheus.log").open("wb")
-        started.append(
-            subprocess.Popen(
-                [
-                    binary,
-                    f"--config.file={config}",
-                    f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                    f"--web.listen-address=127.0.0.1:{port}",
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                preexec_fn=die_with_parent,  # noqa: PLW1509 -- only prctl: dies with pytest, never orphaned
-            )
-        )
-        url = f"http://127.0.0.1:{port}"
-        wait_until(
-            lambda: get_json(f"{url}/api/v1/status/runtimeinfo")["status"] == "success",
-            timeout_s=60,
-            interval_s=0.5,
-            ignore=(urllib.error.URLError, ConnectionError),
-            description="Prometheus to start",
-        )
-        return url
-
-    yield start
-    for process in started:
-        stop_process(process)
-
-
-def firing(url: str) -> set[tuple[str, str]]:
-    alerts = get_json(f"{url}/api/v1/alerts")["data"]["alerts"]
-    return {(a["labels"]["alertname"], a["labels"].get("link", "")) for a in alerts if a["state"] == "firing"}
-
-
 def test_stopping_the_mirror_fires_the_stall_and_down_alerts_in_prometheus(
     clusters_config: MirrorwatchConfig,
     make_topic: Callable[..., str],
     write_config: Callable[..., Path],
     start_mirror: Callable[..., MirrorProcess],
-    prometheus: Callable[[int], str],
+    prometheus: Callable[..., str],
     unique: Callable[[str], str],
     tmp_path: Path,
 ) -> None:
@@ -119,7 +50,7 @@ def test_stopping_the_mirror_fires_the_stall_and_down_alerts_in_prometheus(
     )
     mirror = start_mirror("--config", str(config))
     monitor = start_mirror("--config", str(config), command="monitor")
-    url = prometheus(int(monitor.http_base().rsplit(":", 1)[1]))
+    url = prometheus(int(monitor.http_base().rsplit(":", 1)[1]), FAST)
 
     stop_traffic = threading.Event()
 

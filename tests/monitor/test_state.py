@@ -18,6 +18,7 @@ from monitor.state import (
     lag_age,
     link_view,
     observe_snapshot,
+    safe_positions,
 )
 from monitor.windows import OffsetWindows
 
@@ -223,7 +224,30 @@ def test_the_best_position_wins_and_a_position_above_the_high_watermark_is_ignor
     )
     p0 = next(p for p in view.partitions if p.partition == 0)
     assert (p0.acked, p0.replication_lag_records, p0.consumed) == (90, 30, 85)
-    assert (view.workers, view.workers_gone) == (1, 2)
+    assert (view.workers, view.workers_gone) == (1, 1)  # worker 0 was restarted; worker 1 is gone
+
+
+def test_a_status_newer_than_the_high_watermark_read_is_not_taken_for_a_recreated_topic() -> None:
+    """In one process the workers' statuses are read after the snapshot: acked 1010 above the high-watermark of 1000
+    read a moment before is progress, not a topic created again."""
+    live = sighting({"partitions": [_position(1010, high=1012)]}, T0 + 300)
+    view = link_view(
+        LINK,
+        sightings=[live],
+        snapshot=snapshot(T0, 1000, 900),
+        record_times={("source", "orders", 0, 1010): T0 + 280},
+        now_ms=T0 + 300,
+    )
+    p0 = next(p for p in view.partitions if p.partition == 0)
+    assert (p0.acked, p0.replication_lag_records, p0.replication_lag_seconds) == (1010, 2, 0.02)
+
+
+def test_a_status_between_two_snapshots_is_compared_with_the_interpolated_high_watermark() -> None:
+    """The target is down and the worker stopped fetching: the high-watermark it saw (1100) is old. Its status, 500 ms
+    into a 2 s round whose snapshots read 1000 and 2000, is compared with 1250, not 1100 nor 2000."""
+    live = sighting({"partitions": [_position(1050, high=1100)]}, T0 + 500)
+    positions = safe_positions(LINK, [live], snapshot(T0 + 2000, 2000, 900), T0 + 2100, snapshot(T0, 1000, 900))
+    assert positions[("orders", 0)].lag_records == 200
 
 
 def test_no_answer_from_the_source_is_unknown_lag_never_zero() -> None:

@@ -1,0 +1,565 @@
+"""The monitor's replication lag against the truth, in the moments operators look (B5).
+
+    .venv/bin/python -m bench.monitor_truth [--rate 1500] [--partitions 6] [--fault-seconds 30] [--clusters DIR]
+                                            [--engine-run] [--json FILE]
+
+Steady traffic into a fresh topic; `mirrorwatch mirror` and `mirrorwatch monitor` (monitor.interval_seconds 2) as
+separate processes, as an operator runs them (or, with --engine-run, both in one `mirrorwatch run`). Then, one after
+another, each with a recovery after it: the mirror SIGKILLed and restarted 3 s later, the mirror frozen (SIGSTOP),
+the target broker SIGKILLed and restarted, the target broker frozen.
+
+The truth is taken outside mirrorwatch: the producer's own acknowledgement time of every record, and a consumer
+following the target that notes when each record arrives there. At a moment t, the true replication lag of a
+partition is t minus the acknowledgement time of its oldest record acknowledged by t and not on the target by t (0
+when there is none), in records the acknowledged records from that one on. Every figure the monitor serves states the
+moment it describes (`observed_ms`); it is compared with the truth at that moment. Printed per phase: the median and
+largest error in seconds (and records), samples that read 0 while the truth was above 2 s, samples without a figure,
+and how old the served figure was when read (what a scrape sees). At the end every acknowledged record must be on
+the target. Every process it starts is stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import contextlib
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+
+from bench.common import exit_on_sigterm, stop_process
+from mirrorwatch.config import load_config
+from mirrorwatch.kafka import create_topics, new_admin
+from mirrorwatch.local import LocalClusters, free_port
+from mirrorwatch.wait import WaitTimeout, wait_until
+
+__all__ = ["Phase", "TruthRun", "main", "run_truth"]
+
+INTERVAL_S = 2.0  # monitor.interval_seconds, as in the incident report this benchmark answers
+POLL_S = 0.25
+LINK = "truth"
+QUIET = {"log_level": 0}  # the harness's own clients: their complaints while a broker is down are expected
+
+
+@dataclass
+class Phase:
+    name: str
+    started_ms: int
+    events_ms: list[int] = field(default_factory=list)  # fault injected, fault removed
+    alerts_fired: set[str] = field(default_factory=set)  # every alert seen firing during the phase (with --prometheus)
+    alerts_at_end: set[str] = field(default_factory=set)  # those still firing when the phase ended
+
+
+@dataclass
+class Sample:
+    poll_ms: int
+    observed_ms: int  # the moment the figure describes (the latest of the partitions')
+    seconds: float | None  # the link's lag: the largest of its partitions'
+    records: int | None
+    parts: list[tuple[int, int]] = field(default_factory=list)  # (partition, the moment its figure describes)
+    unknown: list[dict[str, Any]] = field(default_factory=list)  # the partitions without a figure, as served
+    truth_seconds: float = 0.0
+    truth_records: int = 0
+
+
+@dataclass
+class TruthRun:
+    phases: list[Phase]
+    samples: list[Sample]
+    acked: int
+    missing_on_target: int
+
+    def phase_of(self, at_ms: int) -> Phase:
+        starts = [p.started_ms for p in self.phases]
+        return self.phases[max(0, bisect.bisect_right(starts, at_ms) - 1)]
+
+    def tolerance_s(self, sample: Sample) -> float:
+        """1 s, and one collection interval more (plus the worker's status interval) just after a phase change."""
+        near = any(0 <= sample.observed_ms - e <= (INTERVAL_S + 1.0) * 1000 for p in self.phases for e in p.events_ms)
+        return 1.0 + (INTERVAL_S + 1.0 if near else 0.0)
+
+    def report(self) -> list[dict[str, Any]]:
+        rows = []
+        for phase in self.phases:
+            mine = [s for s in self.samples if self.phase_of(s.observed_ms) is phase]
+            known = [s for s in mine if s.seconds is not None]
+            errors = [abs(s.seconds - s.truth_seconds) for s in known if s.seconds is not None]
+            record_errors = [abs(s.records - s.truth_records) for s in known if s.records is not None]
+            rows.append(
+                {
+                    "phase": phase.name,
+                    "samples": len(mine),
+                    "truth_max_seconds": max((s.truth_seconds for s in mine), default=0.0),
+                    "error_median_seconds": statistics.median(errors) if errors else None,
+                    "error_max_seconds": max(errors, default=None),
+                    "error_median_records": statistics.median(record_errors) if record_errors else None,
+                    "error_max_records": max(record_errors, default=None),
+                    "outside_tolerance": sum(
+                        1
+                        for s in known
+                        if s.seconds is not None and abs(s.seconds - s.truth_seconds) > self.tolerance_s(s)
+                    ),
+                    "zero_while_behind": sum(
+                        1 for s in mine if s.truth_seconds > 2 and (s.seconds == 0 or s.records == 0)
+                    ),
+                    "no_figure": len(mine) - len(known),
+                    "served_age_max_seconds": max(((s.poll_ms - s.observed_ms) / 1000 for s in mine), default=None),
+                    "alerts_fired": sorted(phase.alerts_fired),
+                    "alerts_at_end": sorted(phase.alerts_at_end),
+                }
+            )
+        return rows
+
+
+class _Truth:
+    """Acknowledgement times at the source and arrival times at the target, per partition and sequence number."""
+
+    def __init__(self, partitions: int) -> None:
+        self.acked_ms: list[list[int]] = [[] for _ in range(partitions)]  # by sequence: the producer acks in order
+        self.arrived_ms: list[dict[int, int]] = [{} for _ in range(partitions)]
+        self.lock = threading.Lock()
+        self._prefix: list[list[int]] = []
+        self._arrived_prefix = [0] * partitions  # sequences below are all on the target
+
+    def arrived_prefix(self, partition: int) -> int:
+        arrived, n = self.arrived_ms[partition], self._arrived_prefix[partition]
+        while n in arrived:
+            n += 1
+        self._arrived_prefix[partition] = n
+        return n
+
+    def freeze(self) -> None:
+        """For each partition, when every record up to a sequence had arrived (non-decreasing in the sequence)."""
+        self._prefix = []
+        for p, acked in enumerate(self.acked_ms):
+            running, prefix = 0, []
+            for seq in range(len(acked)):
+                running = max(running, self.arrived_ms[p].get(seq, 2**62))
+                prefix.append(running)
+            self._prefix.append(prefix)
+
+    def at(self, partition: int, t_ms: int) -> tuple[float, int]:
+        """The true lag of a partition at t: seconds and records."""
+        acked, prefix = self.acked_ms[partition], self._prefix[partition]
+        first_missing = bisect.bisect_right(prefix, t_ms)  # the first sequence not on the target by t
+        acked_by_t = bisect.bisect_right(acked, t_ms)
+        if first_missing >= acked_by_t:
+            return 0.0, 0
+        return (t_ms - acked[first_missing]) / 1000, acked_by_t - first_missing
+
+    def missing(self) -> int:
+        return sum(
+            1 for p, acked in enumerate(self.acked_ms) for seq in range(len(acked)) if seq not in self.arrived_ms[p]
+        )
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _poll_monitor(url: str, topic: str, samples: list[Sample], stop: threading.Event) -> None:
+    last_observed = None
+    while not stop.wait(POLL_S):
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                link = json.load(response)
+        except (OSError, ValueError):
+            continue
+        mine = [p for p in link["partitions"] if p["topic"] == topic]
+        if not mine or any(p.get("observed_ms") is None for p in mine):
+            continue
+        observed = max(p["observed_ms"] for p in mine)
+        key = tuple((p["partition"], p["observed_ms"]) for p in mine)
+        if key == last_observed:
+            continue
+        last_observed = key
+        seconds = [p["replication_lag_seconds"] for p in mine]
+        records = [p["replication_lag_records"] for p in mine]
+        samples.append(
+            Sample(
+                _now_ms(),
+                observed,
+                None if any(s is None for s in seconds) else max(seconds),
+                None if any(r is None for r in records) else sum(records),
+                [(p["partition"], p["observed_ms"]) for p in mine],  # the truth is taken at each one's moment
+                [p for p in mine if p["replication_lag_seconds"] is None or p["replication_lag_records"] is None],
+            )
+        )
+
+
+@contextlib.contextmanager
+def _process(command: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    with log.open("ab") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        yield process
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGCONT)
+        stop_process(process, timeout_s=60)
+
+
+@dataclass
+class _Traffic:
+    """Where the truth harness produces and reads: the topic on both clusters and its partitions."""
+
+    source: str  # bootstrap servers
+    target: str
+    topic: str
+    partitions: int
+
+
+def _produce(traffic: _Traffic, rate: int, truth: _Truth, stop: threading.Event) -> None:
+    producer = Producer(
+        {"bootstrap.servers": traffic.source, "acks": "all", "enable.idempotence": True, "linger.ms": 5}
+    )
+    sent = [0] * traffic.partitions
+
+    def delivered(error: KafkaError | None, message: Message) -> None:
+        if error is not None:
+            raise RuntimeError(f"the source refused a record: {error}")
+        partition = message.partition()
+        assert partition is not None
+        with truth.lock:
+            truth.acked_ms[partition].append(_now_ms())
+
+    started, n = time.monotonic(), 0
+    while not stop.is_set():
+        due = int((time.monotonic() - started) * rate)
+        while n < due:
+            p = n % traffic.partitions
+            producer.produce(traffic.topic, value=f"{p}:{sent[p]}".encode(), partition=p, on_delivery=delivered)
+            sent[p] += 1
+            n += 1
+        producer.poll(0.001)
+    producer.flush(60)
+
+
+def _follow(traffic: _Traffic, truth: _Truth, stop: threading.Event) -> None:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": traffic.target,
+            "group.id": "mirrorwatch-truth",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 20,
+            **QUIET,
+        }
+    )
+    consumer.assign([TopicPartition(traffic.topic, p, 0) for p in range(traffic.partitions)])
+    try:
+        while not stop.is_set():
+            for message in consumer.consume(num_messages=5000, timeout=0.05):
+                if message.error() is not None:
+                    continue
+                now = _now_ms()
+                p, _, seq = (message.value() or b"").decode().partition(":")
+                with truth.lock:
+                    truth.arrived_ms[int(p)].setdefault(int(seq), now)
+    finally:
+        consumer.close()
+
+
+class _Harness:
+    """The processes, the traffic and the phases of one truth run."""
+
+    def __init__(
+        self, clusters: LocalClusters, work: Path, *, partitions: int, one_process: bool, port: int | None
+    ) -> None:
+        self.clusters, self.work, self.one_process = clusters, work, one_process
+        config = load_config(clusters.config_path)
+        self.config = config
+        topic = f"bench.truth-{os.getpid()}-{time.time_ns() % 10**9}"
+        create_topics(
+            new_admin(config.clusters["source"], "source"), {topic: partitions}, config={"retention.ms": "-1"}
+        )
+        self.traffic = _Traffic(
+            config.clusters["source"].bootstrap_servers, config.clusters["target"].bootstrap_servers, topic, partitions
+        )
+        self.port = port or free_port()
+        document = {
+            "clusters": {a: {"bootstrap_servers": c.bootstrap_servers} for a, c in config.clusters.items()},
+            "links": [
+                {
+                    "name": LINK,
+                    "source": "source",
+                    "target": "target",
+                    "topics": {"include": [topic.replace(".", "\\.")]},
+                    "group_id": f"{topic}-mirror",
+                }
+            ],
+            "monitor": {"interval_seconds": INTERVAL_S},
+            "canary": {"enabled": False, "topic": f"mirrorwatch.canary.bench-{os.getpid()}"},
+            "http": {"host": "127.0.0.1", "port": self.port},
+            "state_dir": str(work / "state"),
+        }
+        self.config_path = work / "truth.yaml"
+        self.config_path.write_text(yaml.safe_dump(document, sort_keys=False))
+        self.truth = _Truth(partitions)
+        self.samples: list[Sample] = []
+        self.phases: list[Phase] = []
+        self.stack = contextlib.ExitStack()
+        self.engine: subprocess.Popen[bytes] | None = None
+
+    def command(self, name: str) -> list[str]:
+        return [sys.executable, "-m", "mirrorwatch.cli", name, "--config", str(self.config_path)]
+
+    def start_engine(self) -> None:
+        """The process that mirrors: `mirrorwatch mirror`, or `mirrorwatch run` when all runs in one."""
+        name = "run" if self.one_process else "mirror"
+        self.engine = self.stack.enter_context(_process(self.command(name), self.work / f"{name}.log"))
+
+    def phase(self, name: str, progress: Callable[[str], None]) -> Phase:
+        progress(f"truth: {name}")
+        self.phases.append(Phase(name, _now_ms()))
+        return self.phases[-1]
+
+    def watch_alerts(self, firing: Callable[[], set[str]], stop: threading.Event) -> None:
+        while not stop.wait(1.0):
+            try:
+                now = firing()
+            except (OSError, ValueError):
+                continue
+            if self.phases:
+                self.phases[-1].alerts_fired |= now
+                self.phases[-1].alerts_at_end = now
+
+    def caught_up(self, within_s: float = 1.0) -> bool:
+        """Every record the source acknowledged more than `within_s` ago is on the target (traffic goes on, so some
+        are always on their way)."""
+        cutoff = _now_ms() - int(within_s * 1000)
+        with self.truth.lock:
+            return all(
+                self.truth.arrived_prefix(p) >= bisect.bisect_right(acked, cutoff)
+                for p, acked in enumerate(self.truth.acked_ms)
+            )
+
+    def recover(self, recover_s: float) -> None:
+        try:
+            wait_until(self.caught_up, timeout_s=180, interval_s=0.2, description="the target to catch up")
+        except WaitTimeout:
+            raise WaitTimeout(f"the target to catch up ({self.missing_summary()})", 180, False) from None
+        time.sleep(recover_s)
+
+    def missing_summary(self) -> str:
+        with self.truth.lock:
+            rows = []
+            for p, acked in enumerate(self.truth.acked_ms):
+                missing = [seq for seq in range(len(acked)) if seq not in self.truth.arrived_ms[p]]
+                if missing:
+                    rows.append(f"partition {p}: {len(missing)} of {len(acked)} missing, first {missing[:5]}")
+            return "; ".join(rows) or "nothing missing"
+
+    def fill_in_truth(self) -> TruthRun:
+        truth = self.truth
+        with truth.lock:
+            truth.freeze()
+            for sample in self.samples:
+                at = [truth.at(p, observed) for p, observed in sample.parts]
+                sample.truth_seconds = max(s for s, _ in at)
+                sample.truth_records = sum(r for _, r in at)
+            return TruthRun(self.phases, self.samples, sum(len(a) for a in truth.acked_ms), truth.missing())
+
+    def drop_topic(self) -> None:
+        for alias in ("source", "target"):  # a run leaves no topic behind
+            with contextlib.suppress(Exception):
+                admin = new_admin(self.config.clusters[alias], alias)
+                admin.delete_topics([self.traffic.topic])[self.traffic.topic].result(30)
+
+
+def run_truth(
+    clusters: LocalClusters,
+    work: Path,
+    *,
+    rate: int,
+    partitions: int,
+    steady_s: float,
+    fault_s: float,
+    recover_s: float,
+    one_process: bool = False,
+    tie_to_parent: bool = False,
+    progress: Callable[[str], None] = print,
+    port: int | None = None,
+    firing: Callable[[], set[str]] | None = None,
+) -> TruthRun:
+    """Run every phase once (see the module docstring) and return the samples with the truth filled in. `port`: the
+    monitor's HTTP port (chosen here when None); `firing`: the alerts firing now (a Prometheus scraping that port),
+    polled every second and recorded per phase."""
+    h = _Harness(clusters, work, partitions=partitions, one_process=one_process, port=port)
+    stop_traffic, stop_reading = threading.Event(), threading.Event()
+    url = f"http://127.0.0.1:{h.port}/mirror/links/{LINK}"
+    producer = threading.Thread(target=_produce, args=(h.traffic, rate, h.truth, stop_traffic))
+    readers = [
+        threading.Thread(target=_follow, args=(h.traffic, h.truth, stop_reading)),
+        threading.Thread(target=_poll_monitor, args=(url, h.traffic.topic, h.samples, stop_reading)),
+    ]
+    if firing is not None:
+        readers.append(threading.Thread(target=h.watch_alerts, args=(firing, stop_reading)))
+    with h.stack:
+        if not one_process:
+            h.stack.enter_context(_process(h.command("monitor"), work / "monitor.log"))
+        h.start_engine()
+        for thread in (producer, *readers):
+            thread.start()
+        try:
+            wait_until(h.caught_up, timeout_s=120, interval_s=0.2, description="the first records on the target")
+            h.phase("steady", progress)
+            time.sleep(steady_s)
+
+            def signal_engine(signum: int) -> Callable[[], None]:
+                def send() -> None:
+                    assert h.engine is not None
+                    os.killpg(h.engine.pid, signum)
+                    if signum == signal.SIGKILL:
+                        h.engine.wait(30)
+
+                return send
+
+            def fault(name: str, inject: Callable[[], object], remove: Callable[[], object], hold_s: float) -> None:
+                current = h.phase(name, progress)
+                inject()
+                current.events_ms.append(_now_ms())
+                try:
+                    time.sleep(hold_s)
+                finally:
+                    remove()
+                current.events_ms.append(_now_ms())
+                h.recover(recover_s)
+
+            fault("mirror SIGKILL, restarted 3 s later", signal_engine(signal.SIGKILL), h.start_engine, 3)
+            if not one_process:  # frozen in one process, the monitor freezes with the mirror: nothing to read
+                fault(
+                    f"mirror SIGSTOP {fault_s:g} s",
+                    signal_engine(signal.SIGSTOP),
+                    signal_engine(signal.SIGCONT),
+                    fault_s,
+                )
+            fault(
+                f"target broker SIGKILL, restarted after {fault_s:g} s",
+                lambda: clusters.kill("target"),
+                lambda: clusters.up(["target"], tie_to_parent=tie_to_parent),
+                fault_s,
+            )
+            fault(
+                f"target broker SIGSTOP {fault_s:g} s",
+                lambda: clusters.freeze("target"),
+                lambda: clusters.thaw("target"),
+                fault_s,
+            )
+        finally:
+            stop_traffic.set()
+            producer.join(timeout=90)
+            with contextlib.suppress(Exception):
+                wait_until(
+                    lambda: h.caught_up(0.0),
+                    timeout_s=120,
+                    interval_s=0.2,
+                    description="the target to catch up at the end",
+                )
+            stop_reading.set()
+            for thread in readers:
+                thread.join(timeout=30)
+            h.drop_topic()
+    return h.fill_in_truth()
+
+
+def print_report(run: TruthRun) -> None:
+    print(
+        "| phase | samples | truth max | error median / max (s) | error median / max (records) | outside 1 s* "
+        "| 0 while > 2 s behind | no figure | served figure age max |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+
+    def num(value: float | None, fmt: str) -> str:
+        return "-" if value is None else format(value, fmt)
+
+    for row in run.report():
+        print(
+            f"| {row['phase']} | {row['samples']} | {row['truth_max_seconds']:.1f} s "
+            f"| {num(row['error_median_seconds'], '.2f')} / {num(row['error_max_seconds'], '.2f')} "
+            f"| {num(row['error_median_records'], '.0f')} / {num(row['error_max_records'], '.0f')} "
+            f"| {row['outside_tolerance']} | {row['zero_while_behind']} | {row['no_figure']} "
+            f"| {num(row['served_age_max_seconds'], '.1f')} s |"
+        )
+    print(
+        f"\n{run.acked} records acknowledged by the source, {run.missing_on_target} missing on the target. "
+        f"*outside 1 s, or 1 s + {INTERVAL_S + 1:g} s within {INTERVAL_S + 1:g} s of a phase change."
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rate", type=int, default=1500, help="records/s into the source [1500]")
+    parser.add_argument("--partitions", type=int, default=6, help="partitions of the topic [6]")
+    parser.add_argument("--steady-seconds", type=float, default=30, help="the steady phase [30]")
+    parser.add_argument("--fault-seconds", type=float, default=30, help="how long each freeze or outage lasts [30]")
+    parser.add_argument("--recover-seconds", type=float, default=10, help="after catching up, before the next [10]")
+    parser.add_argument("--engine-run", action="store_true", help="mirror and monitor in one `mirrorwatch run`")
+    parser.add_argument("--clusters", type=Path, help="state dir of clusters already up (else started and stopped)")
+    parser.add_argument("--json", type=Path, help="also write the result here")
+    parser.add_argument("--logs", type=Path, help="keep the processes' logs and config in this directory")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="mirrorwatch-bench-") as tmp:
+        work = args.logs or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        clusters = LocalClusters(args.clusters or Path(tmp) / "clusters", progress=lambda _line: None)
+        owned = args.clusters is None
+        if owned:
+            clusters.up(tie_to_parent=True)
+        try:
+            run = run_truth(
+                clusters,
+                work,
+                rate=args.rate,
+                partitions=args.partitions,
+                steady_s=args.steady_seconds,
+                fault_s=args.fault_seconds,
+                recover_s=args.recover_seconds,
+                one_process=args.engine_run,
+                tie_to_parent=owned,
+            )
+        finally:
+            if owned:
+                clusters.down()
+    print_report(run)
+    if args.json:
+        samples = [
+            {
+                "phase": run.phase_of(x.observed_ms).name,
+                "poll_ms": x.poll_ms,
+                "observed_ms": x.observed_ms,
+                "seconds": x.seconds,
+                "truth_seconds": x.truth_seconds,
+                "records": x.records,
+                "truth_records": x.truth_records,
+                "unknown": x.unknown,
+            }
+            for x in run.samples
+        ]
+        args.json.write_text(
+            json.dumps(
+                {"phases": run.report(), "acked": run.acked, "missing": run.missing_on_target, "samples": samples},
+                indent=2,
+            )
+            + "\n"
+        )
+    return 0 if run.missing_on_target == 0 else 1
+
+
+if __name__ == "__main__":
+    exit_on_sigterm()
+    sys.exit(main())

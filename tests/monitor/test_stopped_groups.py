@@ -1,0 +1,137 @@
+"""Consumer groups that stop, on the real clusters with the monitor at its default settings (interval 10 s, window
+10): a consumer that closes with lag and one that stays in its group but stops committing read WARN soon after they
+stop, never OK again, and STOP / STALL within 60 s, while producers go on. A consumer committing every 60 s (as
+MirrorMaker 1 did) and an idle caught-up group read OK throughout."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from mirrorwatch.config import MirrorwatchConfig
+from mirrorwatch.kafka import new_consumer
+from mirrorwatch.wait import wait_until
+from monitor.evaluator import Status
+from monitor.service import MonitorService
+from tests.kafka_helpers import Record, produce
+from tests.processes import session_config
+
+pytestmark = pytest.mark.integration
+
+INTERVAL_S = 10  # the default monitor.interval_seconds
+WARMUP_S = 45  # long enough for the monitor to see the committing groups' offsets move several times
+AFTER_STOP_S = 60  # STOP / STALL must come within this
+
+
+@dataclass
+class Committer:
+    """A consumer of one partition that reads everything and commits every `every_s`; `stop` ends it by closing
+    (leaving the group) or by going quiet (no reading, no commits: it stays a member, its heartbeats go on)."""
+
+    consumer: Consumer
+    group: str
+    topic: str
+    every_s: float
+    close_on_stop: bool
+    stop: threading.Event = field(default_factory=threading.Event)
+    joined: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        """Only this thread touches the consumer (librdkafka's calls from two threads can wait on each other)."""
+        last_commit = time.monotonic()
+        while not self.stop.is_set():
+            message = self.consumer.poll(0.2)
+            if not self.joined.is_set() and self.consumer.assignment():
+                self.joined.set()
+            if message is not None and message.error() is None and time.monotonic() - last_commit >= self.every_s:
+                offset = message.offset()
+                assert offset is not None
+                self.consumer.commit(offsets=[TopicPartition(self.topic, 0, offset + 1)], asynchronous=False)
+                last_commit = time.monotonic()
+        if self.close_on_stop:
+            self.consumer.close()
+
+
+def test_stopped_consumers_are_never_ok_and_stop_within_a_minute_while_a_60s_committer_and_an_idle_group_are_ok(
+    clusters_config: MirrorwatchConfig, make_topic: Callable[..., str], unique: Callable[[str], str]
+) -> None:
+    source = clusters_config.clusters["source"]
+    topic, idle_topic = make_topic("source", 1), make_topic("source", 1)
+    produce(source, "source", idle_topic, [Record(value=b"i") for _ in range(20)])
+    stop_traffic = threading.Event()
+
+    def traffic() -> None:  # 20 records/s, as long as the test runs
+        while not stop_traffic.wait(0.5):
+            produce(source, "source", topic, [Record(value=b"x") for _ in range(10)])
+
+    def committer(name: str, subscribed: str, every_s: float, *, close_on_stop: bool = False) -> Committer:
+        group = unique(name)
+        made = new_consumer(source, "source", group, {"enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        made.subscribe([subscribed])
+        return Committer(made, group, subscribed, every_s, close_on_stop)
+
+    groups = {
+        "closes": committer("closes", topic, 1.0, close_on_stop=True),
+        "goes quiet": committer("quiet", topic, 1.0),
+        "commits every 60 s": committer("mm1", topic, 60.0),
+        "idle, caught up": committer("idle", idle_topic, 1.0),
+    }
+    threads = [threading.Thread(target=c.run, name=f"test-{n}", daemon=True) for n, c in groups.items()]
+    producer = threading.Thread(target=traffic, name="test-traffic", daemon=True)
+    service = MonitorService(session_config(clusters_config))  # the default monitor settings
+    assert service.config.monitor.interval_seconds == INTERVAL_S
+    seen: dict[str, list[tuple[float, Status]]] = {name: [] for name in groups}
+    producer.start()
+    for thread in threads:
+        thread.start()
+    try:
+        wait_until(lambda: all(c.joined.is_set() for c in groups.values()), timeout_s=60, description="all to join")
+        started = time.monotonic()
+
+        def collect_until(deadline: float) -> None:
+            while time.monotonic() < deadline:
+                state = service.collect()
+                at = time.monotonic()
+                for name, c in groups.items():
+                    view = state.groups.get(("source", c.group))
+                    if view is not None and view.evaluation.partitions:
+                        seen[name].append((at, view.evaluation.partitions[0].status))
+                time.sleep(max(0.0, INTERVAL_S - (time.monotonic() - at)))
+
+        collect_until(started + WARMUP_S)
+        stopped_at = time.monotonic()
+        groups["closes"].stop.set()
+        groups["goes quiet"].stop.set()
+        collect_until(stopped_at + AFTER_STOP_S + 1)
+        collect_until(started + 135)  # the 60 s committer through two full commit intervals
+    finally:
+        stop_traffic.set()
+        for running in groups.values():
+            running.stop.set()
+        for thread in (*threads, producer):
+            thread.join(timeout=30)
+        for name in ("goes quiet", "commits every 60 s", "idle, caught up"):
+            groups[name].consumer.close()
+        service.stop()
+    assert_statuses(seen, started, stopped_at)
+
+
+def assert_statuses(seen: dict[str, list[tuple[float, Status]]], started: float, stopped_at: float) -> None:
+    report = {name: [(round(at - started), status.name) for at, status in statuses] for name, statuses in seen.items()}
+    for name in ("commits every 60 s", "idle, caught up"):
+        assert seen[name] and all(status == Status.OK for _, status in seen[name]), report
+    for name, final in (("closes", Status.STOP), ("goes quiet", Status.STALL)):
+        before = [status for at, status in seen[name] if at < stopped_at]
+        assert before and all(status == Status.OK for status in before), report  # healthy while it consumed
+        # After the stop: WARN within three intervals (the first ones cannot tell a stop from a pause between two
+        # commits), never OK from then on, and STOP / STALL within 60 s.
+        after = [(at - stopped_at, status) for at, status in seen[name] if at >= stopped_at]
+        assert all(status != Status.OK for since, status in after if since > 3 * INTERVAL_S), (name, report)
+        reached = [since for since, status in after if status == final]
+        assert reached and reached[0] <= AFTER_STOP_S, (name, report)
+        assert all(status == final for since, status in after if since >= reached[0]), (name, report)

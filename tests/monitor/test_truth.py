@@ -1,0 +1,126 @@
+"""The monitor's replication lag against the truth taken outside mirrorwatch, through the incidents operators look at
+(bench.monitor_truth runs the same harness with the incident report's 1,500 records/s and prints the errors).
+
+The truth: the producer's own acknowledgement time of every record, and a consumer following the target. Every
+figure the monitor serves states the moment it describes and is compared with the truth at that moment."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import pytest
+
+from bench.monitor_truth import LINK, TruthRun, run_truth
+from mirrorwatch.local import LocalClusters, free_port
+from tests.prometheus import firing
+
+# The shipped alert rules with thresholds a 30 s incident can cross (5 s of replication lag for 2 s, no record out
+# over 10 s for 3 s, no live worker for 2 s); Prometheus scrapes and evaluates every second.
+INCIDENT = {
+    "replication_lag_seconds": "5",
+    "replication_lag_for": "2s",
+    "rate_window": "10s",
+    "mirror_stalled_for": "3s",
+    "mirror_down_for": "2s",
+}
+LAG, STALLED, DOWN = "MirrorwatchReplicationLagHigh", "MirrorwatchMirrorStalled", "MirrorwatchMirrorDown"
+
+pytestmark = pytest.mark.integration
+
+
+def assert_truthful(run: TruthRun, phases: list[str]) -> None:
+    rows = {row["phase"]: row for row in run.report()}
+    assert list(rows) == phases
+    assert run.missing_on_target == 0, f"{run.missing_on_target} of {run.acked} acknowledged records not on the target"
+    for name, row in rows.items():
+        assert row["samples"] >= 3, f"{name}: too few monitor samples to judge ({row})"
+        assert row["no_figure"] == 0, f"{name}: samples without a figure ({row}): " + "; ".join(
+            f"at {s.observed_ms}: {s.unknown}" for s in run.samples if s.unknown
+        )
+        assert row["zero_while_behind"] == 0, f"{name}: 0 lag read while the truth was above 2 s ({row})"
+        assert row["outside_tolerance"] == 0, (
+            f"{name}: samples off the truth by more than 1 s (or 1 s + an interval at a phase change): {row}; "
+            + "; ".join(
+                f"at {s.observed_ms}: {s.seconds} s against {s.truth_seconds:.2f} s"
+                for s in run.samples
+                if run.phase_of(s.observed_ms).name == name
+                and s.seconds is not None
+                and abs(s.seconds - s.truth_seconds) > run.tolerance_s(s)
+            )
+        )
+    for name, row in list(rows.items())[1:]:  # each fault really put the mirror behind
+        assert row["truth_max_seconds"] >= 2.5, f"{name}: the fault did not hold the mirror back ({row})"
+    assert rows["steady"]["truth_max_seconds"] < 1.0
+
+
+def test_lag_and_alerts_are_true_through_mirror_crash_and_freeze_and_target_crash_and_freeze(
+    local_clusters: LocalClusters,
+    owns_clusters: bool,
+    prometheus: Callable[[int, Mapping[str, str]], str],
+    tmp_path: Path,
+) -> None:
+    """`mirrorwatch mirror` and `mirrorwatch monitor` as separate processes, 6 partitions, 500 records/s: a mirror
+    SIGKILL and restart, a mirror SIGSTOP of 30 s, a target broker SIGKILL and restart after 30 s, a target SIGSTOP of
+    30 s. A real Prometheus scrapes the monitor with the shipped rules: the lag, stall and mirror-down alerts fire
+    in the incidents they describe, none in the steady phase, and none is left firing after a recovery."""
+    port = free_port()
+    url = prometheus(port, INCIDENT)
+    run = run_truth(
+        local_clusters,
+        tmp_path,
+        rate=500,
+        partitions=6,
+        steady_s=10,
+        fault_s=30,
+        recover_s=6,
+        tie_to_parent=owns_clusters,
+        progress=lambda _line: None,
+        port=port,
+        firing=lambda: {name for name, link in firing(url) if link == LINK},
+    )
+    phases = [
+        "steady",
+        "mirror SIGKILL, restarted 3 s later",
+        "mirror SIGSTOP 30 s",
+        "target broker SIGKILL, restarted after 30 s",
+        "target broker SIGSTOP 30 s",
+    ]
+    assert_truthful(run, phases)
+    rows = {row["phase"]: row for row in run.report()}
+    expected = {
+        "steady": set(),
+        "mirror SIGSTOP 30 s": {LAG, STALLED, DOWN},
+        "target broker SIGKILL, restarted after 30 s": {LAG, STALLED},
+        "target broker SIGSTOP 30 s": {LAG, STALLED},
+    }
+    for name, alerts in expected.items():
+        assert set(rows[name]["alerts_fired"]) == alerts, f"{name}: {rows[name]}"
+    for name, row in rows.items():
+        assert row["alerts_at_end"] == [], f"{name}: alerts still firing after the recovery: {row}"
+
+
+def test_lag_is_true_in_one_process_run(local_clusters: LocalClusters, owns_clusters: bool, tmp_path: Path) -> None:
+    """`mirrorwatch run` (the engine's positions read in memory): the same, but for the freeze of the mirror, which
+    freezes the monitor with it."""
+    run = run_truth(
+        local_clusters,
+        tmp_path,
+        rate=500,
+        partitions=3,
+        steady_s=8,
+        fault_s=12,
+        recover_s=3,
+        one_process=True,
+        tie_to_parent=owns_clusters,
+        progress=lambda _line: None,
+    )
+    assert_truthful(
+        run,
+        [
+            "steady",
+            "mirror SIGKILL, restarted 3 s later",
+            "target broker SIGKILL, restarted after 12 s",
+            "target broker SIGSTOP 12 s",
+        ],
+    )
