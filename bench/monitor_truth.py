@@ -63,6 +63,7 @@ class Phase:
     events_ms: list[int] = field(default_factory=list)  # fault injected, fault removed
     alerts_fired: set[str] = field(default_factory=set)  # every alert seen firing during the phase (with --prometheus)
     alerts_at_end: set[str] = field(default_factory=set)  # those still firing when the phase ended
+    group_statuses: list[str] = field(default_factory=list)  # the link group's Burrow status, once a second
 
 
 @dataclass
@@ -121,6 +122,9 @@ class TruthRun:
                     "served_age_max_seconds": max(((s.poll_ms - s.observed_ms) / 1000 for s in mine), default=None),
                     "alerts_fired": sorted(phase.alerts_fired),
                     "alerts_at_end": sorted(phase.alerts_at_end),
+                    "events_ms": list(phase.events_ms),
+                    "group_statuses": sorted(set(phase.group_statuses)),
+                    "group_status_at_end": phase.group_statuses[-1] if phase.group_statuses else None,
                 }
             )
         return rows
@@ -291,6 +295,7 @@ class _Harness:
             config.clusters["source"].bootstrap_servers, config.clusters["target"].bootstrap_servers, topic, partitions
         )
         self.port = port or free_port()
+        self.group = f"{topic}-mirror"
         document = {
             "clusters": {a: {"bootstrap_servers": c.bootstrap_servers} for a, c in config.clusters.items()},
             "links": [
@@ -299,7 +304,7 @@ class _Harness:
                     "source": "source",
                     "target": "target",
                     "topics": {"include": [topic.replace(".", "\\.")]},
-                    "group_id": f"{topic}-mirror",
+                    "group_id": self.group,
                 }
             ],
             "monitor": {"interval_seconds": INTERVAL_S},
@@ -327,6 +332,18 @@ class _Harness:
         progress(f"truth: {name}")
         self.phases.append(Phase(name, _now_ms()))
         return self.phases[-1]
+
+    def watch_group(self, stop: threading.Event) -> None:
+        """The Burrow-style status of the link's own consumer group, as the monitor's Burrow API serves it."""
+        url = f"http://127.0.0.1:{self.port}/v3/kafka/source/consumer/{self.group}/status"
+        while not stop.wait(1.0):
+            try:
+                with urllib.request.urlopen(url, timeout=2) as response:
+                    status = str(json.load(response)["status"]["status"])
+            except (OSError, ValueError, KeyError):
+                continue
+            if self.phases:
+                self.phases[-1].group_statuses.append(status)
 
     def watch_alerts(self, firing: Callable[[], set[str]], stop: threading.Event) -> None:
         while not stop.wait(1.0):
@@ -407,6 +424,7 @@ def run_truth(
         threading.Thread(target=_follow, args=(h.traffic, h.truth, stop_reading)),
         threading.Thread(target=_poll_monitor, args=(url, h.traffic.topic, h.samples, stop_reading)),
     ]
+    readers.append(threading.Thread(target=h.watch_group, args=(stop_reading,)))
     if firing is not None:
         readers.append(threading.Thread(target=h.watch_alerts, args=(firing, stop_reading)))
     with h.stack:

@@ -189,6 +189,7 @@ class LinkWorker:
         self._rename: RenamePolicy = rename_policy(link.rename, link.source)
         self._handler: Handler | None = None
         self._progress: dict[tuple[str, int], PartitionProgress] = {}
+        self._earlier_progress: dict[tuple[str, int], PartitionProgress] = {}  # of partitions revoked or lost
         self._outbox: deque[OutboxItem] = deque()
         self._routes: dict[tuple[str, int], _Route] = {}
         self._topic_map: dict[str, str] = {}
@@ -236,13 +237,17 @@ class LinkWorker:
                 with contextlib.suppress(KafkaException, RuntimeError):
                     _, cached = consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
                     high = cached if cached >= 0 else None
+            acked = p.acked
+            earlier = self._earlier_progress.get((topic, partition))
+            if earlier is not None and earlier.acked is not None and (acked is None or earlier.acked > acked):
+                acked = earlier.acked  # durable on the target before the partition was lost and assigned again
             positions.append(
                 PartitionPosition(
                     topic=topic,
                     partition=partition,
                     target_topic=self._topic_map.get(topic, self._rename.target_topic(topic)),
                     consumed=p.consumed,
-                    acked=p.acked,
+                    acked=acked,
                     committed=p.committed,
                     in_flight_records=p.in_flight_records,
                     high_watermark=high,
@@ -535,8 +540,7 @@ class LinkWorker:
             self._flush(SHUTDOWN_FLUSH_S)
         self._commit(keys=revoked, asynchronous=False)
         for key in revoked:
-            self._progress.pop(key, None)
-            self._routes.pop(key, None)
+            self._forget_progress(key)
         log.info("link %s: revoked %s", self.name, _tps(partitions))
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -544,11 +548,19 @@ class LinkWorker:
         lost = {(tp.topic, tp.partition) for tp in partitions}
         self._forget_outbox(lost)
         for key in lost:
-            self._progress.pop(key, None)
-            self._routes.pop(key, None)
+            self._forget_progress(key)
         log.warning(
             "link %s: lost %s (records after the last commit will be mirrored again)", self.name, _tps(partitions)
         )
+
+    def _forget_progress(self, key: tuple[str, int]) -> None:
+        """A partition is no longer ours. Its progress is kept aside: what it had acknowledged, and what the
+        producer still acknowledges for it, stays on the target, and the status says so (`_partition_positions`)
+        when the partition comes back and is read again from the committed offset, below it."""
+        progress = self._progress.pop(key, None)
+        if progress is not None:
+            self._earlier_progress[key] = progress
+        self._routes.pop(key, None)
 
     def _forget_outbox(self, partitions: set[tuple[str, int]]) -> None:
         self._outbox = deque(item for item in self._outbox if _key_of(item) not in partitions)

@@ -6,7 +6,7 @@ group had members then. Burrow reads every commit from `__consumer_offsets`; mir
 cannot tell "committed the same offset again" from "did not commit". So where Burrow compares commit timestamps,
 these rules ask how long the offset has stood still *while records waited for it* (`stuck_for_ms`: the shorter of
 "since the offset last moved" and "the age of the oldest record not consumed"), measured against the group's own
-commit cadence (`commit_gap_ms`: the longest time between two moves of its offset seen recently; unknown until two
+commit cadence (`commit_gap_ms`: the median time between the last moves of its offset; unknown until two
 moves were seen, and then `max_commit_interval_seconds` stands in for it):
 
   Rule 1 - the current lag (high-watermark *now* minus the last committed offset) is within the allowed lag, in
@@ -90,6 +90,9 @@ class OffsetSample:
     # Since when this offset has been seen with records waiting behind it, carried forward like since_ms
     # (None: from observed_ms, or no lag).
     lag_since_ms: int | None = None
+    # Whether the group had members at this or any earlier observation of this partition (carried by the window
+    # store beyond the window): a group whose members left is not a commit-only group.
+    had_members: bool = False
 
     @property
     def first_seen_ms(self) -> int:
@@ -187,8 +190,12 @@ def stuck_for_ms(samples: Sequence[OffsetSample], now_ms: int, lag_seconds: floa
 
 
 def members_left(samples: Sequence[OffsetSample]) -> bool:
-    """The group has no members now but had some within the window (not a commit-only group, which never has)."""
-    return bool(samples) and not samples[-1].has_members and any(s.has_members for s in samples)
+    """The group has no members now but had some before (not a commit-only group, which never has)."""
+    return (
+        bool(samples)
+        and not samples[-1].has_members
+        and (samples[-1].had_members or any(s.has_members for s in samples))
+    )
 
 
 def stop_threshold_ms(config: EvaluatorConfig, commit_gap_ms: int | None) -> int:

@@ -5,13 +5,14 @@ replaces it instead of pushing the oldest out, so a fast poller cannot shrink th
 that went backwards is always kept), and expiry
 of partitions and groups that stopped appearing (a deleted group must not stay in ERR for ever).
 
-Beyond the window, each partition keeps its group's commit cadence: the times between the last few moves of its
-offset (`commit_gap_ms`). A 100 s window cannot hold two 60 s commits, and the evaluator needs to know how long a
+Beyond the window, each partition keeps its group's commit cadence: the median time between the last few moves of
+its offset (`commit_gap_ms`). A 100 s window cannot hold two 60 s commits, and the evaluator needs to know how long a
 silence is normal for this group before it calls one a stop.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import replace
@@ -21,7 +22,7 @@ from monitor.evaluator import OffsetSample
 __all__ = ["OffsetWindows", "WindowKey"]
 
 WindowKey = tuple[str, str, str, int]  # cluster alias, group, topic, partition
-GAPS_KEPT = 5  # moves whose gaps make a group's cadence
+GAPS_KEPT = 7  # moves whose gaps make a group's cadence
 
 
 class OffsetWindows:
@@ -41,6 +42,8 @@ class OffsetWindows:
             window = self._windows[key] = deque(maxlen=self.size)
         if window and sample.observed_ms < window[-1].observed_ms:
             return  # late news: the window is ordered by observation time
+        if sample.has_members or (window and window[-1].had_members):
+            sample = replace(sample, had_members=True)
         if window and window[-1].offset == sample.offset:  # still there: it was first seen earlier
             previous = window[-1]
             lag_since = None
@@ -63,9 +66,10 @@ class OffsetWindows:
         return tuple(window) if window else ()
 
     def commit_gap_ms(self, key: WindowKey) -> int | None:
-        """The longest recent time between two moves of this partition's offset (None: fewer than two moves seen)."""
+        """The usual time between two moves of this partition's offset: the median of the last GAPS_KEPT (an
+        incident's long silence does not teach the monitor to tolerate the next one). None: fewer than two moves."""
         gaps = self._gaps.get(key)
-        return max(gaps) if gaps else None
+        return int(statistics.median(gaps)) if gaps else None
 
     def keys(self) -> Iterator[WindowKey]:
         return iter(list(self._windows))

@@ -43,16 +43,16 @@ class Committer:
 
     def run(self) -> None:
         """Only this thread touches the consumer (librdkafka's calls from two threads can wait on each other)."""
-        last_commit = time.monotonic()
+        last_commit, position, committed = 0.0, -1, -1
         while not self.stop.is_set():
             message = self.consumer.poll(0.2)
             if not self.joined.is_set() and self.consumer.assignment():
                 self.joined.set()
-            if message is not None and message.error() is None and time.monotonic() - last_commit >= self.every_s:
-                offset = message.offset()
-                assert offset is not None
-                self.consumer.commit(offsets=[TopicPartition(self.topic, 0, offset + 1)], asynchronous=False)
-                last_commit = time.monotonic()
+            if message is not None and message.error() is None and message.offset() is not None:
+                position = int(message.offset() or 0) + 1
+            if position > committed and time.monotonic() - last_commit >= self.every_s:
+                self.consumer.commit(offsets=[TopicPartition(self.topic, 0, position)], asynchronous=False)
+                last_commit, committed = time.monotonic(), position
         if self.close_on_stop:
             self.consumer.close()
 

@@ -52,6 +52,16 @@ def assert_truthful(run: TruthRun, phases: list[str]) -> None:
     for name, row in list(rows.items())[1:]:  # each fault really put the mirror behind
         assert row["truth_max_seconds"] >= 2.5, f"{name}: the fault did not hold the mirror back ({row})"
     assert rows["steady"]["truth_max_seconds"] < 1.0
+    # The Burrow-style status of the link's own group: never WARN or worse while healthy (NOTFOUND until its first
+    # commit), not OK in a 30 s incident, OK again after.
+    assert set(rows["steady"]["group_statuses"]) <= {"NOTFOUND", "OK"}, rows["steady"]
+    for name, row in rows.items():
+        assert row["group_status_at_end"] == "OK", f"{name}: the link's group is not OK after the recovery: {row}"
+    # Not yet for the target's SIGSTOP: there the link's group was seen reading OK throughout, an open defect (see
+    # the session notes of issue #18), so it is not claimed here.
+    for name in ("mirror SIGSTOP 30 s", "target broker SIGKILL, restarted after 30 s"):
+        if name in rows:
+            assert set(rows[name]["group_statuses"]) - {"OK"}, f"{name}: the link's group read OK throughout: {rows}"
 
 
 def test_lag_and_alerts_are_true_through_mirror_crash_and_freeze_and_target_crash_and_freeze(
@@ -73,7 +83,7 @@ def test_lag_and_alerts_are_true_through_mirror_crash_and_freeze_and_target_cras
         partitions=6,
         steady_s=10,
         fault_s=30,
-        recover_s=6,
+        recover_s=8,
         tie_to_parent=owns_clusters,
         progress=lambda _line: None,
         port=port,
@@ -110,7 +120,7 @@ def test_lag_is_true_in_one_process_run(local_clusters: LocalClusters, owns_clus
         partitions=3,
         steady_s=8,
         fault_s=12,
-        recover_s=3,
+        recover_s=8,
         one_process=True,
         tie_to_parent=owns_clusters,
         progress=lambda _line: None,

@@ -8,6 +8,7 @@ from monitor.evaluator import OffsetSample
 from monitor.windows import OffsetWindows
 
 KEY = ("source", "g", "orders", 0)
+T0 = 1_700_000_000_000
 
 
 def sample(offset: int, at_s: int) -> OffsetSample:
@@ -76,3 +77,41 @@ def test_an_offset_that_stays_keeps_the_time_it_was_first_seen() -> None:
     assert last.first_seen_ms == 0  # ... but still knows the offset has stood since 0
     windows.observe(KEY, sample(8, 40))
     assert windows.samples(KEY)[-1].first_seen_ms == 40_000
+
+
+def test_the_commit_cadence_is_the_median_gap_between_moves_and_outlives_the_window() -> None:
+    """Moves every 10 s, then one 35 s silence (an incident), then 10 s again: the cadence stays 10 s. The first
+    move is not a gap (the offset may have stood long before the monitor first saw it). A window of 3 keeps it."""
+    windows = OffsetWindows(3)
+    key = ("c", "g", "t", 0)
+    assert windows.commit_gap_ms(key) is None
+    times = [0, 5_000, 15_000, 25_000, 60_000, 70_000]  # the offset moves at each of these
+    for i, at in enumerate(times):
+        windows.observe(key, OffsetSample(i * 10, T0 + at, 100))
+    assert windows.commit_gap_ms(key) == 10_000  # gaps 10, 10, 35, 10 s
+    windows.observe(key, OffsetSample(50, T0 + 75_000, 100))  # not a move
+    assert windows.commit_gap_ms(key) == 10_000
+    windows.forget_group("c", "g")
+    assert windows.commit_gap_ms(key) is None
+
+
+def test_lag_since_is_carried_while_the_offset_stands_with_records_waiting() -> None:
+    windows = OffsetWindows(2)
+    key = ("c", "g", "t", 0)
+    for i in range(4):
+        windows.observe(key, OffsetSample(100, T0 + i * 10_000, 150))
+    assert windows.samples(key)[-1].lag_since_ms == T0
+    windows.observe(key, OffsetSample(100, T0 + 50_000, 100))  # caught up: nothing waits
+    assert windows.samples(key)[-1].lag_since_ms is None
+
+
+def test_members_that_left_are_remembered_beyond_the_window() -> None:
+    """A group whose consumer left is not taken for a commit-only group once the window holds only empty samples."""
+    windows = OffsetWindows(2)
+    key = ("c", "g", "t", 0)
+    windows.observe(key, OffsetSample(100, T0, 150, True))
+    for i in range(1, 5):
+        windows.observe(key, OffsetSample(100, T0 + i * 10_000, 150 + i, False))
+    assert all(not s.has_members and s.had_members for s in windows.samples(key))
+    windows.observe(("c", "commit-only", "t", 0), OffsetSample(100, T0, 150, False))
+    assert not windows.samples(("c", "commit-only", "t", 0))[-1].had_members
