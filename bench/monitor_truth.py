@@ -435,6 +435,14 @@ def run_truth(
             thread.start()
         try:
             wait_until(h.caught_up, timeout_s=120, interval_s=0.2, description="the first records on the target")
+            # The steady phase starts once the monitor has a figure for every partition (at start, a partition the
+            # worker has not read yet, with no commit, has no known position: unknown, rightly).
+            wait_until(
+                lambda: bool(h.samples) and not h.samples[-1].unknown and len(h.samples[-1].parts) == partitions,
+                timeout_s=60,
+                interval_s=0.2,
+                description="the monitor's first figures for every partition",
+            )
             h.phase("steady", progress)
             time.sleep(steady_s)
 
