@@ -190,6 +190,7 @@ class LinkWorker:
         self._handler: Handler | None = None
         self._progress: dict[tuple[str, int], PartitionProgress] = {}
         self._earlier_progress: dict[tuple[str, int], PartitionProgress] = {}  # of partitions revoked or lost
+        self._seen_high: dict[tuple[str, int], int] = {}  # high-watermarks the consumer saw (`_note_high_watermarks`)
         self._outbox: deque[OutboxItem] = deque()
         self._routes: dict[tuple[str, int], _Route] = {}
         self._topic_map: dict[str, str] = {}
@@ -227,16 +228,26 @@ class LinkWorker:
         """Per source partition: consumed, acked and committed positions, in-flight records, last timestamp."""
         return [asdict(p) for p in self._partition_positions()]
 
-    def _partition_positions(self) -> tuple[PartitionPosition, ...]:
+    def _note_high_watermarks(self) -> None:
+        """What the consumer's last fetch responses said of each partition's high-watermark (no broker request),
+        noted by the loop for the status: the consumer is the loop's alone (called from the heartbeat thread, its
+        methods wait for the loop's consume() and took seconds)."""
         consumer = self._consumer
+        if consumer is None:
+            return
+        seen: dict[tuple[str, int], int] = {}
+        for topic, partition in list(self._progress):
+            with contextlib.suppress(KafkaException, RuntimeError):
+                _, cached = consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
+                if cached >= 0:
+                    seen[(topic, partition)] = cached
+        self._seen_high = seen
+
+    def _partition_positions(self) -> tuple[PartitionPosition, ...]:
         positions = []
+        seen_high = self._seen_high
         for (topic, partition), p in sorted(self._progress.items()):
-            high = None
-            if consumer is not None:
-                # The high-watermark of the last fetch response: no request to the broker.
-                with contextlib.suppress(KafkaException, RuntimeError):
-                    _, cached = consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
-                    high = cached if cached >= 0 else None
+            high = seen_high.get((topic, partition))
             acked = p.acked
             earlier = self._earlier_progress.get((topic, partition))
             if earlier is not None and earlier.acked is not None and (acked is None or earlier.acked > acked):
@@ -576,6 +587,7 @@ class LinkWorker:
         commit_every_s = self.link.offset_commit_interval_ms / 1000
         now = clock.monotonic_s()
         next_refresh, next_commit, next_progress = now + refresh_every_s, now + commit_every_s, now + PROGRESS_EVERY_S
+        next_high = now
         last_progress = (0, now)  # records mirrored, and when, at the last progress line
         full_since: float | None = None  # when the producer last became full
         while not self._stop.is_set() and self._failure is None:
@@ -618,6 +630,9 @@ class LinkWorker:
             if now >= next_progress:
                 last_progress = self._log_progress(now, *last_progress)
                 next_progress = now + PROGRESS_EVERY_S
+            if now >= next_high:
+                self._note_high_watermarks()
+                next_high = now + STATUS_EVERY_S
 
     def _log_progress(self, now: float, last_records: int, last_at: float) -> tuple[int, float]:
         rate = (self.stats.records_out_total - last_records) / max(now - last_at, 1e-9)
