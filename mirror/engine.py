@@ -61,7 +61,15 @@ from mirrorwatch.kafka import new_admin, new_consumer, new_producer
 from mirrorwatch.status_board import HOST, StatusBoard
 from mirrorwatch.worker_status import PartitionPosition, WorkerStatus
 
-__all__ = ["CONSUMER_DEFAULTS", "CONSUMER_FIXED", "PRODUCER_DEFAULTS", "PRODUCER_FIXED", "LinkWorker", "MirrorFailure"]
+__all__ = [
+    "CONSUMER_DEFAULTS",
+    "CONSUMER_FIXED",
+    "PRODUCER_DEFAULTS",
+    "PRODUCER_FIXED",
+    "LinkWorker",
+    "MirrorFailure",
+    "writer_fields",
+]
 
 log = logging.getLogger("mirrorwatch.mirror")
 
@@ -117,6 +125,18 @@ PAUSE_AFTER_FULL_S = 10.0
 STATUS_EVERY_S = 0.5
 CONNECT_BACKOFF_MAX_S = 30.0
 TOPIC_NOT_READY_CODES = frozenset({KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC})
+
+
+def writer_fields(link: LinkConfig) -> dict[str, Any]:
+    """What every engine's WorkerStatus says of who writes it: this process (host, pid) and the link."""
+    return {
+        "host": HOST,
+        "pid": os.getpid(),
+        "source": link.source,
+        "target": link.target,
+        "consumer_group": link.consumer_group,
+        "delivery": link.delivery,
+    }
 
 
 class MirrorFailure(MirrorwatchError):
@@ -287,12 +307,7 @@ class LinkWorker:
             state="failed" if self._failure else ("paused" if self._paused else "running"),
             partitions=self._partition_positions(),
             failure=self._failure,
-            host=HOST,
-            pid=os.getpid(),
-            source=self.link.source,
-            target=self.link.target,
-            consumer_group=self.link.consumer_group,
-            delivery=self.link.delivery,
+            **writer_fields(self.link),
             source_cluster_id=self._source_id.decode() or None,
             target_cluster_id=self._target_id.decode() or None,
             stats=self.stats.as_dict(),

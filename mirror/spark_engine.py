@@ -34,7 +34,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from mirror.admin import cluster_id, describe_topics, execute_plan, list_topic_partitions
-from mirror.engine import MirrorFailure
+from mirror.engine import MirrorFailure, writer_fields
 from mirror.provenance import (
     HOPS,
     PATH,
@@ -52,7 +52,7 @@ from mirrorwatch.config import ClusterConfig, LinkConfig, MirrorwatchConfig
 from mirrorwatch.errors import ConfigError, ConfigProblem, SetupError
 from mirrorwatch.jars import SPARK_KAFKA, SPARK_KAFKA_VERSION, resolve_jars
 from mirrorwatch.kafka import new_admin, new_consumer
-from mirrorwatch.status_board import HOST, StatusBoard
+from mirrorwatch.status_board import StatusBoard
 from mirrorwatch.worker_status import PartitionPosition, WorkerStatus
 
 __all__ = ["run_spark_link", "spark_jars"]
@@ -194,13 +194,8 @@ class _Progress:
                 )
                 for (t, p), o in positions
             ),
-            host=HOST,
-            pid=os.getpid(),
-            source=self.link.source,
-            target=self.link.target,
-            consumer_group=self.link.consumer_group,
-            delivery=self.link.delivery,
             stats=stats,
+            **writer_fields(self.link),
         )
 
     def publish(self) -> None:

@@ -126,7 +126,11 @@ class MonitorService:
                 since, future = self._running[alias]
                 if future.done():
                     del self._running[alias]
-                    snapshot = future.result()
+                    try:
+                        snapshot = future.result()
+                    except Exception as exc:  # a bug, not a Kafka failure (those are data): the cluster reads down
+                        log.exception("monitor: collecting cluster %r failed", alias)
+                        snapshot = ClusterSnapshot(alias, since, up=False, error=f"collection failed: {exc}")
                     if alias in self._latest and self._latest[alias].up:
                         self._previous[alias] = self._latest[alias]
                     self._latest[alias] = snapshot

@@ -292,8 +292,7 @@ def safe_positions(
     for key in sorted({*live, *acked, *committed}):
         group_committed = committed.get(key)
         best_acked = acked.get(key)
-        known = [o for o in (best_acked, group_committed) if o is not None]
-        safe = max(known) if known else None
+        safe = _highest(best_acked, group_committed)
         now_high = hwm[key].latest if key in hwm else None
         if key in live:
             status, position = live[key]
@@ -317,9 +316,7 @@ def safe_positions(
                 "worker",
                 position,
                 best_acked,
-                max(o for o in (position.committed, group_committed, -1) if o is not None)
-                if (position.committed is not None or group_committed is not None)
-                else None,
+                _highest(position.committed, group_committed),
                 target_topics.get(key),
             )
         else:
@@ -336,6 +333,11 @@ def safe_positions(
                 target_topics.get(key),
             )
     return out
+
+
+def _highest(*offsets: int | None) -> int | None:
+    """The highest of the known offsets (None: none known)."""
+    return max((o for o in offsets if o is not None), default=None)
 
 
 def _interpolated_high(
