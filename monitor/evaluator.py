@@ -6,8 +6,8 @@ group had members then. Burrow reads every commit from `__consumer_offsets`; mir
 cannot tell "committed the same offset again" from "did not commit". So where Burrow compares commit timestamps,
 these rules ask how long the offset has stood still *while records waited for it* (`stuck_for_ms`: the shorter of
 "since the offset last moved" and "the age of the oldest record not consumed"), measured against the group's own
-commit cadence (`commit_gap_ms`: the median time between the last moves of its offset; unknown until two
-moves were seen, and then `max_commit_interval_seconds` stands in for it):
+commit cadence (`commit_gap_ms`: the median time between the last moves of its offset, incidents' silences left out,
+see `monitor.windows`; unknown until two moves were seen, and then `max_commit_interval_seconds` stands in for it):
 
   Rule 1 - the current lag (high-watermark *now* minus the last committed offset) is within the allowed lag, in
            records or in seconds: OK. An idle partition whose consumer is caught up is OK, however old its commit.

@@ -6,8 +6,12 @@ that went backwards is always kept), and expiry
 of partitions and groups that stopped appearing (a deleted group must not stay in ERR for ever).
 
 Beyond the window, each partition keeps its group's commit cadence: the median time between the last few moves of
-its offset (`commit_gap_ms`). A 100 s window cannot hold two 60 s commits, and the evaluator needs to know how long a
-silence is normal for this group before it calls one a stop.
+its offset (`commit_gap_ms`; of two middle ones the lower). A 100 s window cannot hold two 60 s commits, and the
+evaluator needs to know how long a silence is normal for this group before it calls one a stop. A silence longer
+than the evaluator's WARN threshold for the cadence known then (one and a half gaps) is an incident or an idle spell,
+not cadence, and is not learned: after a few incidents close together (a flapping target) the median would
+otherwise be an incident's length, and the next incident would read OK. Only when such long gaps come
+OUTLIERS_TO_RELEARN times in a row has the group's cadence changed, and they become it.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ __all__ = ["OffsetWindows", "WindowKey"]
 
 WindowKey = tuple[str, str, str, int]  # cluster alias, group, topic, partition
 GAPS_KEPT = 7  # moves whose gaps make a group's cadence
+OUTLIERS_TO_RELEARN = 3  # long gaps in a row that make a new cadence
 
 
 class OffsetWindows:
@@ -35,6 +40,7 @@ class OffsetWindows:
         self._windows: dict[WindowKey, deque[OffsetSample]] = {}
         self._moved_ms: dict[WindowKey, int] = {}  # when the offset last moved (unknown before the first move seen)
         self._gaps: dict[WindowKey, deque[int]] = {}  # the last times between two moves
+        self._outliers: dict[WindowKey, list[int]] = {}  # long gaps in a row, not (yet) the cadence
 
     def observe(self, key: WindowKey, sample: OffsetSample) -> None:
         window = self._windows.get(key)
@@ -53,7 +59,7 @@ class OffsetWindows:
         elif window:  # it moved
             moved = self._moved_ms.get(key)
             if moved is not None:
-                self._gaps.setdefault(key, deque(maxlen=GAPS_KEPT)).append(sample.observed_ms - moved)
+                self._learn_gap(key, sample.observed_ms - moved)
             self._moved_ms[key] = sample.observed_ms
         too_close = window and sample.observed_ms - window[-1].observed_ms < self.min_distance_ms
         if too_close and sample.offset >= window[-1].offset:  # a move backwards is news (REWIND): never replaced
@@ -61,15 +67,29 @@ class OffsetWindows:
         else:
             window.append(sample)
 
+    def _learn_gap(self, key: WindowKey, gap_ms: int) -> None:
+        gaps = self._gaps.setdefault(key, deque(maxlen=GAPS_KEPT))
+        usual = self.commit_gap_ms(key)
+        if usual is not None and gap_ms > usual * 3 // 2:  # longer than a silence the evaluator lets pass
+            outliers = self._outliers.setdefault(key, [])
+            outliers.append(gap_ms)
+            if len(outliers) >= OUTLIERS_TO_RELEARN:  # it keeps happening: this is how the group commits now
+                gaps.clear()
+                gaps.extend(outliers)
+                outliers.clear()
+            return
+        self._outliers.pop(key, None)
+        gaps.append(gap_ms)
+
     def samples(self, key: WindowKey) -> tuple[OffsetSample, ...]:
         window = self._windows.get(key)
         return tuple(window) if window else ()
 
     def commit_gap_ms(self, key: WindowKey) -> int | None:
-        """The usual time between two moves of this partition's offset: the median of the last GAPS_KEPT (an
+        """The usual time between two moves of this partition's offset: the median of the last GAPS_KEPT learned (an
         incident's long silence does not teach the monitor to tolerate the next one). None: fewer than two moves."""
         gaps = self._gaps.get(key)
-        return int(statistics.median(gaps)) if gaps else None
+        return int(statistics.median_low(gaps)) if gaps else None
 
     def keys(self) -> Iterator[WindowKey]:
         return iter(list(self._windows))
@@ -91,6 +111,7 @@ class OffsetWindows:
         del self._windows[key]
         self._moved_ms.pop(key, None)
         self._gaps.pop(key, None)
+        self._outliers.pop(key, None)
 
     def forget_group(self, cluster: str, group: str) -> None:
         for key in [k for k in self._windows if k[0] == cluster and k[1] == group]:

@@ -29,39 +29,39 @@ LAG, STALLED, DOWN = "MirrorwatchReplicationLagHigh", "MirrorwatchMirrorStalled"
 pytestmark = pytest.mark.integration
 
 
-def assert_truthful(run: TruthRun, phases: list[str]) -> None:
+def assert_truthful(run: TruthRun, phases: list[str], *, steady_below_s: float = 1.0) -> None:
+    """Every judged figure within the tolerance of the truth; `steady_below_s`: how far behind the mirror itself may
+    be in the steady phase (the engine's own latency, not the monitor's error)."""
     rows = {row["phase"]: row for row in run.report()}
     assert list(rows) == phases
     assert run.missing_on_target == 0, f"{run.missing_on_target} of {run.acked} acknowledged records not on the target"
     for name, row in rows.items():
         assert row["samples"] >= 3, f"{name}: too few monitor samples to judge ({row})"
         assert row["no_figure"] == 0, f"{name}: samples without a figure ({row}): " + "; ".join(
-            f"at {s.observed_ms}: {s.unknown}" for s in run.samples if s.unknown
+            f"at {s.observed_ms}: {s.unknown}" for s in run.judged() if s.unknown
         )
         assert row["zero_while_behind"] == 0, f"{name}: 0 lag read while the truth was above 2 s ({row})"
         assert row["outside_tolerance"] == 0, (
             f"{name}: samples off the truth by more than 1 s (or 1 s + an interval at a phase change): {row}; "
             + "; ".join(
                 f"at {s.observed_ms}: {s.seconds} s against {s.truth_seconds:.2f} s"
-                for s in run.samples
-                if run.phase_of(s.observed_ms).name == name
-                and s.seconds is not None
-                and abs(s.seconds - s.truth_seconds) > run.tolerance_s(s)
+                for s in run.judged()
+                if run.phase_of(s.observed_ms).name == name and run.is_outside(s)
             )
         )
     for name, row in list(rows.items())[1:]:  # each fault really put the mirror behind
         assert row["truth_max_seconds"] >= 2.5, f"{name}: the fault did not hold the mirror back ({row})"
-    assert rows["steady"]["truth_max_seconds"] < 1.0
+    assert rows["steady"]["truth_max_seconds"] < steady_below_s, rows["steady"]
     # The Burrow-style status of the link's own group: never WARN or worse while healthy (NOTFOUND until its first
     # commit), not OK in a 30 s incident, OK again after.
     assert set(rows["steady"]["group_statuses"]) <= {"NOTFOUND", "OK"}, rows["steady"]
     for name, row in rows.items():
         assert row["group_status_at_end"] == "OK", f"{name}: the link's group is not OK after the recovery: {row}"
-    # Not yet for the target's SIGSTOP: there the link's group was seen reading OK throughout, an open defect (see
-    # the session notes of issue #18), so it is not claimed here.
-    for name in ("mirror SIGSTOP 30 s", "target broker SIGKILL, restarted after 30 s"):
-        if name in rows:
-            assert set(rows[name]["group_statuses"]) - {"OK"}, f"{name}: the link's group read OK throughout: {rows}"
+    # Every incident that holds the mirror back for many commit intervals (all but the 3 s mirror restart, where the
+    # offset stands for about two of them) reads WARN or worse at some point.
+    for name, row in rows.items():
+        if name != "steady" and not name.startswith("mirror SIGKILL"):
+            assert set(row["group_statuses"]) - {"OK"}, f"{name}: the link's group read OK throughout: {rows}"
 
 
 def test_lag_and_alerts_are_true_through_mirror_crash_and_freeze_and_target_crash_and_freeze(
@@ -122,6 +122,7 @@ def test_lag_is_true_in_one_process_run(local_clusters: LocalClusters, owns_clus
         fault_s=12,
         recover_s=8,
         one_process=True,
+        faults=("mirror-kill", "target-kill", "target-stop"),
         tie_to_parent=owns_clusters,
         progress=lambda _line: None,
     )
@@ -133,4 +134,32 @@ def test_lag_is_true_in_one_process_run(local_clusters: LocalClusters, owns_clus
             "target broker SIGKILL, restarted after 12 s",
             "target broker SIGSTOP 12 s",
         ],
+    )
+
+
+def test_lag_is_true_with_the_spark_engine(local_clusters: LocalClusters, owns_clusters: bool, tmp_path: Path) -> None:
+    """The spark engine (local Spark, the real Kafka connector, a 0.5 s trigger) publishes the end offsets of each
+    finished micro-batch from its driver: the same bounds through a driver SIGKILL and restart (Spark starting again
+    takes most of the outage), a freeze of the driver with its JVM, and a target freeze. The target's SIGKILL is left
+    to the python runs: what the monitor does with it does not depend on the engine. One allowance, and only upwards:
+    for 3 s after a fault ends the batch it held up may be on the target before the engine can report it
+    (`TruthRun.settle_s`); a figure below the truth is never allowed."""
+    run = run_truth(
+        local_clusters,
+        tmp_path,
+        rate=500,
+        partitions=3,
+        steady_s=8,
+        fault_s=15,
+        recover_s=6,
+        engine="spark",
+        faults=("mirror-kill", "mirror-stop", "target-stop"),
+        tie_to_parent=owns_clusters,
+        progress=lambda _line: None,
+    )
+    # A micro-batch engine is behind by a trigger interval and a batch's duration even when healthy (1.5 s seen).
+    assert_truthful(
+        run,
+        ["steady", "mirror SIGKILL, restarted 3 s later", "mirror SIGSTOP 15 s", "target broker SIGSTOP 15 s"],
+        steady_below_s=2.5,
     )

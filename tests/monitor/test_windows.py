@@ -95,6 +95,30 @@ def test_the_commit_cadence_is_the_median_gap_between_moves_and_outlives_the_win
     assert windows.commit_gap_ms(key) is None
 
 
+def test_incidents_close_together_do_not_become_the_cadence_unless_they_keep_coming() -> None:
+    """Moves every 5 s, then incidents with few moves between them (a mirror killed, frozen, its target down: 16 s,
+    38 s, 7 s, 47 s): a median of every gap would be 16 s, and the next 30 s incident would read OK. Gaps longer
+    than one and a half of the cadence are not learned; three in a row are how the group commits now."""
+    windows = OffsetWindows(10)
+    key = ("c", "g", "t", 0)
+    at = 0
+    for gap_s in (0, 5, 5, 5, 16, 38, 7, 47, 5):
+        at += gap_s * 1000
+        windows.observe(key, OffsetSample(at, T0 + at, at + 100))
+    assert windows.commit_gap_ms(key) == 5_000  # gaps learned: 5, 5, 7, 5
+    for _ in range(2):  # a consumer reconfigured to commit every 60 s: two long gaps are still incidents
+        at += 60_000
+        windows.observe(key, OffsetSample(at, T0 + at, at + 100))
+    assert windows.commit_gap_ms(key) == 5_000
+    at += 60_000
+    windows.observe(key, OffsetSample(at, T0 + at, at + 100))
+    assert windows.commit_gap_ms(key) == 60_000  # the third in a row: the new cadence
+    for expected in (60_000, 60_000, 5_000):  # back to 5 s: learned at once, the median (low) follows
+        at += 5_000
+        windows.observe(key, OffsetSample(at, T0 + at, at + 100))
+        assert windows.commit_gap_ms(key) == expected
+
+
 def test_lag_since_is_carried_while_the_offset_stands_with_records_waiting() -> None:
     windows = OffsetWindows(2)
     key = ("c", "g", "t", 0)
