@@ -34,10 +34,6 @@ CANARY_METRIC_NAMES = (
 )
 
 
-def _buckets(h: Histogram) -> list[tuple[str, float]]:
-    return [("+Inf" if bound == float("inf") else repr(bound), float(count)) for bound, count in h.cumulative()]
-
-
 class CanaryCollector(Collector):
     def __init__(self, view: Callable[[], tuple[LinkView, ...]]) -> None:
         self._view = view
@@ -72,7 +68,7 @@ class CanaryCollector(Collector):
                 values = [view.link, str(p.partition)]
                 for name, (attr, _help) in _HISTOGRAMS.items():
                     h: Histogram = getattr(p, attr)
-                    histograms[name].add_metric(values, _buckets(h), h.sum)
+                    histograms[name].add_metric(values, h.prometheus_buckets(), h.sum)
                 for name in _COUNTERS:
                     counters[name].add_metric(values, float(getattr(p, name)))
                 errors.add_metric(values, float(p.produce_errors))

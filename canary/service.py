@@ -26,11 +26,11 @@ from confluent_kafka.cimpl import NewPartitions, NewTopic
 from canary.probe import Probe, decode_probe
 from canary.topic import CanaryTopicPlan, plan_canary_topic
 from canary.tracker import QUANTILE_WINDOW_S, Histogram, LinkView, Tracker, quantile
-from mirror.rename import rename_policy
 from mirrorwatch.clock import Clock, SystemClock
 from mirrorwatch.config import LinkConfig, MirrorwatchConfig
 from mirrorwatch.errors import ConfigError, ConfigProblem
-from mirrorwatch.kafka import new_admin, new_consumer, new_producer
+from mirrorwatch.kafka import already_exists, error_text, new_admin, new_consumer, new_producer
+from mirrorwatch.rename import rename_policy
 from mirrorwatch.status_board import StatusBoard
 
 __all__ = ["CanaryService", "canary_links"]
@@ -158,7 +158,7 @@ class CanaryService:
         try:
             metadata = admin.list_topics(timeout=TIMEOUT_S)
         except KafkaException as exc:
-            log.warning("canary: cannot reach source cluster %r (%s); retrying next round", alias, exc.args[0])
+            log.warning("canary: cannot reach source cluster %r (%s); retrying next round", alias, error_text(exc))
             return None
         existing = metadata.topics.get(topic)
         partitions = None if existing is None or existing.error is not None else existing.partitions
@@ -226,7 +226,7 @@ class CanaryService:
     def _delivered(self, probe: Probe) -> Callable[[KafkaError | None, Message], None]:
         def report(err: KafkaError | None, _msg: Message) -> None:
             if err is not None:
-                log.warning("canary: probe to partition %d refused: %s", probe.partition, err.str())
+                log.warning("canary: probe to partition %d refused: %s", probe.partition, error_text(err))
             with self._lock:
                 self.tracker.produced(probe, self._clock.now_ns(), ok=err is None)
 
@@ -258,7 +258,9 @@ class CanaryService:
         try:
             metadata = reader.consumer.list_topics(reader.topic, timeout=TIMEOUT_S)
         except KafkaException as exc:
-            log.warning("canary: cannot read topic %r on %r (%s); retrying", reader.topic, reader.alias, exc.args[0])
+            log.warning(
+                "canary: cannot read topic %r on %r (%s); retrying", reader.topic, reader.alias, error_text(exc)
+            )
             return
         meta = metadata.topics.get(reader.topic)
         if meta is None or meta.error is not None or not meta.partitions:
@@ -376,6 +378,5 @@ def _ignore_exists(future: Any) -> None:
     try:
         future.result(timeout=TIMEOUT_S)
     except KafkaException as exc:
-        error = exc.args[0] if exc.args else None
-        if not (isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_ALREADY_EXISTS):
+        if not already_exists(exc):
             raise

@@ -19,7 +19,6 @@ acknowledge counts as a produce error, not as lost; should it arrive after all, 
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections import deque
 from collections.abc import Iterable
@@ -27,12 +26,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from canary.probe import Probe
-from mirror.stats import LATENCY_BUCKETS_SECONDS
+from mirrorwatch.histogram import LATENCY_BUCKETS_SECONDS, Histogram
 
 __all__ = ["LATENCY_BUCKETS_S", "QUANTILE_WINDOW_S", "Histogram", "LinkView", "PartitionView", "Tracker", "quantile"]
 
-# 1 ms .. 10 min, the mirror's replication-latency buckets: dashboards put the two side by side.
-LATENCY_BUCKETS_S: tuple[float, ...] = LATENCY_BUCKETS_SECONDS
+LATENCY_BUCKETS_S: tuple[float, ...] = LATENCY_BUCKETS_SECONDS  # the mirror's: dashboards put the two side by side
 REMEMBERED = 10_000  # settled sequences remembered per partition (for duplicates and late arrivals)
 RECENT = 50  # recent arrivals kept per link for /canary
 NS = 1_000_000_000
@@ -50,45 +48,6 @@ def quantile(values: Iterable[float], q: float) -> float | None:
         return None
     rank = max(1, math.ceil(round(q * len(ordered), 9)))  # rounded first: 0.29 * 100 is 28.999999999999996
     return ordered[min(rank, len(ordered)) - 1]
-
-
-@dataclass(frozen=True)
-class Histogram:
-    """Counts per bucket (the last one is +Inf), not cumulative; `sum` in seconds."""
-
-    bounds: tuple[float, ...] = LATENCY_BUCKETS_S
-    counts: tuple[int, ...] = (0,) * (len(LATENCY_BUCKETS_S) + 1)
-    sum: float = 0.0
-
-    @property
-    def count(self) -> int:
-        return sum(self.counts)
-
-    def observe(self, seconds: float) -> Histogram:
-        index = bisect.bisect_left(self.bounds, seconds)  # a value equal to a bound belongs to that bucket (le)
-        counts = list(self.counts)
-        counts[index] += 1
-        return Histogram(self.bounds, tuple(counts), self.sum + seconds)
-
-    def cumulative(self) -> list[tuple[float, int]]:
-        """(upper bound, count at or below) as Prometheus wants; the last bound is +Inf."""
-        out, running = [], 0
-        for bound, count in zip((*self.bounds, float("inf")), self.counts, strict=True):
-            running += count
-            out.append((bound, running))
-        return out
-
-    def quantile(self, q: float) -> float | None:
-        """The upper bound of the bucket holding the q-quantile (an upper estimate, like histogram_quantile's
-        bucket), None without observations."""
-        total = self.count
-        if total == 0:
-            return None
-        rank = q * total
-        for bound, running in self.cumulative():
-            if running >= rank:
-                return bound if bound != float("inf") else self.bounds[-1]
-        return self.bounds[-1]
 
 
 @dataclass
@@ -112,9 +71,9 @@ class _Partition:
     at_source: dict[int, int] = field(default_factory=dict)  # sequence -> created_ns, awaiting the source read-back
     highest_seen: int = -1
     counters: _Counters = field(default_factory=_Counters)
-    e2e: Histogram = Histogram()
-    produce: Histogram = Histogram()
-    roundtrip: Histogram = Histogram()
+    e2e: Histogram = field(default_factory=Histogram)
+    produce: Histogram = field(default_factory=Histogram)
+    roundtrip: Histogram = field(default_factory=Histogram)
     last_received_ns: int | None = None
     last_e2e_s: float | None = None
     # kind ("e2e", "produce", "roundtrip") -> (when observed, seconds), for window quantiles

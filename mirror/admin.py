@@ -10,7 +10,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 from confluent_kafka.cimpl import NewPartitions, NewTopic
 
 from mirror.topics import TopicInfo, TopicPlan
-from mirrorwatch.kafka import kafka_error
+from mirrorwatch.kafka import already_exists, kafka_error
 
 __all__ = ["cluster_id", "describe_topics", "execute_plan", "list_topic_partitions"]
 
@@ -73,8 +73,7 @@ def execute_plan(admin: AdminClient, plan: TopicPlan) -> None:
                 future.result(timeout=TIMEOUT_S)
                 log.info("created target topic %r", name)
             except KafkaException as exc:
-                error = exc.args[0] if exc.args else None
-                if isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                if already_exists(exc):
                     continue
                 raise kafka_error(exc, f"creating target topic {name!r}") from None
     if plan.add_partitions:

@@ -16,6 +16,7 @@ import threading
 from multiprocessing.context import SpawnProcess
 
 from mirror.engine import LinkWorker
+from mirror.worker import WorkerBase
 from mirrorwatch.config import LinkConfig, MirrorwatchConfig
 from mirrorwatch.errors import ConfigError, ConfigProblem, MirrorwatchError
 
@@ -56,7 +57,7 @@ def python_links(config: MirrorwatchConfig, only: str | None = None, *, skip_spa
     return [link for link in links if link.engine == "python"]
 
 
-def worker_for(config: MirrorwatchConfig, link: LinkConfig, *, stop: threading.Event, worker: int = 0) -> LinkWorker:
+def worker_for(config: MirrorwatchConfig, link: LinkConfig, *, stop: threading.Event, worker: int = 0) -> WorkerBase:
     if link.delivery == "exactly-once":
         from mirror.transactional import TransactionalLinkWorker
 

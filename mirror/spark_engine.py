@@ -27,14 +27,13 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from mirror.admin import cluster_id, describe_topics, execute_plan, list_topic_partitions
-from mirror.engine import MirrorFailure, writer_fields
+from mirror.admin import cluster_id
+from mirror.failure import MirrorFailure
 from mirror.provenance import (
     HOPS,
     PATH,
@@ -44,14 +43,15 @@ from mirror.provenance import (
     SOURCE_PARTITION,
     SOURCE_TOPIC,
 )
-from mirror.rename import rename_policy
+from mirror.settings import java_kafka_options
 from mirror.spark_plan import TOPIC, SparkLinkPlan, apply_rename, parse_end_offsets, plan_spark_link
-from mirror.topics import plan_topics, select_topics
+from mirror.topic_keeper import TopicKeeper, refuse_loop
+from mirror.worker import writer_fields
 from mirrorwatch.clock import SystemClock
 from mirrorwatch.config import ClusterConfig, LinkConfig, MirrorwatchConfig
-from mirrorwatch.errors import ConfigError, ConfigProblem, SetupError
+from mirrorwatch.errors import SetupError
 from mirrorwatch.jars import SPARK_KAFKA, SPARK_KAFKA_VERSION, resolve_jars
-from mirrorwatch.kafka import new_admin, new_consumer
+from mirrorwatch.kafka import error_text, new_admin, new_consumer
 from mirrorwatch.status_board import StatusBoard
 from mirrorwatch.worker_status import PartitionPosition, WorkerStatus
 
@@ -73,57 +73,6 @@ def spark_jars() -> list[Path]:
             f"found {pyspark.__version__}; run scripts/setup.sh"
         )
     return sorted(resolve_jars(SPARK_KAFKA, progress=log.info).glob("*.jar"))
-
-
-def _java_kafka_options(prefix: str, cluster: ClusterConfig) -> dict[str, str]:
-    """bootstrap.servers and the cluster's client properties as Spark `kafka.*` options (Java client names: the
-    security settings librdkafka and the Java client share are passed through unchanged)."""
-    options = {f"{prefix}bootstrap.servers": cluster.bootstrap_servers}
-    for name, value in cluster.client_properties().items():
-        options[f"{prefix}{name}"] = str(value)
-    return options
-
-
-class _TopicKeeper:
-    """Creates and grows the target topics (the same planner as the python engine), now and every refresh."""
-
-    def __init__(self, config: MirrorwatchConfig, link: LinkConfig) -> None:
-        self.config, self.link = config, link
-        self.source = new_admin(config.clusters[link.source], link.source)
-        self.target = new_admin(config.clusters[link.target], link.target)
-        self.rename = rename_policy(link.rename, link.source)
-        self.known: Mapping[str, int] = {}
-
-    def refresh(self) -> None:
-        source_partitions = list_topic_partitions(self.source)
-        selected = select_topics(
-            source_partitions,
-            self.link.topics,
-            exclude_internal=self.link.exclude_internal_topics,
-            always=(self.config.canary.topic,),
-        )
-        target_partitions = list_topic_partitions(self.target)
-        targets = [self.rename.target_topic(t) for t in selected]
-        plan = plan_topics(
-            describe_topics(self.source, selected, source_partitions),
-            describe_topics(self.target, targets, target_partitions),
-            selected,
-            self.rename,
-            partitioning=self.link.partitioning,
-            replication_factor=self.link.replication_factor,
-            known_source_partitions=self.known,
-        )
-        for problem in plan.problems:
-            raise MirrorFailure(f"link {self.link.name}: {problem}")
-        execute_plan(self.target, plan)
-        self.known = plan.source_partitions
-
-    def keep(self, stop: threading.Event) -> None:
-        while not stop.wait(self.link.refresh_topics_interval_seconds):
-            try:
-                self.refresh()
-            except (KafkaException, MirrorFailure) as exc:
-                log.warning("link %s: topic refresh failed (%s); retrying", self.link.name, exc)
 
 
 class _Progress:
@@ -163,7 +112,7 @@ class _Progress:
                     offsets=[TopicPartition(t, p, o) for (t, p), o in sorted(changed.items())], asynchronous=False
                 )
             except KafkaException as exc:  # the checkpoint holds the truth; the next batch commits again
-                log.warning("link %s: committing batch offsets failed: %s", self.link.name, exc.args[0])
+                log.warning("link %s: committing batch offsets failed: %s", self.link.name, error_text(exc))
                 with self._lock:
                     for tp in changed:
                         self._positions.pop(tp, None)
@@ -244,7 +193,7 @@ def _cluster_ids(config: MirrorwatchConfig, link: LinkConfig, stop: threading.Ev
                     link.name,
                     alias,
                     config.clusters[alias].bootstrap_servers,
-                    exc.args[0],
+                    error_text(exc),
                     backoff,
                 )
                 if stop.wait(backoff):
@@ -259,7 +208,7 @@ def _records(spark: Any, plan: SparkLinkPlan, source: ClusterConfig, source_id: 
 
     reader = (
         spark.readStream.format("kafka")
-        .options(**_java_kafka_options("kafka.", source))
+        .options(**java_kafka_options("kafka.", source))
         .option("subscribePattern", plan.subscribe_pattern)
         .option("includeHeaders", "true")
         .option("startingOffsets", plan.starting_offsets)
@@ -330,18 +279,15 @@ def run_spark_link(
     if ids is None:
         return 0
     source_id, target_id = ids
-    if source_id == target_id and not rename_policy(link.rename, link.source).renames_every_topic:
-        index = config.links.index(link)
-        raise ConfigError(
-            [
-                ConfigProblem(
-                    f"links[{index}].rename",
-                    f"source and target are the same cluster ({source_id}): use a rename policy that changes "
-                    "every topic name",
-                )
-            ]
-        )
-    keeper = _TopicKeeper(config, link)
+    refuse_loop(config, link, source_id, target_id)
+    keeper = TopicKeeper(
+        config,
+        link,
+        name=link.name,
+        source_admin=new_admin(config.clusters[link.source], link.source),
+        target_admin=new_admin(config.clusters[link.target], link.target),
+        same_cluster=source_id == target_id,
+    )
     keeper.refresh()  # the target topics exist before the first micro-batch writes to them
     keeper_stop = threading.Event()
     threading.Thread(target=keeper.keep, args=(keeper_stop,), name=f"topics-{link.name}", daemon=True).start()
@@ -369,7 +315,7 @@ def run_spark_link(
     query = (
         _records(spark, plan, config.clusters[link.source], source_id, target_id)
         .writeStream.format("kafka")
-        .options(**_java_kafka_options("kafka.", target))
+        .options(**java_kafka_options("kafka.", target))
         .option("kafka.acks", "all")
         .option("checkpointLocation", str(plan.checkpoint))
         .queryName(f"mirrorwatch-{link.name}")

@@ -1,34 +1,15 @@
-"""Counters and the replication-latency histogram of one link worker, as plain data the monitor can read."""
+"""Counters and the replication-latency histogram of one link worker, as plain data the monitor can read.
+
+Replication latency = target acknowledgement time - source record timestamp, in the project's one set of buckets
+(`mirrorwatch.histogram`)."""
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass, field
 
-__all__ = ["LATENCY_BUCKETS_SECONDS", "LinkStats"]
+from mirrorwatch.histogram import LATENCY_BUCKETS_SECONDS, Histogram
 
-# Replication latency = target acknowledgement time - source record timestamp. 1 ms to 10 min: a healthy local
-# mirror is in the milliseconds, a mirror catching up after an outage is in the minutes.
-LATENCY_BUCKETS_SECONDS = (
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-    30.0,
-    60.0,
-    120.0,
-    300.0,
-    600.0,
-)
+__all__ = ["LATENCY_BUCKETS_SECONDS", "LinkStats"]
 
 
 @dataclass
@@ -44,9 +25,12 @@ class LinkStats:
     latency_bucket_counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS_SECONDS) + 1))
     latency_sum_seconds: float = 0.0
 
-    def observe_latency(self, seconds: float) -> None:
-        self.latency_bucket_counts[bisect.bisect_left(LATENCY_BUCKETS_SECONDS, seconds)] += 1
-        self.latency_sum_seconds += seconds
+    def observe_latency(self, seconds: float, records: int = 1) -> None:
+        """`records` records acknowledged `seconds` after their source timestamp (never below 0: a source clock
+        ahead of ours reads as 0)."""
+        seconds = seconds if seconds > 0.0 else 0.0
+        self.latency_bucket_counts[Histogram.bucket_of(seconds)] += records
+        self.latency_sum_seconds += seconds * records
 
     def as_dict(self) -> dict[str, object]:
         return {

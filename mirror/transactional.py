@@ -29,10 +29,11 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException, Message, TopicPartition
 
 from mirror.admin import execute_plan
-from mirror.engine import LinkWorker, _dead_letter_headers, _reason
+from mirror.delivery import dead_letter_headers
 from mirror.handler import MirrorRecord
 from mirror.topics import CreateTopic, TopicPlan
-from mirrorwatch.kafka import new_consumer
+from mirror.worker import WorkerBase
+from mirrorwatch.kafka import error_text, new_consumer
 from mirrorwatch.worker_status import PartitionPosition
 
 __all__ = ["TransactionalLinkWorker", "offsets_topic", "owner_of"]
@@ -56,10 +57,12 @@ def _offset_key(topic: str, partition: int) -> bytes:
     return f"{topic}:{partition}".encode()  # ':' cannot occur in a topic name
 
 
-class TransactionalLinkWorker(LinkWorker):
-    """One worker of an exactly-once link."""
+class TransactionalLinkWorker(WorkerBase):
+    """One worker of an exactly-once link: the worker's life (`WorkerBase`), its topic keeper and router, and a loop
+    of its own that writes records and progress in one transaction (no consumer-group rebalances, no delivery side:
+    the transaction stands for the records)."""
 
-    SPARSE_REPORTS = False  # its transactions stand for the records: no sparse delivery reports
+    ENGINE = "exactly-once"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -78,6 +81,7 @@ class TransactionalLinkWorker(LinkWorker):
             source_partitions={},
             create=(CreateTopic(self._offsets_topic, 1, self.link.replication_factor, {"cleanup.policy": "compact"}),),
         )
+        assert self._target_admin is not None
         execute_plan(self._target_admin, plan)
         self._stored = self._read_stored_offsets()
         log.info(
@@ -126,10 +130,8 @@ class TransactionalLinkWorker(LinkWorker):
 
     # -- partitions -------------------------------------------------------------------------------------------------
 
-    def _subscribe(self, topics: tuple[str, ...]) -> None:
-        self._subscribed = topics  # no group membership: partitions are assigned by owner_of in refresh_topics
-
     def refresh_topics(self) -> TopicPlan:
+        """The keeper's refresh, then this worker's share of the partitions (no group membership: owner_of)."""
         plan = super().refresh_topics()
         assert self._consumer is not None
         workers = self.link.num_streams
@@ -153,15 +155,13 @@ class TransactionalLinkWorker(LinkWorker):
         self._assigned = owned
         return plan
 
-    ENGINE = "exactly-once"
-
     def _partition_positions(self) -> tuple[PartitionPosition, ...]:
         """Records count as acknowledged only when their transaction committed."""
         return tuple(
             PartitionPosition(
                 topic=t,
                 partition=p,
-                target_topic=self._topic_map.get(t, t),
+                target_topic=self._target_topic(t),
                 consumed=self._position.get((t, p), self._stored.get((t, p))),
                 acked=self._stored.get((t, p)),
                 committed=self._stored.get((t, p)),
@@ -208,13 +208,14 @@ class TransactionalLinkWorker(LinkWorker):
         topic, partition, offset = msg.topic() or "", msg.partition() or 0, msg.offset() or 0
         if (topic, partition) not in self._assigned:
             return
-        records = self._records_for(msg, topic, partition, offset)
+        assert self._router is not None
+        records = self._router.records_for(msg, topic, partition, offset)
         if records is None:
             return
         for record in records:
             if (topic, partition, offset) in self._to_dead_letter:
                 cause = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "refused by the target in an earlier transaction")
-                headers = _dead_letter_headers(record.headers, record.topic, record.partition, cause)
+                headers = dead_letter_headers(record.headers, record.topic, record.partition, cause)
                 self._produce(record, self.link.dead_letter_topic or "", headers, None)
             else:
                 self._produce(record, record.topic, record.headers, record.partition)
@@ -243,7 +244,7 @@ class TransactionalLinkWorker(LinkWorker):
             self.stats.records_out_total += 1
             self.stats.bytes_out_total += (len(rec.value) if rec.value else 0) + (len(rec.key) if rec.key else 0)
             if rec.timestamp_ms > 0:
-                self.stats.observe_latency(max(0.0, time.time() - rec.timestamp_ms / 1000))
+                self.stats.observe_latency(time.time() - rec.timestamp_ms / 1000)
         elif self._txn_error is None:
             self.stats.send_errors_total += 1
             self._txn_error = (rec, err)
@@ -267,7 +268,7 @@ class TransactionalLinkWorker(LinkWorker):
             try:  # for lag tools only; the transaction above is what counts
                 self._consumer.commit(offsets=offsets, asynchronous=True)
             except KafkaException as exc:
-                log.warning("link %s: committing to the source group failed (%s)", self.name, _reason(exc))
+                log.warning("link %s: committing to the source group failed (%s)", self.name, error_text(exc))
 
     def _abort_and_replay(self, exc: KafkaException) -> None:
         """Abort the transaction and read its records again from the stored offsets."""
@@ -277,7 +278,7 @@ class TransactionalLinkWorker(LinkWorker):
         self._txn_error = None
         if error.fatal():
             self._fail(
-                f"the transactional producer failed: {error.str()} ({error.name()}); "
+                f"the transactional producer failed: {error_text(error)}; "
                 "another worker with the same transactional.id may have fenced this one"
             )
             return
@@ -292,7 +293,7 @@ class TransactionalLinkWorker(LinkWorker):
             where = f"{rec.source_topic}[{rec.source_partition}]@{rec.source_offset}"
             if permanent and not self.link.dead_letter_topic:
                 self._fail(
-                    f"the target refused {where} for topic {rec.topic!r}: {cause.str()} ({cause.name()}). "
+                    f"the target refused {where} for topic {rec.topic!r}: {error_text(cause)}. "
                     "The transaction was aborted, so nothing is lost; fix the target (e.g. the topic's "
                     "max.message.bytes) or set the link's dead_letter_topic, then start it again"
                 )
@@ -302,11 +303,13 @@ class TransactionalLinkWorker(LinkWorker):
                     "link %s: the target refused %s: %s; it goes to %r when the transaction is replayed",
                     self.name,
                     where,
-                    cause.str(),
+                    error_text(cause),
                     self.link.dead_letter_topic,
                 )
                 self._to_dead_letter.add((rec.source_topic, rec.source_partition, rec.source_offset))
-        log.warning("link %s: transaction aborted (%s); replaying from the stored offsets", self.name, error.str())
+        log.warning(
+            "link %s: transaction aborted (%s); replaying from the stored offsets", self.name, error_text(error)
+        )
         for topic, partition in sorted(self._assigned):
             stored = self._stored.get((topic, partition))
             start = (

@@ -16,7 +16,17 @@ from confluent_kafka.admin import AdminClient
 from mirrorwatch.config import ClusterConfig
 from mirrorwatch.errors import ConfigError, ConfigProblem, KafkaClientError
 
-__all__ = ["client_config", "create_topics", "kafka_error", "new_admin", "new_consumer", "new_producer"]
+__all__ = [
+    "already_exists",
+    "client_config",
+    "create_topics",
+    "error_of",
+    "error_text",
+    "kafka_error",
+    "new_admin",
+    "new_consumer",
+    "new_producer",
+]
 
 ConfigValue = str | int | float | bool
 Overrides = Mapping[str, Any] | None
@@ -32,11 +42,33 @@ def client_config(cluster: ClusterConfig, alias: str, overrides: Overrides = Non
     return config
 
 
+def error_of(exc: BaseException | KafkaError | None) -> KafkaError | None:
+    """The KafkaError a confluent-kafka exception carries (in its first argument), or the error itself; else None."""
+    if isinstance(exc, KafkaError):
+        return exc
+    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    return error if isinstance(error, KafkaError) else None
+
+
+def error_text(exc: BaseException | KafkaError) -> str:
+    """How mirrorwatch writes a Kafka error everywhere (logs, statuses, failures, dead letters' reasons):
+    librdkafka's message and its code name, `Broker: Message size too large (MSG_SIZE_TOO_LARGE)`; any other error
+    as its own text."""
+    error = error_of(exc)
+    return f"{error.str()} ({error.name()})" if error is not None else str(exc)
+
+
+def already_exists(exc: BaseException) -> bool:
+    """A topic creation that failed only because the topic is there already."""
+    error = error_of(exc)
+    return error is not None and error.code() == KafkaError.TOPIC_ALREADY_EXISTS
+
+
 def _rejected(exc: KafkaException, alias: str, role: str) -> ConfigError:
     """librdkafka refuses unknown or invalid properties when a client is created: a config problem, not a crash."""
-    error = exc.args[0] if exc.args else exc
-    reason = error.str() if isinstance(error, KafkaError) else str(error)
-    return ConfigError([ConfigProblem(f"clusters.{alias}", f"the {role} configuration was rejected: {reason}")])
+    return ConfigError(
+        [ConfigProblem(f"clusters.{alias}", f"the {role} configuration was rejected: {error_text(exc)}")]
+    )
 
 
 def new_producer(cluster: ClusterConfig, alias: str, overrides: Overrides = None) -> Producer:
@@ -62,8 +94,8 @@ def new_admin(cluster: ClusterConfig, alias: str, overrides: Overrides = None) -
 
 def kafka_error(exc: KafkaException | KafkaError, context: str) -> KafkaClientError:
     """Wrap a confluent-kafka error, keeping its code name and whether retrying can help."""
-    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else exc
-    if isinstance(error, KafkaError):
+    error = error_of(exc)
+    if error is not None:
         return KafkaClientError(f"{context}: {error.str()}", code=error.name(), retriable=error.retriable())
     return KafkaClientError(f"{context}: {exc}")
 
@@ -87,8 +119,7 @@ def create_topics(
             future.result(timeout=timeout_s)
             created.append(name)
         except KafkaException as exc:
-            error = exc.args[0] if exc.args else None
-            if isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+            if already_exists(exc):
                 continue
             raise kafka_error(exc, f"creating topic {name!r}") from None
     return created

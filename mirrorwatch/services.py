@@ -16,8 +16,8 @@ from starlette.routing import Route
 
 from canary.exporter import CanaryCollector
 from canary.service import CanaryService
-from mirror.engine import LinkWorker
 from mirror.runner import python_links, run_links, tune_gc, worker_for
+from mirror.worker import WorkerBase
 from mirrorwatch.clock import SystemClock
 from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.errors import MirrorwatchError
@@ -94,7 +94,7 @@ def canary_running(config: MirrorwatchConfig, *, required: bool = False) -> Iter
         canary.stop()
 
 
-def _link_statuses(config: MirrorwatchConfig, in_memory: Mapping[str, Sequence[LinkWorker]]) -> LinkStatuses:
+def _link_statuses(config: MirrorwatchConfig, in_memory: Mapping[str, Sequence[WorkerBase]]) -> LinkStatuses:
     """Each link's worker statuses: in memory for the workers of this process, and from the status files of the
     others, those of dead workers included (the last word of a worker that died is evidence of what reached the
     target: `monitor.state`)."""
@@ -154,12 +154,12 @@ def run_everything(config: MirrorwatchConfig, stop: threading.Event) -> int:
     links = python_links(config, skip_spark=True) if config.links else []
     in_process = [link for link in links if link.num_streams == 1]
     elsewhere = [link for link in links if link.num_streams > 1]
-    workers: dict[str, list[LinkWorker]] = {}
+    workers: dict[str, list[WorkerBase]] = {}
     results: dict[str, int] = {}
     threads: list[threading.Thread] = []
     worker_stop = threading.Event()
 
-    def run_worker(worker: LinkWorker) -> None:
+    def run_worker(worker: WorkerBase) -> None:
         try:
             results[worker.name] = worker.run()
         except MirrorwatchError as exc:

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from mirrorwatch.kafka import error_text
 from monitor.snapshot import ClusterSnapshot, GroupInfo, PartitionOffsets
 
 __all__ = ["ClusterSnapshot", "GroupInfo", "PartitionOffsets", "collect_cluster"]
@@ -22,11 +23,6 @@ __all__ = ["ClusterSnapshot", "GroupInfo", "PartitionOffsets", "collect_cluster"
 TIMEOUT_S = 30.0
 LATEST: OffsetSpec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
 EARLIEST: OffsetSpec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
-
-
-def _reason(exc: BaseException) -> str:
-    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else exc
-    return f"{error.str()} ({error.name()})" if isinstance(error, KafkaError) else str(exc)
 
 
 def _offsets(admin: AdminClient, tps: list[TopicPartition], spec: OffsetSpec) -> dict[tuple[str, int], int | None]:
@@ -48,7 +44,9 @@ def collect_cluster(admin: AdminClient, alias: str, now_ms: int, *, timeout_s: f
     try:
         metadata = admin.list_topics(timeout=timeout_s)
     except KafkaException as exc:
-        return ClusterSnapshot(alias, now_ms, up=False, error=_reason(exc), collect_seconds=time.monotonic() - started)
+        return ClusterSnapshot(
+            alias, now_ms, up=False, error=error_text(exc), collect_seconds=time.monotonic() - started
+        )
     tps = [TopicPartition(name, p) for name, t in metadata.topics.items() if t.error is None for p in t.partitions]
     latest = _offsets(admin, tps, LATEST)
     earliest = _offsets(admin, tps, EARLIEST)
@@ -60,7 +58,7 @@ def collect_cluster(admin: AdminClient, alias: str, now_ms: int, *, timeout_s: f
             alias,
             now_ms,
             up=False,
-            error=f"listing consumer groups: {_reason(exc)}",
+            error=f"listing consumer groups: {error_text(exc)}",
             cluster_id=metadata.cluster_id,
             partitions=partitions,
             collect_seconds=time.monotonic() - started,
@@ -95,13 +93,13 @@ def _collect_groups(admin: AdminClient) -> dict[str, GroupInfo]:
             description = described[group_id].result(timeout=TIMEOUT_S)
             state, members = str(getattr(description.state, "name", description.state)), len(description.members)
         except KafkaException as exc:
-            error = f"describing: {_reason(exc)}"
+            error = f"describing: {error_text(exc)}"
         offsets: dict[tuple[str, int], int] = {}
         try:
             for tp in fetches[group_id].result(timeout=TIMEOUT_S).topic_partitions or []:
                 if tp.error is None and tp.offset >= 0:
                     offsets[(tp.topic, tp.partition)] = tp.offset
         except KafkaException as exc:
-            error = f"fetching offsets: {_reason(exc)}"
+            error = f"fetching offsets: {error_text(exc)}"
         groups[group_id] = GroupInfo(group_id, state, members, bool(listed.is_simple_consumer_group), offsets, error)
     return groups

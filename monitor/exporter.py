@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from mirror.stats import LATENCY_BUCKETS_SECONDS
+from mirrorwatch.histogram import Histogram
 from monitor.service import MonitorService
 
 __all__ = ["METRIC_NAMES", "MonitorCollector"]
@@ -276,12 +276,8 @@ class MonitorCollector(Collector):
                 bytes_.add_metric([link.name, direction], stats.get(f"bytes_{direction}_total", 0))
             errors.add_metric([link.name], stats.get("send_errors_total", 0))
             histogram = stats.get("replication_latency_seconds")
-            counts = histogram["counts"] if histogram else [0] * (len(LATENCY_BUCKETS_SECONDS) + 1)
-            cumulative, buckets = 0, []
-            for bound, count in zip([*map(str, LATENCY_BUCKETS_SECONDS), "+Inf"], counts, strict=True):
-                cumulative += count
-                buckets.append((bound, cumulative))
-            latency.add_metric([link.name], buckets, histogram["sum"] if histogram else 0.0)
+            h = Histogram.from_counts(histogram["counts"], histogram["sum"]) if histogram else Histogram()
+            latency.add_metric([link.name], h.prometheus_buckets(), h.sum)
             for p in view.partitions if view is not None else ():
                 labels = [link.name, p.topic, str(p.partition)]
                 if p.replication_lag_records is not None:

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mirror.rename import rename_policy
 from mirror.spark_plan import apply_rename, parse_end_offsets, plan_spark_link, rename_spec
 from mirrorwatch.config import MirrorwatchConfig, parse_config
 from mirrorwatch.errors import ConfigError
+from mirrorwatch.rename import rename_policy
 
 
 def config(**link: Any) -> MirrorwatchConfig:

@@ -1,0 +1,316 @@
+"""The life of a link worker, whatever its delivery guarantee: connect to both clusters (retrying with a log line),
+refuse a link that would mirror a cluster onto itself, create the source consumer, publish the worker's status from a
+heartbeat thread, run the engine's loop, shut down, and stop the link with its reason when a part failed.
+
+`mirror.engine.LinkWorker` (at-least-once) and `mirror.transactional.TransactionalLinkWorker` (exactly-once) are
+the two loops on top; both compose the same parts: the topic keeper, the router and the client settings."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import asdict
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from mirror.admin import cluster_id
+from mirror.client_stats import ClientStats, summarize
+from mirror.failure import LinkFailure, MirrorFailure
+from mirror.handler import load_handler
+from mirror.progress import PartitionProgress
+from mirror.routes import Router
+from mirror.settings import PRODUCER_DEFAULTS, consumer_settings, producer_settings
+from mirror.stats import LinkStats
+from mirror.topic_keeper import TopicKeeper, refuse_loop
+from mirror.topics import ConfigDrift, TopicPlan
+from mirrorwatch.clock import Clock, SystemClock
+from mirrorwatch.config import LinkConfig, MirrorwatchConfig
+from mirrorwatch.errors import KafkaClientError
+from mirrorwatch.kafka import error_text, new_admin, new_consumer, new_producer
+from mirrorwatch.rename import rename_policy
+from mirrorwatch.status_board import HOST, StatusBoard
+from mirrorwatch.worker_status import PartitionPosition, WorkerStatus
+
+__all__ = ["STATUS_EVERY_S", "MirrorFailure", "WorkerBase", "writer_fields"]
+
+log = logging.getLogger("mirrorwatch.mirror")
+
+# How often the status the monitor reads (when in another process) is rewritten (`_heartbeat`): the last status of a
+# worker that is killed is at most this old, and so is what the monitor believes of the records it had acknowledged.
+STATUS_EVERY_S = 0.5
+CONNECT_BACKOFF_MAX_S = 30.0
+
+
+def writer_fields(link: LinkConfig) -> dict[str, Any]:
+    """What every engine's WorkerStatus says of who writes it: this process (host, pid) and the link."""
+    return {
+        "host": HOST,
+        "pid": os.getpid(),
+        "source": link.source,
+        "target": link.target,
+        "consumer_group": link.consumer_group,
+        "delivery": link.delivery,
+    }
+
+
+class WorkerBase:
+    """Mirrors one link until `stop` is set or the link fails. `run()` returns the CLI exit code; the engine's loop is
+    `_loop`, its positions `_partition_positions`."""
+
+    ENGINE = "python"
+
+    def __init__(
+        self,
+        config: MirrorwatchConfig,
+        link: LinkConfig,
+        *,
+        stop: threading.Event,
+        worker: int = 0,
+        clock: Clock | None = None,
+    ) -> None:
+        self.config = config
+        self.link = link
+        self.worker = worker
+        self.stats = LinkStats()
+        self._stop = stop
+        self._clock = clock or SystemClock()
+        self._fail = LinkFailure(self.name)
+        self._rename = rename_policy(link.rename, link.source)
+        self._progress: dict[tuple[str, int], PartitionProgress] = {}
+        self._client_stats: dict[str, ClientStats] = {}
+        self._paused = False
+        self._refresh_requested = False
+        self._batch_bytes = 0  # the producer's batch.size
+        # Clients (and the parts that hold them) are created in run(), never here.
+        self._keeper: TopicKeeper | None = None
+        self._router: Router | None = None
+        self._consumer: Consumer | None = None
+        self._producer: Producer | None = None
+        self._source_admin: AdminClient | None = None
+        self._target_admin: AdminClient | None = None
+        self._board = StatusBoard(config.state_path / "status")
+
+    # -- public view ------------------------------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.link.name if self.link.num_streams == 1 else f"{self.link.name}#{self.worker}"
+
+    @property
+    def _failure(self) -> str | None:
+        return self._fail.message
+
+    def positions(self) -> list[dict[str, Any]]:
+        """Per source partition: consumed, acked and committed positions, in-flight records, last timestamp."""
+        return [asdict(p) for p in self._partition_positions()]
+
+    def _partition_positions(self) -> tuple[PartitionPosition, ...]:
+        raise NotImplementedError
+
+    def _target_topic(self, topic: str) -> str:
+        return self._keeper.topic_map.get(topic, self._rename.target_topic(topic)) if self._keeper else topic
+
+    def config_drift(self) -> tuple[ConfigDrift, ...]:
+        return self._keeper.drift if self._keeper is not None else ()
+
+    def worker_status(self) -> WorkerStatus:
+        """Everything about this worker, at this moment (the worker-status contract the monitor reads)."""
+        router = self._router
+        return WorkerStatus(
+            link=self.link.name,
+            worker=self.worker,
+            engine=self.ENGINE,
+            observed_ms=self._clock.now_ms(),
+            publish_interval_ms=int(STATUS_EVERY_S * 1000),
+            state="failed" if self._failure else ("paused" if self._paused else "running"),
+            partitions=self._partition_positions(),
+            failure=self._failure,
+            **writer_fields(self.link),
+            source_cluster_id=(router.source_id.decode() or None) if router else None,
+            target_cluster_id=(router.target_id.decode() or None) if router else None,
+            stats=self.stats.as_dict(),
+            clients={role: s.as_dict() for role, s in self._client_stats.items()},
+            config_drift=tuple(asdict(d) for d in self.config_drift()),
+        )
+
+    def status(self) -> dict[str, Any]:
+        """Everything about this worker as JSON-able data (what `/mirror/links` serves)."""
+        return self.worker_status().as_json()
+
+    def _on_client_stats(self, stats_json: str) -> None:
+        summary = summarize(stats_json)
+        self._client_stats[summary.role] = summary
+
+    # -- run --------------------------------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        link, config = self.link, self.config
+        self._source_admin = new_admin(config.clusters[link.source], link.source)
+        self._target_admin = new_admin(config.clusters[link.target], link.target)
+        ids = self._connect()
+        if ids is None:
+            return 0  # stopped before both clusters answered: nothing was read, nothing to commit
+        refuse_loop(config, link, *ids)
+        self._keeper = TopicKeeper(
+            config,
+            link,
+            name=self.name,
+            source_admin=self._source_admin,
+            target_admin=self._target_admin,
+            same_cluster=ids[0] == ids[1],
+        )
+        self._router = Router(link, self._keeper, self._progress, self.stats, self._fail)
+        self._router.source_id, self._router.target_id = ids[0].encode(), ids[1].encode()
+        if link.handler:
+            index = config.links.index(link)
+            self._router.handler = load_handler(link.handler, link.handler_args, path=f"links[{index}].handler")
+        self._start()
+        self._consumer = new_consumer(
+            config.clusters[link.source],
+            link.source,
+            link.consumer_group,
+            consumer_settings(
+                config, link, f"mirrorwatch-{self.name}", on_commit=self._on_commit, stats_cb=self._on_client_stats
+            ),
+        )
+        heartbeat_stop = threading.Event()
+        heartbeat = threading.Thread(
+            target=self._heartbeat, args=(heartbeat_stop,), name=f"status-{self.name}", daemon=True
+        )
+        heartbeat.start()
+        try:
+            self._prepare()
+            self.refresh_topics()  # before the producer: its batch size depends on the target topics
+            self._producer = self._new_producer()
+            self._loop()
+        finally:
+            self._shutdown()
+            heartbeat_stop.set()
+            heartbeat.join(timeout=10)
+            if self._failure is None:
+                self._board.withdraw("links", self.link.name, self.worker)
+            else:
+                self._publish_status()  # the failure stays visible until the file goes stale
+        if self._failure is not None:
+            raise MirrorFailure(self._failure)
+        return 0
+
+    def _start(self) -> None:
+        """Decisions between connecting and creating the consumer (the at-least-once worker picks its reports)."""
+
+    def _prepare(self) -> None:
+        """Set-up between creating the consumer and the first topic refresh (exactly-once reads its offsets here)."""
+
+    def _producer_overrides(self) -> dict[str, Any]:
+        return producer_settings(self.config, self.link, f"mirrorwatch-{self.name}", stats_cb=self._on_client_stats)
+
+    def _new_producer(self) -> Producer:
+        assert self._keeper is not None
+        overrides = self._producer_overrides()
+        # A batch larger than a target topic's max.message.bytes is refused whole, good records with the bad one.
+        # librdkafka sends a record larger than batch.size alone, so capping batch.size at the smallest limit makes
+        # the broker refuse exactly the records that are too large and nothing else.
+        configured = int(overrides.get("batch.size", PRODUCER_DEFAULTS["batch.size"]))
+        smallest = self._keeper.smallest_target_limit
+        if smallest is not None and smallest < configured:
+            overrides["batch.size"] = smallest
+            log.info(
+                "link %s: producer batch.size %d (the smallest max.message.bytes of the target topics)",
+                self.name,
+                smallest,
+            )
+        self._batch_bytes = int(overrides["batch.size"])
+        return new_producer(self.config.clusters[self.link.target], self.link.target, overrides)
+
+    def _loop(self) -> None:
+        raise NotImplementedError
+
+    def _shutdown(self) -> None:
+        raise NotImplementedError
+
+    def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        if err is not None and err.code() != KafkaError._NO_OFFSET:
+            log.warning("link %s: commit failed (%s); it is retried at the next interval", self.name, error_text(err))
+            return
+        self._mark_committed(partitions)
+
+    def _mark_committed(self, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            p = self._progress.get((tp.topic, tp.partition))
+            if p is not None and tp.error is None and tp.offset >= 0:
+                p.mark_committed(tp.offset)
+
+    def refresh_topics(self) -> TopicPlan:
+        assert self._keeper is not None
+        return self._keeper.refresh()
+
+    def _connect(self) -> tuple[str, str] | None:
+        """Both cluster ids, retrying (with a log line, never a traceback) until they answer; None when stopped."""
+        ids: dict[str, str] = {}
+        for side, alias, admin in (
+            ("source", self.link.source, self._source_admin),
+            ("target", self.link.target, self._target_admin),
+        ):
+            assert admin is not None
+            backoff_s = 1.0
+            while side not in ids:
+                try:
+                    ids[side] = cluster_id(admin)
+                except KafkaException as exc:
+                    log.warning(
+                        "link %s: cannot reach %s cluster %r at %s (%s); retrying in %.0fs",
+                        self.name,
+                        side,
+                        alias,
+                        self.config.clusters[alias].bootstrap_servers,
+                        error_text(exc),
+                        backoff_s,
+                    )
+                    if self._stop.wait(backoff_s):
+                        return None
+                    backoff_s = min(backoff_s * 2, CONNECT_BACKOFF_MAX_S)
+        log.info(
+            "link %s: source %r is cluster %s, target %r is cluster %s",
+            self.name,
+            self.link.source,
+            ids["source"],
+            self.link.target,
+            ids["target"],
+        )
+        return ids["source"], ids["target"]
+
+    def _heartbeat(self, stop: threading.Event) -> None:
+        """Publish the status every STATUS_EVERY_S from a thread of its own: the loop may block for a while (a
+        topic refresh against a target that is down waits for its timeout) and is no less alive for it; a worker
+        whose loop hangs shows as positions that stand still, and its lag grows. Only a process that is gone or
+        stopped stops publishing."""
+        while True:
+            try:
+                self._publish_status()
+            except Exception:  # the loop changed what was being read (an assignment): the next beat reads again
+                log.debug("link %s: status not published this time", self.name, exc_info=True)
+            if stop.wait(STATUS_EVERY_S):
+                return
+
+    def _publish_status(self) -> None:
+        status = self.worker_status()
+        self._board.publish("links", self.link.name, self.worker, status.as_json(), status.observed_ms)
+
+    def _refresh_safely(self) -> None:
+        try:
+            self.refresh_topics()
+        except (KafkaClientError, KafkaException) as exc:
+            log.warning(
+                "link %s: topic refresh failed (%s); the link keeps mirroring what it has", self.name, error_text(exc)
+            )
+
+    def _consumer_error(self, err: KafkaError) -> None:
+        if err.code() == KafkaError._PARTITION_EOF:
+            return
+        if err.fatal():
+            self._fail(f"the source consumer hit a fatal error: {error_text(err)}")
+            return
+        log.warning("link %s: source consumer: %s", self.name, error_text(err))
