@@ -27,7 +27,7 @@ import yaml
 
 from bench.common import clusters_for, exit_on_sigterm
 from mirrorwatch.config import MirrorwatchConfig
-from mirrorwatch.local import free_port
+from mirrorwatch.processes import free_port
 
 TICKS = os.sysconf("SC_CLK_TCK")
 

@@ -23,7 +23,8 @@ from confluent_kafka.admin import AdminClient
 
 from mirrorwatch.config import MirrorwatchConfig, load_config
 from mirrorwatch.kafka import new_admin
-from mirrorwatch.local import LocalClusters, stop_process
+from mirrorwatch.local import LocalClusters
+from mirrorwatch.processes import stop_process
 
 __all__ = [
     "ProcessTree",

@@ -47,7 +47,8 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 from bench.common import exit_on_sigterm, stop_process
 from mirrorwatch.config import load_config
 from mirrorwatch.kafka import create_topics, new_admin
-from mirrorwatch.local import LocalClusters, free_port
+from mirrorwatch.local import LocalClusters
+from mirrorwatch.processes import free_port
 from mirrorwatch.wait import WaitTimeout, wait_until
 
 __all__ = ["Phase", "TruthRun", "main", "run_truth"]

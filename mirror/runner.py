@@ -108,7 +108,7 @@ def run_links(config: MirrorwatchConfig, links: list[LinkConfig], stop: threadin
 
 
 def _worker_main(config: MirrorwatchConfig, link_name: str, worker: int, level: int) -> None:
-    from mirrorwatch.local import die_with_parent
+    from mirrorwatch.processes import die_with_parent
 
     die_with_parent()
     logging.basicConfig(

@@ -17,21 +17,21 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from confluent_kafka import Consumer, Message, Producer
 
-from canary.service import CanaryService
 from dashboards.launch import console_command
-from mirror.engine import LinkWorker
+from mirror.worker import WorkerBase
 from mirrorwatch.config import MirrorwatchConfig, load_config, parse_config
+from mirrorwatch.errors import MirrorwatchError
 from mirrorwatch.kafka import create_topics, new_admin, new_consumer, new_producer
-from mirrorwatch.local import LocalClusters, die_with_parent, free_port, stop_process
-from mirrorwatch.services import serve
+from mirrorwatch.local import LocalClusters
+from mirrorwatch.processes import die_with_parent, free_port, stop_process
+from mirrorwatch.services import Running, everything_running
 from mirrorwatch.wait import WaitTimeout, wait_until
-from monitor.service import MonitorService
 
 __all__ = ["DemoOptions", "run_demo"]
 
@@ -103,16 +103,11 @@ def run_demo(options: DemoOptions, stop: threading.Event, out: Callable[[str], N
         config = demo_config(load_config(clusters.config_path), options.topic)
         source, target = config.clusters["source"], config.clusters["target"]
         create_topics(new_admin(source, "source"), {options.topic: options.partitions})
-        worker, mirror_result = _start_mirror(config, started)
-        monitor = MonitorService(config, link_statuses=lambda: {LINK: [worker.worker_status()]})
-        monitor.start()
-        started.callback(monitor.stop)
-        canary = CanaryService(config)
-        canary.start()
-        started.callback(canary.stop)
-        server = serve(config, monitor, canary, any_port_if_taken=True)
-        started.callback(server.stop)
-        url = f"http://127.0.0.1:{server.port}"
+        # The wiring of `mirrorwatch run`: the link on a thread here, the canary, the monitor, the HTTP API. A link
+        # that fails stops the demo (stop is set), and the verdict says why.
+        running = started.enter_context(everything_running(config, stop, any_port_if_taken=True))
+        (worker,) = running.workers[LINK]
+        url = f"http://127.0.0.1:{running.server.port}"
         group = config.links[0].consumer_group
         out(
             f"HTTP API: {url}/mirror/links/{LINK}  {url}/metrics  {url}/v3/kafka/source/consumer/{group}/lag  "
@@ -129,35 +124,11 @@ def run_demo(options: DemoOptions, stop: threading.Event, out: Callable[[str], N
             f"mirroring {options.topic!r} from source ({source.bootstrap_servers}) to target "
             f"({target.bootstrap_servers}) with link {LINK!r}"
         )
-        _run_loop(traffic, worker=worker, monitor=monitor, canary=canary, options=options, stop=stop, out=out)
+        assert running.canary is not None  # the demo's config enables it
+        _run_loop(traffic, running, worker, options=options, stop=stop, out=out)
         _catch_up(traffic, out)
-        return _verdict(traffic, mirror_result, out)
+        return _verdict(traffic, running.results, out)
     raise AssertionError("unreachable")  # for mypy: the with block always returns or raises
-
-
-def _start_mirror(
-    config: MirrorwatchConfig, started: contextlib.ExitStack
-) -> tuple[LinkWorker, list[int | BaseException]]:
-    """The demo link on a thread of this process (so the monitor reads its positions in memory)."""
-    mirror_stop = threading.Event()
-    worker = LinkWorker(config, config.links[0], stop=mirror_stop)
-    result: list[int | BaseException] = []
-
-    def run_mirror() -> None:
-        try:
-            result.append(worker.run())
-        except BaseException as exc:  # reported by the verdict, in the demo's own words
-            result.append(exc)
-
-    thread = threading.Thread(target=run_mirror, name="mirror-demo", daemon=True)
-    thread.start()
-
-    def stop_mirror() -> None:
-        mirror_stop.set()
-        thread.join(timeout=60)
-
-    started.callback(stop_mirror)
-    return worker, result
 
 
 def _start_console(api: str, state_dir: Path, started: contextlib.ExitStack) -> str:
@@ -187,10 +158,9 @@ def _port_free(port: int) -> bool:
 
 def _run_loop(
     t: _Traffic,
+    running: Running,
+    worker: WorkerBase,
     *,
-    worker: LinkWorker,
-    monitor: MonitorService,
-    canary: CanaryService,
     options: DemoOptions,
     stop: threading.Event,
     out: Callable[[str], None],
@@ -210,7 +180,7 @@ def _run_loop(
         n += 1
         _read(t, timeout_s=0)
         if now >= next_progress:
-            out(_progress_line(t, worker, monitor, canary, now - started))
+            out(_progress_line(t, worker, running, now - started))
             next_progress = now + options.progress_every_s
         stop.wait(interval_s)
 
@@ -246,9 +216,9 @@ def _read(t: _Traffic, timeout_s: float) -> None:
             t.read_on_target += 1
 
 
-def _progress_line(
-    t: _Traffic, worker: LinkWorker, monitor: MonitorService, canary: CanaryService, elapsed_s: float
-) -> str:
+def _progress_line(t: _Traffic, worker: WorkerBase, running: Running, elapsed_s: float) -> str:
+    monitor, canary = running.monitor, running.canary
+    assert canary is not None
     in_flight = sum(p["in_flight_records"] for p in worker.positions())
     view = monitor.state.links.get(LINK) if monitor.state is not None else None
     lag = (
@@ -265,8 +235,8 @@ def _progress_line(
     )
 
 
-def _verdict(t: _Traffic, mirror_result: list[int | BaseException], out: Callable[[str], None]) -> int:
-    failure = next((r for r in mirror_result if isinstance(r, BaseException)), None)
+def _verdict(t: _Traffic, mirror_result: Mapping[str, int | MirrorwatchError], out: Callable[[str], None]) -> int:
+    failure = next((r for r in mirror_result.values() if isinstance(r, MirrorwatchError)), None)
     if failure is not None:
         out(f"the mirror failed: {failure}")
         return 1

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import ctypes
 import functools
 import json
 import os
@@ -32,6 +31,7 @@ from pathlib import Path
 from mirrorwatch.config import ClusterConfig
 from mirrorwatch.errors import LocalClusterError
 from mirrorwatch.jars import KAFKA, require_java, resolve_jars
+from mirrorwatch.processes import die_with_parent, free_port
 from mirrorwatch.wait import WaitTimeout, wait_until
 
 __all__ = [
@@ -40,9 +40,6 @@ __all__ = [
     "LocalCluster",
     "LocalClusters",
     "default_state_dir",
-    "die_with_parent",
-    "free_port",
-    "stop_process",
 ]
 
 ALIASES = ("source", "target")
@@ -94,12 +91,6 @@ def default_state_dir() -> Path:
     return Path(base) / "mirrorwatch" / "local"
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _port_in_use(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -116,23 +107,6 @@ def _new_cluster_id() -> str:
         text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         if not text.startswith("-"):  # Kafka's own generator avoids these: they read as command-line flags
             return text
-
-
-def stop_process(process: subprocess.Popen[bytes], timeout_s: float = 30) -> None:
-    """SIGTERM, then SIGKILL if it has not exited within `timeout_s`; returns once it is gone."""
-    if process.poll() is None:
-        process.terminate()
-    try:
-        process.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=30)
-
-
-def die_with_parent() -> None:
-    """Runs in the child between fork and exec: ask the kernel for SIGTERM when the parent dies (PR_SET_PDEATHSIG)."""
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(1, signal.SIGTERM)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""The process runner: `mirrorwatch monitor` and `mirrorwatch run` compose the engine, the monitor and the HTTP
-server in one process (the composition root; the only module here that imports mirror/ and monitor/, with the CLI)."""
+"""The process runner: `mirrorwatch monitor`, `canary` and `run` (and the demo, through `everything_running`) compose
+the engine, the canary, the monitor and the HTTP server in one process (the composition root, with the CLI)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import logging
 import os
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.requests import Request
@@ -26,7 +27,15 @@ from mirrorwatch.worker_status import WorkerStatus
 from monitor.http import HttpServer, create_app
 from monitor.service import LinkStatuses, MonitorService
 
-__all__ = ["canary_running", "run_canary", "run_everything", "run_monitor", "serve"]
+__all__ = [
+    "Running",
+    "canary_running",
+    "everything_running",
+    "run_canary",
+    "run_everything",
+    "run_monitor",
+    "serve",
+]
 
 log = logging.getLogger("mirrorwatch")
 
@@ -117,14 +126,22 @@ def _link_statuses(config: MirrorwatchConfig, in_memory: Mapping[str, Sequence[W
 
 @contextlib.contextmanager
 def _monitoring(
-    config: MirrorwatchConfig, link_statuses: LinkStatuses | None = None, canary: CanaryService | None = None
-) -> Iterator[MonitorService]:
+    config: MirrorwatchConfig,
+    link_statuses: LinkStatuses | None = None,
+    canary: CanaryService | None = None,
+    *,
+    any_port_if_taken: bool = False,
+) -> Iterator[tuple[MonitorService, HttpServer]]:
     """The monitor collecting and the HTTP API serving, for the duration of the block."""
     service = MonitorService(config, link_statuses=link_statuses)
     service.start()
-    server = serve(config, service, canary)
     try:
-        yield service
+        server = serve(config, service, canary, any_port_if_taken=any_port_if_taken)
+    except BaseException:
+        service.stop()
+        raise
+    try:
+        yield service, server
     finally:
         server.stop()
         service.stop()
@@ -148,14 +165,36 @@ def run_canary(config: MirrorwatchConfig, stop: threading.Event) -> int:
     return 0
 
 
-def run_everything(config: MirrorwatchConfig, stop: threading.Event) -> int:
-    """Every python link, the monitor and the HTTP API side by side; links with one worker run here, so the monitor
-    reads their positions in memory; links with several workers run in their own processes."""
+@dataclass
+class Running:
+    """What `everything_running` started: the in-process link workers (by link), the canary (None when disabled),
+    the monitor, the HTTP server, and how each link's workers ended (an exit code, or the error that stopped it)."""
+
+    workers: dict[str, list[WorkerBase]]
+    canary: CanaryService | None
+    monitor: MonitorService
+    server: HttpServer
+    results: dict[str, int | MirrorwatchError] = field(default_factory=dict)
+
+    def exit_code(self) -> int:
+        codes = [r.exit_code if isinstance(r, MirrorwatchError) else r for r in self.results.values()]
+        failed = [code for code in codes if code != 0]
+        return max(failed) if failed else 0
+
+
+@contextlib.contextmanager
+def everything_running(
+    config: MirrorwatchConfig, stop: threading.Event, *, any_port_if_taken: bool = False
+) -> Iterator[Running]:
+    """Every python link, the canary, the monitor and the HTTP API, for the duration of the block: the one wiring of
+    `mirrorwatch run` and the demo. Links with one worker run on threads here, so the monitor reads their
+    positions in memory; links with several workers run in their own processes. A link that ends sets `stop`: a
+    half-running mirror is worse than a restarted one. Leaving the block stops the links first, then the rest."""
     links = python_links(config, skip_spark=True) if config.links else []
     in_process = [link for link in links if link.num_streams == 1]
     elsewhere = [link for link in links if link.num_streams > 1]
     workers: dict[str, list[WorkerBase]] = {}
-    results: dict[str, int] = {}
+    results: dict[str, int | MirrorwatchError] = {}
     threads: list[threading.Thread] = []
     worker_stop = threading.Event()
 
@@ -164,8 +203,8 @@ def run_everything(config: MirrorwatchConfig, stop: threading.Event) -> int:
             results[worker.name] = worker.run()
         except MirrorwatchError as exc:
             log.error("%s", exc)
-            results[worker.name] = exc.exit_code
-        stop.set()  # a link that ends stops the process: a half-running mirror is worse than a restarted one
+            results[worker.name] = exc
+        stop.set()
 
     if in_process:
         tune_gc()
@@ -183,12 +222,26 @@ def run_everything(config: MirrorwatchConfig, stop: threading.Event) -> int:
 
     for thread in threads:
         thread.start()
-    with canary_running(config) as canary, _monitoring(config, _link_statuses(config, workers), canary):
-        try:
-            stop.wait()
-        finally:
-            worker_stop.set()
-            for thread in threads:
-                thread.join(timeout=90)
-    failed = [code for code in results.values() if code != 0]
-    return max(failed) if failed else 0
+    try:
+        with (
+            canary_running(config) as canary,
+            _monitoring(config, _link_statuses(config, workers), canary, any_port_if_taken=any_port_if_taken) as (
+                monitor,
+                server,
+            ),
+        ):
+            try:
+                yield Running(workers, canary, monitor, server, results)
+            finally:
+                worker_stop.set()
+                for thread in threads:
+                    thread.join(timeout=90)
+    finally:
+        worker_stop.set()  # also when the monitor or the server could not start
+
+
+def run_everything(config: MirrorwatchConfig, stop: threading.Event) -> int:
+    """`mirrorwatch run`: everything (see `everything_running`) until `stop` is set or a link ends."""
+    with everything_running(config, stop) as running:
+        stop.wait()
+    return running.exit_code()

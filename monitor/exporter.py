@@ -15,6 +15,7 @@ from prometheus_client.registry import Collector
 
 from mirrorwatch.histogram import Histogram
 from monitor.service import MonitorService
+from monitor.state import MonitorState
 
 __all__ = ["METRIC_NAMES", "MonitorCollector"]
 
@@ -81,12 +82,12 @@ class MonitorCollector(Collector):
         self._service = service
 
     def collect(self) -> Iterator[Metric]:
-        yield from self._clusters()
-        yield from self._groups()
-        yield from self._links()
+        state = self._service.state  # one round for the whole scrape
+        yield from self._clusters(state)
+        yield from self._groups(state)
+        yield from self._links(state)
 
-    def _clusters(self) -> Iterator[Metric]:
-        state = self._service.state
+    def _clusters(self, state: MonitorState | None) -> Iterator[Metric]:
         up = GaugeMetricFamily(
             "mirrorwatch_cluster_up", "1 when the last collection from the cluster succeeded", labels=["cluster"]
         )
@@ -108,8 +109,8 @@ class MonitorCollector(Collector):
         for alias in self._service.config.clusters:
             snapshot = state.clusters.get(alias) if state is not None else None
             up.add_metric([alias], 1 if snapshot is not None and snapshot.up else 0)
-            if alias in self._service.last_success_ms:
-                last.add_metric([alias], self._service.last_success_ms[alias] / 1000)
+            if state is not None and alias in state.last_success_ms:
+                last.add_metric([alias], state.last_success_ms[alias] / 1000)
             if snapshot is None or not snapshot.up:
                 continue
             for (topic, partition), offsets in sorted(snapshot.partitions.items()):
@@ -120,8 +121,7 @@ class MonitorCollector(Collector):
                     oldest.add_metric(labels, offsets.earliest)
         yield from (up, last, current, oldest)
 
-    def _groups(self) -> Iterator[Metric]:
-        state = self._service.state
+    def _groups(self, state: MonitorState | None) -> Iterator[Metric]:
         g_offset = GaugeMetricFamily(
             "kafka_consumergroup_current_offset",
             "Committed offset of a group",
@@ -194,8 +194,7 @@ class MonitorCollector(Collector):
                 max_lag_s.add_metric([alias, group], max(seconds))
         yield from (g_offset, g_lag, g_lag_sum, g_members, lag_s, max_lag_s, status, p_status, p_lag, total)
 
-    def _links(self) -> Iterator[Metric]:
-        state = self._service.state
+    def _links(self, state: MonitorState | None) -> Iterator[Metric]:
         part_labels = ["link", "topic", "partition"]
         repl = GaugeMetricFamily(
             "mirrorwatch_mirror_replication_lag_records",

@@ -194,10 +194,9 @@ def _monitor_routes(service: MonitorService) -> list[Route]:
         view = group_view(request)
         if view is None:
             return _not_found(request, "cluster or consumer")
-        windows = service.windows
         detail: dict[str, list[dict[str, Any]]] = {}
         for p in view.evaluation.partitions:
-            samples = windows.samples((view.cluster, view.group, p.topic, p.partition))
+            samples = view.windows.get((p.topic, p.partition), ())
             detail.setdefault(p.topic, []).append(
                 {"offsets": [_sample(s) for s in samples], "owner": "", "client_id": "", "current-lag": p.current_lag}
             )

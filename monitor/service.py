@@ -170,7 +170,7 @@ class MonitorService:
                 )
                 for link in self.config.links
             }
-            self.state = MonitorState(now, snapshots, groups, links)
+            self.state = MonitorState(now, snapshots, groups, links, dict(self.last_success_ms))
             return self.state
 
     def _collect_cluster(self, alias: str, now_ms: int) -> ClusterSnapshot:

@@ -64,6 +64,8 @@ class GroupView:
     state: str
     members: int
     evaluation: GroupEvaluation
+    # The offset window each partition was evaluated on, as it was then (Burrow's consumer detail).
+    windows: Mapping[tuple[str, int], tuple[OffsetSample, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -120,10 +122,14 @@ class LinkView:
 
 @dataclass(frozen=True)
 class MonitorState:
+    """One collection round, published whole: every reader (HTTP routes, /metrics) answers from one of these, never
+    from the service's live windows, so no answer mixes two rounds."""
+
     observed_ms: int
     clusters: Mapping[str, ClusterSnapshot]
     groups: Mapping[tuple[str, str], GroupView]
     links: Mapping[str, LinkView]
+    last_success_ms: Mapping[str, int] = field(default_factory=dict)  # per cluster: its last good collection
 
 
 def observe_snapshot(windows: OffsetWindows, snapshot: ClusterSnapshot) -> None:
@@ -185,11 +191,14 @@ def evaluate_groups(
     now = snapshot.observed_ms
     for group in snapshot.groups.values():
         evaluations: list[PartitionEvaluation] = []
+        evaluated: dict[tuple[str, int], tuple[OffsetSample, ...]] = {}
         for topic, partition in windows.partitions(snapshot.alias, group.group_id):
             offsets = snapshot.partitions.get((topic, partition))
             if offsets is None or offsets.latest is None:
                 continue
-            samples = windows.samples((snapshot.alias, group.group_id, topic, partition))
+            samples = evaluated[(topic, partition)] = windows.samples(
+                (snapshot.alias, group.group_id, topic, partition)
+            )
             committed = samples[-1].offset if samples else None
             lag_seconds, method = None, None
             if committed is not None and committed < offsets.latest:
@@ -211,7 +220,7 @@ def evaluate_groups(
                 evaluation = replace(evaluation, lag_seconds=lag_seconds)
             evaluations.append(replace(evaluation, lag_seconds_method=method))
         views[(snapshot.alias, group.group_id)] = GroupView(
-            snapshot.alias, group.group_id, group.state, group.members, evaluate_group(evaluations)
+            snapshot.alias, group.group_id, group.state, group.members, evaluate_group(evaluations), evaluated
         )
     return views
 

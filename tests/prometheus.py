@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from alerts.rules import build_rules, render
-from mirrorwatch.local import die_with_parent, free_port, stop_process
+from mirrorwatch.processes import die_with_parent, free_port, stop_process
 from mirrorwatch.wait import wait_until
 
 __all__ = ["firing", "get_json", "prometheus_server"]

@@ -12,7 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from dashboards.launch import CONSOLE_SCRIPT
-from mirrorwatch.local import free_port
+from mirrorwatch.processes import free_port
 from mirrorwatch.wait import wait_until
 from tests.dashboards.browser import headless_chromium
 from tests.dashboards.fake_api import serving

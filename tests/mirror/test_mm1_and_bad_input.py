@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from mirrorwatch.config import MirrorwatchConfig
-from mirrorwatch.local import free_port
+from mirrorwatch.processes import free_port
 from tests.kafka_helpers import (
     Record,
     by_partition,

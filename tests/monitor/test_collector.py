@@ -9,7 +9,7 @@ from confluent_kafka import TopicPartition
 
 from mirrorwatch.config import ClusterConfig, MirrorwatchConfig
 from mirrorwatch.kafka import new_admin, new_consumer
-from mirrorwatch.local import free_port
+from mirrorwatch.processes import free_port
 from mirrorwatch.wait import wait_until
 from monitor.collector import PartitionOffsets, collect_cluster
 from tests.kafka_helpers import Record, produce

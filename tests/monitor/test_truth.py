@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from bench.monitor_truth import LINK, TruthRun, run_truth
-from mirrorwatch.local import LocalClusters, free_port
+from mirrorwatch.local import LocalClusters
+from mirrorwatch.processes import free_port
 from tests.prometheus import firing
 
 # The shipped alert rules with thresholds a 30 s incident can cross (5 s of replication lag for 2 s, no record out

@@ -1,0 +1,34 @@
+"""Helpers for the processes mirrorwatch starts (brokers, link workers, the console, test tools): a free port, a
+clean stop, and a child that dies with its parent."""
+
+from __future__ import annotations
+
+import ctypes
+import signal
+import socket
+import subprocess
+
+__all__ = ["die_with_parent", "free_port", "stop_process"]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def stop_process(process: subprocess.Popen[bytes], timeout_s: float = 30) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within `timeout_s`; returns once it is gone."""
+    if process.poll() is None:
+        process.terminate()
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=30)
+
+
+def die_with_parent() -> None:
+    """Runs in the child between fork and exec: ask the kernel for SIGTERM when the parent dies (PR_SET_PDEATHSIG)."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(1, signal.SIGTERM)
