@@ -14,8 +14,9 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -27,7 +28,7 @@ from canary.probe import Probe, decode_probe
 from canary.topic import CanaryTopicPlan, plan_canary_topic
 from canary.tracker import QUANTILE_WINDOW_S, Histogram, LinkView, Tracker, quantile
 from mirrorwatch.clock import Clock, SystemClock
-from mirrorwatch.config import LinkConfig, MirrorwatchConfig
+from mirrorwatch.config import CanaryConfig, ClusterConfig, LinkConfig
 from mirrorwatch.errors import ConfigError, ConfigProblem
 from mirrorwatch.kafka import already_exists, error_text, new_admin, new_consumer, new_producer
 from mirrorwatch.rename import rename_policy
@@ -41,10 +42,10 @@ TIMEOUT_S = 15.0
 METADATA_REFRESH_S = 30.0
 
 
-def canary_links(config: MirrorwatchConfig) -> list[LinkConfig]:
-    if not config.links:
+def canary_links(links: Sequence[LinkConfig]) -> list[LinkConfig]:
+    if not links:
         raise ConfigError([ConfigProblem("links", "the canary probes links, and the config has none")])
-    return list(config.links)
+    return list(links)
 
 
 @dataclass
@@ -60,12 +61,22 @@ class _Reader:
 
 
 class CanaryService:
-    def __init__(self, config: MirrorwatchConfig, *, clock: Clock | None = None) -> None:
-        self.config = config
-        self.links = canary_links(config)
+    def __init__(
+        self,
+        settings: CanaryConfig,
+        clusters: Mapping[str, ClusterConfig],
+        links: Sequence[LinkConfig],
+        *,
+        state_path: Path,
+        clock: Clock | None = None,
+    ) -> None:
+        """`settings`: the canary's own section; `clusters` and `links`: what it probes; `state_path`: where it
+        publishes its status for the HTTP API of another process."""
+        self.settings, self.clusters = settings, dict(clusters)
+        self.links = canary_links(links)
         self.instance = uuid.uuid4().hex
         self._clock = clock or SystemClock()
-        canary = config.canary
+        canary = settings
         self.tracker = Tracker(
             self.instance,
             [link.name for link in self.links],
@@ -84,20 +95,20 @@ class CanaryService:
         self._threads: list[threading.Thread] = []
         self._scheduler: BackgroundScheduler | None = None
         self.plans: dict[str, CanaryTopicPlan] = {}
-        self._board = StatusBoard(config.state_path / "status")
+        self._board = StatusBoard(state_path / "status")
 
     # -- lifecycle --------------------------------------------------------------------------------------------------
 
     def start(self) -> None:
-        topic = self.config.canary.topic
+        topic = self.settings.topic
         for alias in sorted({link.source for link in self.links}):
             self._producers[alias] = new_producer(
-                self.config.clusters[alias],
+                self.clusters[alias],
                 alias,
                 {
                     "acks": "all",
                     "linger.ms": 0,
-                    "message.timeout.ms": int(min(max(self.config.canary.sla_seconds, 5), 120) * 1000),
+                    "message.timeout.ms": int(min(max(self.settings.sla_seconds, 5), 120) * 1000),
                     "client.id": f"mirrorwatch-canary-{alias}",
                 },
             )
@@ -118,7 +129,7 @@ class CanaryService:
         for thread in self._threads:
             thread.start()
         scheduler = BackgroundScheduler(job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None})
-        scheduler.add_job(self.probe_round, "interval", seconds=self.config.canary.interval_seconds, id="canary")
+        scheduler.add_job(self.probe_round, "interval", seconds=self.settings.interval_seconds, id="canary")
         scheduler.start()
         self._scheduler = scheduler
         self.probe_round()  # the first round now, not one interval from now
@@ -126,7 +137,7 @@ class CanaryService:
             "canary %s: probing %d link(s) every %gs through topic %r",
             self.instance[:8],
             len(self.links),
-            self.config.canary.interval_seconds,
+            self.settings.interval_seconds,
             topic,
         )
 
@@ -146,14 +157,12 @@ class CanaryService:
 
     def _admin(self, alias: str) -> AdminClient:
         if alias not in self._admins:
-            self._admins[alias] = new_admin(
-                self.config.clusters[alias], alias, {"client.id": f"mirrorwatch-canary-{alias}"}
-            )
+            self._admins[alias] = new_admin(self.clusters[alias], alias, {"client.id": f"mirrorwatch-canary-{alias}"})
         return self._admins[alias]
 
     def _ensure_topic(self, alias: str) -> int | None:
         """Create or grow the probe topic on a source cluster; its partition count, None while it cannot be read."""
-        topic = self.config.canary.topic
+        topic = self.settings.topic
         admin = self._admin(alias)
         try:
             metadata = admin.list_topics(timeout=TIMEOUT_S)
@@ -171,7 +180,7 @@ class CanaryService:
             log.warning("%s", warning)
         try:
             if plan.create:
-                rf = self.config.canary.replication_factor or -1
+                rf = self.settings.replication_factor or -1
                 futures = admin.create_topics([NewTopic(topic, plan.partitions, rf)], request_timeout=TIMEOUT_S)
                 _ignore_exists(futures[topic])
                 log.info("canary: created probe topic %r on %r with %d partition(s)", topic, alias, plan.partitions)
@@ -193,7 +202,7 @@ class CanaryService:
                 self._probe_round()
 
     def _probe_round(self) -> None:
-        topic = self.config.canary.topic
+        topic = self.settings.topic
         for alias in self._producers:
             partitions = self._ensure_topic(alias)
             if partitions is not None:
@@ -219,7 +228,7 @@ class CanaryService:
         with self._lock:
             lost = self.tracker.tick(self._clock.now_ns())
         if lost:
-            log.warning("canary: %d probe(s) not read back within %gs", lost, self.config.canary.sla_seconds)
+            log.warning("canary: %d probe(s) not read back within %gs", lost, self.settings.sla_seconds)
         # For a monitor in another process to serve at /canary.
         self._board.publish("canary", self.instance, 0, self.as_json(), self._clock.now_ms())
 
@@ -240,7 +249,7 @@ class CanaryService:
 
     def _consumer(self, alias: str, role: str) -> Consumer:
         return new_consumer(
-            self.config.clusters[alias],
+            self.clusters[alias],
             alias,
             f"mirrorwatch-canary-{self.instance[:8]}",  # never joined, never committed
             {
@@ -316,10 +325,10 @@ class CanaryService:
         return dict(self._partitions)
 
     def as_json(self) -> dict[str, Any]:
-        return canary_json(self.instance, self.config, self.view())
+        return canary_json(self.instance, self.settings, self.view())
 
 
-def canary_json(instance: str, config: MirrorwatchConfig, links: tuple[LinkView, ...]) -> dict[str, Any]:
+def canary_json(instance: str, settings: CanaryConfig, links: tuple[LinkView, ...]) -> dict[str, Any]:
     """What `/canary` serves: per link its absence, counters and latency quantiles per partition, recent probes."""
 
     def hist(h: Histogram, window: tuple[float, ...]) -> dict[str, Any]:
@@ -336,9 +345,9 @@ def canary_json(instance: str, config: MirrorwatchConfig, links: tuple[LinkView,
 
     return {
         "instance": instance,
-        "topic": config.canary.topic,
-        "interval_seconds": config.canary.interval_seconds,
-        "sla_seconds": config.canary.sla_seconds,
+        "topic": settings.topic,
+        "interval_seconds": settings.interval_seconds,
+        "sla_seconds": settings.sla_seconds,
         "links": [
             {
                 "link": view.link,

@@ -95,7 +95,7 @@ def canary_running(config: MirrorwatchConfig, *, required: bool = False) -> Iter
     if not required and (not config.canary.enabled or not config.links):
         yield None
         return
-    canary = CanaryService(config)
+    canary = CanaryService(config.canary, config.clusters, config.links, state_path=config.state_path)
     canary.start()
     try:
         yield canary
@@ -133,7 +133,7 @@ def _monitoring(
     any_port_if_taken: bool = False,
 ) -> Iterator[tuple[MonitorService, HttpServer]]:
     """The monitor collecting and the HTTP API serving, for the duration of the block."""
-    service = MonitorService(config, link_statuses=link_statuses)
+    service = MonitorService(config.monitor, config.clusters, config.links, link_statuses=link_statuses)
     service.start()
     try:
         server = serve(config, service, canary, any_port_if_taken=any_port_if_taken)

@@ -106,7 +106,7 @@ class MonitorCollector(Collector):
             "Log start offset of a partition",
             labels=["cluster", "topic", "partition"],
         )
-        for alias in self._service.config.clusters:
+        for alias in self._service.clusters:
             snapshot = state.clusters.get(alias) if state is not None else None
             up.add_metric([alias], 1 if snapshot is not None and snapshot.up else 0)
             if state is not None and alias in state.last_success_ms:
@@ -254,7 +254,7 @@ class MonitorCollector(Collector):
             for name, _key, help_ in _CLIENT_COUNTERS
         }
         spark = {name: GaugeMetricFamily(name, help_, labels=["link"]) for name, _key, help_ in _SPARK_GAUGES}
-        for link in self._service.config.links:
+        for link in self._service.links:
             view = state.links.get(link.name) if state is not None else None
             stats = view.stats if view is not None else {}
             if view is not None:

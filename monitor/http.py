@@ -144,19 +144,19 @@ def _monitor_routes(service: MonitorService) -> list[Route]:
         return service.state
 
     async def clusters(request: Request) -> Response:
-        return _burrow(request, "cluster list returned", clusters=sorted(service.config.clusters))
+        return _burrow(request, "cluster list returned", clusters=sorted(service.clusters))
 
     async def cluster(request: Request) -> Response:
         alias = request.path_params["cluster"]
-        if alias not in service.config.clusters:
+        if alias not in service.clusters:
             return _not_found(request, "cluster")
-        c = service.config.clusters[alias]
+        c = service.clusters[alias]
         module = {
             "class-name": "kafka",
             "servers": c.bootstrap_servers.split(","),
             "client-profile": {},
-            "topic-refresh": service.config.monitor.interval_seconds,
-            "offset-refresh": service.config.monitor.interval_seconds,
+            "topic-refresh": service.settings.interval_seconds,
+            "offset-refresh": service.settings.interval_seconds,
         }
         return _burrow(request, "cluster module detail returned", module=module)
 
@@ -220,7 +220,7 @@ def _monitor_routes(service: MonitorService) -> list[Route]:
 
     async def link(request: Request) -> Response:
         name = request.path_params["link"]
-        if all(link.name != name for link in service.config.links):
+        if all(link.name != name for link in service.links):
             return JSONResponse({"error": True, "message": "link not found"}, status_code=404)
         current = state()
         if current is None or name not in current.links:

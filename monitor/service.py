@@ -19,7 +19,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from confluent_kafka.admin import AdminClient
 
 from mirrorwatch.clock import Clock, SystemClock
-from mirrorwatch.config import MirrorwatchConfig
+from mirrorwatch.config import ClusterConfig, LinkConfig, MonitorConfig
 from mirrorwatch.kafka import new_admin
 from mirrorwatch.status_board import HOST
 from mirrorwatch.worker_status import WorkerStatus
@@ -61,8 +61,7 @@ def is_process_running(pid: int) -> bool:
     return state not in ("T", "t", "Z", "X")
 
 
-def evaluator_config(config: MirrorwatchConfig) -> EvaluatorConfig:
-    m = config.monitor
+def evaluator_config(m: MonitorConfig) -> EvaluatorConfig:
     return EvaluatorConfig(
         window=m.window,
         min_complete=m.min_complete,
@@ -75,27 +74,34 @@ def evaluator_config(config: MirrorwatchConfig) -> EvaluatorConfig:
 
 class MonitorService:
     def __init__(
-        self, config: MirrorwatchConfig, *, link_statuses: LinkStatuses | None = None, clock: Clock | None = None
+        self,
+        settings: MonitorConfig,
+        clusters: Mapping[str, ClusterConfig],
+        links: Sequence[LinkConfig] = (),
+        *,
+        link_statuses: LinkStatuses | None = None,
+        clock: Clock | None = None,
     ) -> None:
-        self.config = config
+        """`settings`: the monitor's own section; `clusters`: what it collects; `links`: what it measures."""
+        self.settings, self.clusters, self.links = settings, dict(clusters), tuple(links)
         self._link_statuses = link_statuses or dict
         self._clock = clock or SystemClock()
-        self._evaluator = evaluator_config(config)
-        interval_ms = int(config.monitor.interval_seconds * 1000)
+        self._evaluator = evaluator_config(settings)
+        interval_ms = int(settings.interval_seconds * 1000)
         self._windows = OffsetWindows(
-            config.monitor.window,
+            settings.window,
             min_distance_ms=interval_ms // 2,
-            expire_after_ms=int(config.monitor.expire_group_seconds * 1000),
+            expire_after_ms=int(settings.expire_group_seconds * 1000),
         )
         self._admins: dict[str, AdminClient] = {}
         # One collection thread per cluster; what runs, since when; the newest snapshot of each cluster.
         self._pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=len(config.clusters), thread_name_prefix="mirrorwatch-collect"
+            max_workers=len(self.clusters), thread_name_prefix="mirrorwatch-collect"
         )
         self._running: dict[str, tuple[int, concurrent.futures.Future[ClusterSnapshot]]] = {}
         self._latest: dict[str, ClusterSnapshot] = {}
         self._previous: dict[str, ClusterSnapshot] = {}  # the good snapshot before the latest, per cluster
-        self._round_wait_s = config.monitor.interval_seconds / 2
+        self._round_wait_s = settings.interval_seconds / 2
         self._record_times: RecordTimeFetcher | None = None
         self._lock = threading.Lock()  # one collection at a time, also when called directly
         self._scheduler: BackgroundScheduler | None = None
@@ -116,13 +122,13 @@ class MonitorService:
         fails, or runs longer than an interval, is reported down with the reason."""
         with self._lock:
             started = self._clock.now_ms()
-            for alias in self.config.clusters:
+            for alias in self.clusters:
                 if alias not in self._running:
                     self._running[alias] = (started, self._pool.submit(self._collect_cluster, alias, started))
             concurrent.futures.wait([future for _, future in self._running.values()], timeout=self._round_wait_s)
             now = self._clock.now_ms()
             snapshots: dict[str, ClusterSnapshot] = {}
-            for alias in self.config.clusters:
+            for alias in self.clusters:
                 since, future = self._running[alias]
                 if future.done():
                     del self._running[alias]
@@ -141,7 +147,7 @@ class MonitorService:
                         log.warning("monitor: cluster %r is not answering: %s", alias, snapshot.error)
                 latest = self._latest.get(alias)
                 waited_s = (now - since) / 1000
-                if alias in self._running and (latest is None or waited_s > self.config.monitor.interval_seconds):
+                if alias in self._running and (latest is None or waited_s > self.settings.interval_seconds):
                     latest = ClusterSnapshot(alias, since, up=False, error=f"no answer for {waited_s:.1f}s")
                 if latest is not None:
                     snapshots[alias] = latest
@@ -151,7 +157,7 @@ class MonitorService:
                 link.name: safe_positions(
                     link, sightings.get(link.name, ()), snapshots.get(link.source), now, self._previous.get(link.source)
                 )
-                for link in self.config.links
+                for link in self.links
             }
             record_times = self._times(self._wanted_record_times(snapshots, positions))
             groups = {}
@@ -168,7 +174,7 @@ class MonitorService:
                     history=functools.partial(self._history, link.source, link.consumer_group),
                     positions=positions[link.name],
                 )
-                for link in self.config.links
+                for link in self.links
             }
             self.state = MonitorState(now, snapshots, groups, links, dict(self.last_success_ms))
             return self.state
@@ -177,9 +183,9 @@ class MonitorService:
         admin = self._admins.get(alias)
         if admin is None:
             admin = self._admins[alias] = new_admin(
-                self.config.clusters[alias], alias, {"client.id": f"mirrorwatch-monitor-{alias}"}
+                self.clusters[alias], alias, {"client.id": f"mirrorwatch-monitor-{alias}"}
             )
-        return collect_cluster(admin, alias, now_ms, timeout_s=max(5.0, self.config.monitor.interval_seconds))
+        return collect_cluster(admin, alias, now_ms, timeout_s=max(5.0, self.settings.interval_seconds))
 
     def _sightings(self, statuses: Sequence[WorkerStatus], now_ms: int) -> list[WorkerSighting]:
         """Which statuses come from a worker that is alive: fresh, not failed, and (on this host) a process that is
@@ -212,7 +218,7 @@ class MonitorService:
                     hwm = snapshot.partitions.get((topic, partition))
                     if hwm is not None and hwm.latest is not None and offset < hwm.latest:
                         wanted.add((alias, topic, partition, offset))
-        for link in self.config.links:
+        for link in self.links:
             source = snapshots.get(link.source)
             if source is None or not source.up:
                 continue
@@ -227,7 +233,7 @@ class MonitorService:
         if not wanted:
             return {}
         if self._record_times is None:
-            self._record_times = RecordTimeFetcher(self.config.clusters)
+            self._record_times = RecordTimeFetcher(self.clusters)
         return self._record_times.times(wanted)
 
     def _collect_safely(self) -> None:
@@ -242,7 +248,7 @@ class MonitorService:
         scheduler.add_job(
             self._collect_safely,
             "interval",
-            seconds=self.config.monitor.interval_seconds,
+            seconds=self.settings.interval_seconds,
             coalesce=True,
             max_instances=1,
             next_run_time=datetime.datetime.now(datetime.UTC),

@@ -59,7 +59,8 @@ def canary_config(
 
 @pytest.fixture
 def canary(canary_config: Path) -> Iterator[CanaryService]:
-    service = CanaryService(load_config(canary_config))
+    config = load_config(canary_config)
+    service = CanaryService(config.canary, config.clusters, config.links, state_path=config.state_path)
     service.start()
     try:
         yield service
@@ -120,13 +121,13 @@ def test_probes_through_a_stopped_and_restarted_mirror(
 
     # 4. A probe produced again (a replay) is a duplicate, not a new arrival.
     source = clusters_config.clusters["source"]
-    first = first_record(source, canary.config.canary.topic, partition=0)
+    first = first_record(source, canary.settings.topic, partition=0)
     probe = decode_probe(first.value())
     assert probe is not None and probe.instance == canary.instance and probe.sequence == 0
     produce(
         source,
         "source",
-        canary.config.canary.topic,
+        canary.settings.topic,
         [
             Record(
                 key=first.key(),

@@ -77,7 +77,7 @@ def canary_document() -> dict[str, Any]:
             if (seq, partition) != (3, 1):  # one probe never arrives
                 tracker.received_at_target(probe, NOW_NS + seq * S + 40_000_000)
     tracker.tick(NOW_NS + 20 * S)
-    return canary_json(tracker.instance, config, tracker.view(NOW_NS + 20 * S))
+    return canary_json(tracker.instance, config.canary, tracker.view(NOW_NS + 20 * S))
 
 
 def burrow(body: dict[str, Any]) -> dict[str, Any]:

@@ -55,7 +55,7 @@ def service_for(clusters_config: MirrorwatchConfig) -> Iterator[Callable[..., Mo
     made: list[MonitorService] = []
 
     def make(config: MirrorwatchConfig, **kwargs: Any) -> MonitorService:
-        made.append(MonitorService(config, **kwargs))
+        made.append(MonitorService(config.monitor, config.clusters, config.links, **kwargs))
         return made[-1]
 
     yield make

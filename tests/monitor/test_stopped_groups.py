@@ -83,8 +83,9 @@ def test_stopped_consumers_are_never_ok_and_stop_within_a_minute_while_a_60s_com
     }
     threads = [threading.Thread(target=c.run, name=f"test-{n}", daemon=True) for n, c in groups.items()]
     producer = threading.Thread(target=traffic, name="test-traffic", daemon=True)
-    service = MonitorService(session_config(clusters_config))  # the default monitor settings
-    assert service.config.monitor.interval_seconds == INTERVAL_S
+    config = session_config(clusters_config)
+    service = MonitorService(config.monitor, config.clusters, config.links)  # the default monitor settings
+    assert service.settings.interval_seconds == INTERVAL_S
     seen: dict[str, list[tuple[float, Status]]] = {name: [] for name in groups}
     producer.start()
     for thread in threads:
