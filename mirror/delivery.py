@@ -353,12 +353,7 @@ class Delivery:
             self._sparse_failed(route.source, first, last, err)
             return
         route.progress.ack_through(last)
-        stats = self.stats
-        stats.records_out_total += records
-        stats.bytes_out_total += size
-        if timestamp > 0:
-            # One latency observation per run, weighted by its records, from its oldest record.
-            stats.observe_latency(time.time() - timestamp * 0.001, records)
+        self.stats.count_out(records, size, timestamp, time.time())  # the run's latency from its oldest record
 
     def _delivered_sparse(self, item: OutboxItem, err: KafkaError | None, msg: Message) -> None:
         """The report of a record the outbox handed over in sparse mode (it may end a run)."""
@@ -370,8 +365,8 @@ class Delivery:
             self._sparse_failed(source, offset, offset, err)
         else:
             p.ack_through(offset)
-            key, value, timestamp = item[4], item[5], item[7]
-            self._acked_count((len(value) if value else 0) + (len(key) if key else 0), timestamp)
+            key, value = item[4], item[5]
+            self.stats.count_out(1, (len(value) if value else 0) + (len(key) if key else 0), item[7], time.time())
 
     def _sparse_failed(self, source: tuple[str, int], first: int, last: int, err: KafkaError) -> None:
         if self.sparse_failure is None:
@@ -387,24 +382,17 @@ class Delivery:
             self.stats.dead_lettered_total += 1
         else:
             p.ack(offset)
-            self._acked_count((len(value) if value else 0) + (len(key) if key else 0), timestamp)
+            self.stats.count_out(1, (len(value) if value else 0) + (len(key) if key else 0), timestamp, time.time())
 
     def _delivered_plain(self, item: PlainItem, err: KafkaError | None, msg: Message) -> None:
         """The delivery report of a record `queue_plain` handed to the producer itself."""
         route, offset, timestamp, size, headers = item
         if err is None:
             route.progress.ack(offset)
-            self._acked_count(size, timestamp)
+            self.stats.count_out(1, size, timestamp, time.time())
             return
         # The report carries the key and value (not the headers): the refused record as the outbox holds it.
         self._send_failed(_waiting(route, offset, msg.key(), msg.value(), headers=headers, timestamp=timestamp), err)
-
-    def _acked_count(self, size: int, timestamp: int) -> None:
-        stats = self.stats
-        stats.records_out_total += 1
-        stats.bytes_out_total += size
-        if timestamp > 0:
-            stats.observe_latency(time.time() - timestamp * 0.001)
 
     def _send_failed(self, item: OutboxItem, err: KafkaError) -> None:
         """The target refused a record for good (librdkafka already retried what can be retried)."""

@@ -25,6 +25,14 @@ class LinkStats:
     latency_bucket_counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS_SECONDS) + 1))
     latency_sum_seconds: float = 0.0
 
+    def count_out(self, records: int, size: int, timestamp_ms: int, now_s: float) -> None:
+        """`records` records (`size` bytes of keys and values) acknowledged by the target at `now_s`; their latency
+        is taken from the oldest one's source timestamp (`timestamp_ms`, 0: none), weighted by the records."""
+        self.records_out_total += records
+        self.bytes_out_total += size
+        if timestamp_ms > 0:
+            self.observe_latency(now_s - timestamp_ms * 0.001, records)
+
     def observe_latency(self, seconds: float, records: int = 1) -> None:
         """`records` records acknowledged `seconds` after their source timestamp (never below 0: a source clock
         ahead of ours reads as 0)."""

@@ -241,10 +241,8 @@ class TransactionalLinkWorker(WorkerBase):
 
     def _txn_delivered(self, rec: MirrorRecord, err: KafkaError | None, _msg: Message) -> None:
         if err is None:
-            self.stats.records_out_total += 1
-            self.stats.bytes_out_total += (len(rec.value) if rec.value else 0) + (len(rec.key) if rec.key else 0)
-            if rec.timestamp_ms > 0:
-                self.stats.observe_latency(time.time() - rec.timestamp_ms / 1000)
+            size = (len(rec.value) if rec.value else 0) + (len(rec.key) if rec.key else 0)
+            self.stats.count_out(1, size, rec.timestamp_ms, time.time())
         elif self._txn_error is None:
             self.stats.send_errors_total += 1
             self._txn_error = (rec, err)
