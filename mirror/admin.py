@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterable
 
 from confluent_kafka import KafkaError, KafkaException
@@ -10,13 +11,15 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 from confluent_kafka.cimpl import NewPartitions, NewTopic
 
 from mirror.topics import TopicInfo, TopicPlan
-from mirrorwatch.kafka import already_exists, kafka_error
+from mirrorwatch.config import LinkConfig, MirrorwatchConfig
+from mirrorwatch.kafka import already_exists, error_text, kafka_error
 
-__all__ = ["cluster_id", "describe_topics", "execute_plan", "list_topic_partitions"]
+__all__ = ["cluster_id", "describe_topics", "execute_plan", "link_cluster_ids", "list_topic_partitions"]
 
 log = logging.getLogger("mirrorwatch.mirror.admin")
 
 TIMEOUT_S = 30.0
+CONNECT_BACKOFF_MAX_S = 30.0
 
 
 def cluster_id(admin: AdminClient, timeout_s: float = 10.0) -> str:
@@ -25,6 +28,42 @@ def cluster_id(admin: AdminClient, timeout_s: float = 10.0) -> str:
     if not metadata.cluster_id:
         raise KafkaException(KafkaError(KafkaError._TRANSPORT, "the cluster returned no cluster id"))
     return metadata.cluster_id
+
+
+def link_cluster_ids(
+    config: MirrorwatchConfig,
+    link: LinkConfig,
+    admins: tuple[AdminClient, AdminClient],
+    stop: threading.Event,
+    *,
+    name: str,
+) -> tuple[str, str] | None:
+    """The source's and the target's cluster ids, retrying each cluster (a log line and a doubling back-off, never a
+    traceback) until it answers; None when `stop` is set first. Every engine starts with this."""
+    ids: list[str] = []
+    for side, alias, admin in (("source", link.source, admins[0]), ("target", link.target, admins[1])):
+        backoff_s = 1.0
+        while True:
+            try:
+                ids.append(cluster_id(admin))
+                break
+            except KafkaException as exc:
+                log.warning(
+                    "link %s: cannot reach %s cluster %r at %s (%s); retrying in %.0fs",
+                    name,
+                    side,
+                    alias,
+                    config.clusters[alias].bootstrap_servers,
+                    error_text(exc),
+                    backoff_s,
+                )
+                if stop.wait(backoff_s):
+                    return None
+                backoff_s = min(backoff_s * 2, CONNECT_BACKOFF_MAX_S)
+    log.info(
+        "link %s: source %r is cluster %s, target %r is cluster %s", name, link.source, ids[0], link.target, ids[1]
+    )
+    return ids[0], ids[1]
 
 
 def list_topic_partitions(admin: AdminClient, timeout_s: float = TIMEOUT_S) -> dict[str, int]:

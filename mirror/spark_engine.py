@@ -32,7 +32,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from mirror.admin import cluster_id
+from mirror.admin import link_cluster_ids
 from mirror.failure import MirrorFailure
 from mirror.provenance import (
     HOPS,
@@ -178,30 +178,6 @@ def _listener(progress: _Progress) -> Any:
     return Listener()
 
 
-def _cluster_ids(config: MirrorwatchConfig, link: LinkConfig, stop: threading.Event) -> tuple[str, str] | None:
-    ids = []
-    for alias in (link.source, link.target):
-        admin = new_admin(config.clusters[alias], alias)
-        backoff = 1.0
-        while True:
-            try:
-                ids.append(cluster_id(admin))
-                break
-            except KafkaException as exc:
-                log.warning(
-                    "link %s: cannot reach cluster %r at %s (%s); retrying in %.0fs",
-                    link.name,
-                    alias,
-                    config.clusters[alias].bootstrap_servers,
-                    error_text(exc),
-                    backoff,
-                )
-                if stop.wait(backoff):
-                    return None
-                backoff = min(backoff * 2, 30.0)
-    return ids[0], ids[1]
-
-
 def _records(spark: Any, plan: SparkLinkPlan, source: ClusterConfig, source_id: str, target_id: str) -> Any:
     """The source stream turned into the sink's columns (key, value, headers, topic[, partition])."""
     from pyspark.sql import functions as F
@@ -275,7 +251,9 @@ def run_spark_link(
     """Run the link's query until `stop` is set (0) or the query fails (MirrorFailure)."""
     plan = plan_spark_link(config, link)
     jars = spark_jars()
-    ids = _cluster_ids(config, link, stop)
+    source_admin = new_admin(config.clusters[link.source], link.source)
+    target_admin = new_admin(config.clusters[link.target], link.target)
+    ids = link_cluster_ids(config, link, (source_admin, target_admin), stop, name=link.name)
     if ids is None:
         return 0
     source_id, target_id = ids
@@ -284,8 +262,8 @@ def run_spark_link(
         config,
         link,
         name=link.name,
-        source_admin=new_admin(config.clusters[link.source], link.source),
-        target_admin=new_admin(config.clusters[link.target], link.target),
+        source_admin=source_admin,
+        target_admin=target_admin,
         same_cluster=source_id == target_id,
     )
     keeper.refresh()  # the target topics exist before the first micro-batch writes to them

@@ -16,7 +16,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mirror.admin import cluster_id
+from mirror.admin import link_cluster_ids
 from mirror.client_stats import ClientStats, summarize
 from mirror.failure import LinkFailure, MirrorFailure
 from mirror.handler import load_handler
@@ -41,7 +41,6 @@ log = logging.getLogger("mirrorwatch.mirror")
 # How often the status the monitor reads (when in another process) is rewritten (`_heartbeat`): the last status of a
 # worker that is killed is at most this old, and so is what the monitor believes of the records it had acknowledged.
 STATUS_EVERY_S = 0.5
-CONNECT_BACKOFF_MAX_S = 30.0
 
 
 def writer_fields(link: LinkConfig) -> dict[str, Any]:
@@ -150,7 +149,7 @@ class WorkerBase:
         link, config = self.link, self.config
         self._source_admin = new_admin(config.clusters[link.source], link.source)
         self._target_admin = new_admin(config.clusters[link.target], link.target)
-        ids = self._connect()
+        ids = link_cluster_ids(config, link, (self._source_admin, self._target_admin), self._stop, name=self.name)
         if ids is None:
             return 0  # stopped before both clusters answered: nothing was read, nothing to commit
         refuse_loop(config, link, *ids)
@@ -246,41 +245,6 @@ class WorkerBase:
     def refresh_topics(self) -> TopicPlan:
         assert self._keeper is not None
         return self._keeper.refresh()
-
-    def _connect(self) -> tuple[str, str] | None:
-        """Both cluster ids, retrying (with a log line, never a traceback) until they answer; None when stopped."""
-        ids: dict[str, str] = {}
-        for side, alias, admin in (
-            ("source", self.link.source, self._source_admin),
-            ("target", self.link.target, self._target_admin),
-        ):
-            assert admin is not None
-            backoff_s = 1.0
-            while side not in ids:
-                try:
-                    ids[side] = cluster_id(admin)
-                except KafkaException as exc:
-                    log.warning(
-                        "link %s: cannot reach %s cluster %r at %s (%s); retrying in %.0fs",
-                        self.name,
-                        side,
-                        alias,
-                        self.config.clusters[alias].bootstrap_servers,
-                        error_text(exc),
-                        backoff_s,
-                    )
-                    if self._stop.wait(backoff_s):
-                        return None
-                    backoff_s = min(backoff_s * 2, CONNECT_BACKOFF_MAX_S)
-        log.info(
-            "link %s: source %r is cluster %s, target %r is cluster %s",
-            self.name,
-            self.link.source,
-            ids["source"],
-            self.link.target,
-            ids["target"],
-        )
-        return ids["source"], ids["target"]
 
     def _heartbeat(self, stop: threading.Event) -> None:
         """Publish the status every STATUS_EVERY_S from a thread of its own: the loop may block for a while (a
