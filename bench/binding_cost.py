@@ -37,8 +37,8 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, Message, Producer, Top
 
 from bench.common import clusters_for, exit_on_sigterm, markdown_table, median
 from bench.throughput import Case, preload
-from mirror.engine import CONSUMER_DEFAULTS, CONSUMER_FIXED, PRODUCER_DEFAULTS, PRODUCER_FIXED
 from mirror.runner import tune_gc
+from mirror.settings import CONSUMER_DEFAULTS, CONSUMER_FIXED, PRODUCER_DEFAULTS, PRODUCER_FIXED
 from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.kafka import create_topics, new_admin, new_consumer, new_producer
 

@@ -35,23 +35,13 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from mirror.delivery import Delivery
-from mirror.failure import MirrorFailure
 from mirror.progress import PartitionProgress
-from mirror.settings import CONSUMER_DEFAULTS, CONSUMER_FIXED, PRODUCER_DEFAULTS, PRODUCER_FIXED
 from mirror.topics import TopicPlan
-from mirror.worker import STATUS_EVERY_S, WorkerBase, writer_fields
+from mirror.worker import STATUS_EVERY_S, WorkerBase
 from mirrorwatch.kafka import error_text
 from mirrorwatch.worker_status import PartitionPosition
 
-__all__ = [
-    "CONSUMER_DEFAULTS",
-    "CONSUMER_FIXED",
-    "PRODUCER_DEFAULTS",
-    "PRODUCER_FIXED",
-    "LinkWorker",
-    "MirrorFailure",
-    "writer_fields",
-]
+__all__ = ["LinkWorker"]
 
 log = logging.getLogger("mirrorwatch.mirror")
 
