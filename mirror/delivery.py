@@ -20,11 +20,11 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from mirror.failure import LinkFailure
 from mirror.progress import PartitionProgress
-from mirror.provenance import HeaderValue, has_visited, with_provenance
 from mirror.routes import Route, Router
 from mirror.stats import LinkStats
 from mirrorwatch.config import LinkConfig
 from mirrorwatch.kafka import error_text
+from mirrorwatch.provenance import HeaderValue, has_visited, with_provenance
 
 __all__ = ["Delivery", "OutboxItem", "dead_letter_headers"]
 

@@ -12,10 +12,10 @@ from confluent_kafka import Message
 from mirror.failure import LinkFailure
 from mirror.handler import Handler, MirrorRecord, run_handler
 from mirror.progress import PartitionProgress
-from mirror.provenance import ProvenanceStamp, has_visited, provenance_stamp, with_provenance
 from mirror.stats import LinkStats
 from mirror.topic_keeper import TopicKeeper
 from mirrorwatch.config import LinkConfig
+from mirrorwatch.provenance import ProvenanceStamp, has_visited, provenance_stamp, with_provenance
 
 __all__ = ["Route", "Router"]
 

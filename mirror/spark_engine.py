@@ -34,15 +34,6 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from mirror.admin import link_cluster_ids
 from mirror.failure import MirrorFailure
-from mirror.provenance import (
-    HOPS,
-    PATH,
-    PROVENANCE,
-    SOURCE_CLUSTER,
-    SOURCE_OFFSET,
-    SOURCE_PARTITION,
-    SOURCE_TOPIC,
-)
 from mirror.settings import java_kafka_options
 from mirror.spark_plan import TOPIC, SparkLinkPlan, apply_rename, parse_end_offsets, plan_spark_link
 from mirror.topic_keeper import TopicKeeper, refuse_loop
@@ -52,6 +43,15 @@ from mirrorwatch.config import ClusterConfig, LinkConfig, MirrorwatchConfig
 from mirrorwatch.errors import SetupError
 from mirrorwatch.jars import SPARK_KAFKA, SPARK_KAFKA_VERSION, resolve_jars
 from mirrorwatch.kafka import error_text, new_admin, new_consumer
+from mirrorwatch.provenance import (
+    HOPS,
+    PATH,
+    PROVENANCE,
+    SOURCE_CLUSTER,
+    SOURCE_OFFSET,
+    SOURCE_PARTITION,
+    SOURCE_TOPIC,
+)
 from mirrorwatch.status_board import StatusBoard
 from mirrorwatch.worker_status import PartitionPosition, WorkerStatus
 

@@ -12,7 +12,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mirror.provenance import ProvenanceForm
 from mirror.topics import INTERNAL_TOPIC_PATTERNS
 from mirrorwatch.config import (
     FormatRename,
@@ -23,6 +22,7 @@ from mirrorwatch.config import (
     PrefixRename,
 )
 from mirrorwatch.errors import ConfigError, ConfigProblem
+from mirrorwatch.provenance import ProvenanceForm
 
 __all__ = ["RenameSpec", "SparkLinkPlan", "apply_rename", "parse_end_offsets", "plan_spark_link", "spark_problems"]
 

@@ -77,6 +77,7 @@ def cli(log_level: str) -> None:
                                             HTTP API and console
       mirrorwatch local up                  just the two local clusters (source, target)
       mirrorwatch config check FILE         validate a config file
+      mirrorwatch failover plan ...         where consumer groups must start on a link's target (exact)
     """
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
@@ -518,6 +519,11 @@ def demo(state_dir: Path | None, duration: float | None, rate: float) -> None:
         state_dir=state_dir or default_state_dir().parent / "demo", duration_s=duration, records_per_second=rate
     )
     sys.exit(run_demo(options, stop, out=click.echo))
+
+
+from mirrorwatch.failover_cli import failover  # noqa: E402 - the group's own module keeps this one short
+
+cli.add_command(failover)
 
 
 def main() -> None:

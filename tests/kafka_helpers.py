@@ -7,9 +7,9 @@ from typing import cast
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from mirror.provenance import read_provenance
 from mirrorwatch.config import ClusterConfig
 from mirrorwatch.kafka import new_consumer, new_producer
+from mirrorwatch.provenance import read_provenance
 from mirrorwatch.wait import wait_until
 
 

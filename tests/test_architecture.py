@@ -10,16 +10,17 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DOMAINS = ("mirror", "monitor", "canary", "dashboards", "alerts")
+DOMAINS = ("mirror", "monitor", "canary", "dashboards", "alerts", "failover")
 # The top floor: the CLI, the process runner and the demo (the composition root). Everything else in mirrorwatch/ is
 # the shared kernel.
-TOP_FLOOR = {"mirrorwatch.cli", "mirrorwatch.services", "mirrorwatch.demo"}
+TOP_FLOOR = {"mirrorwatch.cli", "mirrorwatch.failover_cli", "mirrorwatch.services", "mirrorwatch.demo"}
 # Pure cores: decisions and contracts, fed by shells; no Kafka client, Spark, Prometheus client, Streamlit.
 PURE = {
     "mirrorwatch.worker_status",
     "mirrorwatch.clock",
     "mirrorwatch.histogram",
     "mirrorwatch.rename",
+    "mirrorwatch.provenance",
     "monitor.evaluator",
     "monitor.windows",
     "monitor.snapshot",
@@ -29,6 +30,7 @@ PURE = {
     "mirror.spark_plan",
     "canary.tracker",
     "alerts.rules",
+    "failover.translate",
 }
 IO_LIBRARIES = ("confluent_kafka", "pyspark", "prometheus_client", "streamlit")
 # The local development clusters are a tool of the CLI, the demo, the tests and the benchmarks, not of a domain.

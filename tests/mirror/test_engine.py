@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from mirror.provenance import HOPS, PATH, PROVENANCE, SOURCE_CLUSTER, SOURCE_OFFSET, SOURCE_PARTITION, SOURCE_TOPIC
 from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.local import LocalClusters
+from mirrorwatch.provenance import HOPS, PATH, PROVENANCE, SOURCE_CLUSTER, SOURCE_OFFSET, SOURCE_PARTITION, SOURCE_TOPIC
 from mirrorwatch.wait import wait_until
 from tests.kafka_helpers import (
     ReadRecord,

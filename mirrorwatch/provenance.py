@@ -45,6 +45,7 @@ __all__ = [
     "ProvenanceForm",
     "ProvenanceStamp",
     "has_visited",
+    "provenance_source",
     "provenance_stamp",
     "read_provenance",
     "with_provenance",
@@ -149,3 +150,31 @@ def read_provenance(headers: Headers | None) -> dict[str, bytes] | None:
             return {n.removeprefix(HEADER_PREFIX): v for n, v in _stamped(path, topic, partition, int(offset), "full")}
         found[name.removeprefix(HEADER_PREFIX)] = raw
     return found or None
+
+
+def provenance_source(headers: Headers | None) -> tuple[bytes, str, int, int] | None:
+    """Where a mirrored record was read on its last hop, `(cluster id, topic, partition, offset)`, whichever form
+    wrote it; None when it carries no provenance or one that does not parse (a record is never trusted to be well
+    formed: this is what failover reads on every target record)."""
+    if not headers:
+        return None
+    full: dict[str, bytes] = {}
+    try:
+        for name, value in headers:
+            if value is None or name not in _OURS:
+                continue
+            raw = value.encode() if isinstance(value, str) else value
+            if name == PROVENANCE:
+                path, topic, partition, offset = raw.split(b";")
+                return path.rsplit(b",", 1)[-1], topic.decode(), int(partition), int(offset)
+            full[name] = raw
+        if not full:
+            return None
+        return (
+            full[PATH].rsplit(b",", 1)[-1] if PATH in full else full[SOURCE_CLUSTER],
+            full[SOURCE_TOPIC].decode(),
+            int(full[SOURCE_PARTITION]),
+            int(full[SOURCE_OFFSET]),
+        )
+    except (KeyError, ValueError, UnicodeDecodeError):
+        return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mirror.provenance import (
+from mirrorwatch.provenance import (
     HOPS,
     PATH,
     PROVENANCE,
@@ -12,6 +12,7 @@ from mirror.provenance import (
     SOURCE_OFFSET,
     ProvenanceForm,
     has_visited,
+    provenance_source,
     provenance_stamp,
     read_provenance,
     with_provenance,
@@ -96,3 +97,36 @@ def test_read_provenance_of_records_without_it_or_with_a_malformed_header() -> N
     assert read_provenance([("app", b"x")]) is None
     with pytest.raises(ValueError, match=r"mirrorwatch\.provenance is not <path>;<topic>;<partition>;<offset>"):
         read_provenance([(PROVENANCE, b"A;t;0")])
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_provenance_source_is_the_last_hop_in_either_form(form: ProvenanceForm) -> None:
+    first = with_provenance([("app", b"x")], b"A", b"orders", b"3", 1200, form=form)
+    assert provenance_source(first) == (b"A", "orders", 3, 1200)
+    second = with_provenance(first, b"B", b"a.orders", b"1", 7, form=form)
+    assert provenance_source(second) == (b"B", "a.orders", 1, 7)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        None,
+        [],
+        [("app", b"x")],
+        [(PROVENANCE, b"A;t;0")],
+        [(PROVENANCE, b"A;t;x;1")],
+        [(PROVENANCE, b"A;\xff;0;1")],
+        [(PROVENANCE, None)],
+        [(SOURCE_OFFSET, b"12")],
+        [
+            (SOURCE_CLUSTER, b"A"),
+            ("mirrorwatch.source.topic", b"t"),
+            ("mirrorwatch.source.partition", b"p"),
+            (SOURCE_OFFSET, b"1"),
+        ],
+    ],
+)
+def test_provenance_source_of_records_without_it_or_with_a_forged_one_is_none(
+    headers: list[tuple[str, bytes | None]] | None,
+) -> None:
+    assert provenance_source(headers) is None

@@ -1,0 +1,1 @@
+"""Failover: exact consumer-offset translation by provenance (pure core), target scans, plan, apply and verify."""

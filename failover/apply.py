@@ -1,0 +1,132 @@
+"""`mirrorwatch failover apply` and `verify`: commit a plan to the target groups, and check committed positions.
+
+Apply commits, per group, the plan's offsets to the group on the target (the same id, or the one `--map` names) with
+the admin API's AlterConsumerGroupOffsets, which Kafka only allows on a group without members. A group is refused
+whole (nothing of it committed) when it has active members on the target, or when a committed offset there is past
+the plan's and `--force` was not given (a failover never moves a group backwards on its own). Committing what is
+already committed changes nothing, so apply is idempotent. Verify judges the target group's committed positions
+against the source commits on a fresh scan: the records each position would miss and read twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+
+from failover.plan import FailoverPlan, GroupPlan
+from failover.translate import PositionCheck, check_position
+from mirrorwatch.config import MirrorwatchConfig
+from mirrorwatch.kafka import error_text, new_admin
+
+__all__ = ["GroupCheck", "GroupOutcome", "apply_plan", "verify_plan"]
+
+TIMEOUT_S = 30.0
+Change = tuple[str, int, int | None, int]  # topic, partition, committed before (None: none), committed now
+
+
+@dataclass(frozen=True)
+class GroupOutcome:
+    group: str
+    target_group: str
+    outcome: Literal["committed", "unchanged", "refused"]
+    reason: str = ""
+    changes: list[Change] = field(default_factory=list)
+
+
+def _decide(plan: GroupPlan, force: bool) -> GroupOutcome | list[Change]:
+    target = plan.target
+    if not plan.translations:
+        return GroupOutcome(plan.group, target.group, "refused", "none of its topics is mirrored by this link")
+    if target.members:
+        return GroupOutcome(
+            plan.group,
+            target.group,
+            "refused",
+            f"it has {target.members} active member(s) on the target (state {target.state}): stop them first",
+        )
+    changes: list[Change] = []
+    backwards: list[str] = []
+    for t in plan.translations:
+        before = target.committed.get((t.topic, t.partition))
+        if before == t.offset:
+            continue
+        if before is not None and before > t.offset and not force:
+            backwards.append(f"{t.topic}[{t.partition}] {before} -> {t.offset}")
+        changes.append((t.topic, t.partition, before, t.offset))
+    if backwards:
+        return GroupOutcome(
+            plan.group,
+            target.group,
+            "refused",
+            "it would move backwards on the target (" + ", ".join(backwards) + "): --force to do it anyway",
+        )
+    return changes
+
+
+def apply_plan(config: MirrorwatchConfig, plan: FailoverPlan, *, force: bool = False) -> list[GroupOutcome]:
+    """Commit each group's plan on the target; one outcome per group."""
+    link = next(ln for ln in config.links if ln.name == plan.link)
+    admin = new_admin(config.clusters[link.target], link.target)
+    outcomes: list[GroupOutcome] = []
+    for group_plan in plan.groups:
+        decided = _decide(group_plan, force)
+        if isinstance(decided, GroupOutcome):
+            outcomes.append(decided)
+            continue
+        target = group_plan.target.group
+        if not decided:
+            outcomes.append(GroupOutcome(group_plan.group, target, "unchanged"))
+            continue
+        request = ConsumerGroupTopicPartitions(target, [TopicPartition(t, p, after) for t, p, _, after in decided])
+        try:
+            result = admin.alter_consumer_group_offsets([request], request_timeout=TIMEOUT_S)[target].result(
+                timeout=TIMEOUT_S
+            )
+            failed = [
+                f"{tp.topic}[{tp.partition}]: {error_text(tp.error)}"
+                for tp in result.topic_partitions or []
+                if tp.error
+            ]
+        except KafkaException as exc:
+            failed = [error_text(exc)]
+        if failed:
+            outcomes.append(
+                GroupOutcome(group_plan.group, target, "refused", "the target refused: " + "; ".join(failed))
+            )
+        else:
+            outcomes.append(GroupOutcome(group_plan.group, target, "committed", changes=decided))
+    return outcomes
+
+
+@dataclass(frozen=True)
+class GroupCheck:
+    group: str
+    target_group: str
+    checks: list[PositionCheck]
+    uncommitted: list[tuple[str, int]]  # target partitions the plan covers with no commit in the target group
+
+    @property
+    def exact(self) -> bool:
+        return not self.uncommitted and all(c.missed == 0 and c.committed == c.exact for c in self.checks)
+
+    @property
+    def missed(self) -> int:
+        return sum(c.missed for c in self.checks)
+
+
+def verify_plan(plan: FailoverPlan) -> list[GroupCheck]:
+    """The target groups' committed positions against the source commits the plan read, on the plan's scan."""
+    out: list[GroupCheck] = []
+    for g in plan.groups:
+        checks: list[PositionCheck] = []
+        uncommitted: list[tuple[str, int]] = []
+        for t in g.translations:
+            committed = g.target.committed.get((t.topic, t.partition))
+            if committed is None:
+                uncommitted.append((t.topic, t.partition))
+                continue
+            checks.append(check_position(plan.logs[(t.topic, t.partition)], g.commits, committed))
+        out.append(GroupCheck(g.group, g.target.group, checks, uncommitted))
+    return out

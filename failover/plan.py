@@ -1,0 +1,301 @@
+"""`mirrorwatch failover plan`: for each consumer group of a link's source, where it must start on the target.
+
+Reads the groups' committed offsets on the source (one OffsetFetch per group, all in flight at once), the target
+partitions they map to (by the link's rename policy and partitioning), scans those partitions once (`scan`), and
+translates every group from the same scan (`translate`). Read-only on both clusters. `apply` and `verify` start
+from a plan.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
+from confluent_kafka.admin import AdminClient
+
+from failover.scan import Watermarks, scan_target, watermarks
+from failover.translate import SourcePartition, SourceProgress, TargetLog, Translation, source_progress, translate
+from mirrorwatch.config import LinkConfig, MirrorwatchConfig
+from mirrorwatch.errors import MirrorwatchError
+from mirrorwatch.kafka import kafka_error, new_admin
+from mirrorwatch.rename import rename_policy
+
+__all__ = ["FailoverPlan", "FailoverUsageError", "GroupPlan", "TargetGroup", "make_plan"]
+
+TIMEOUT_S = 30.0
+
+
+class FailoverUsageError(MirrorwatchError):
+    """A failover command asked for something that is not there (unknown group, no commits, an unmirrored topic):
+    nothing was committed."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class TargetGroup:
+    """The group a source group becomes on the target, as it is there now."""
+
+    group: str
+    state: str  # Kafka's group state; "Dead" when the group does not exist
+    members: int
+    committed: dict[tuple[str, int], int]
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    group: str
+    target: TargetGroup
+    commits: dict[SourcePartition, int]
+    translations: list[Translation]
+    sources: list[SourceProgress]
+    unmirrored: list[str] = field(default_factory=list)  # committed source topics with nothing on the target
+
+    @property
+    def read_twice(self) -> int:
+        return sum(t.read_twice for t in self.translations)
+
+    @property
+    def not_mirrored(self) -> int:
+        return sum(s.not_mirrored for s in self.sources)
+
+
+@dataclass(frozen=True)
+class FailoverPlan:
+    link: str
+    source: str
+    target: str
+    groups: list[GroupPlan]
+    scanned_partitions: int
+    scanned_records: int
+    seconds: float
+    logs: dict[tuple[str, int], TargetLog] = field(repr=False, compare=False, default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        def group_json(g: GroupPlan) -> dict[str, Any]:
+            return {
+                "group": g.group,
+                "target_group": g.target.group,
+                "target_state": g.target.state,
+                "target_members": g.target.members,
+                "target_committed": [
+                    {"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(g.target.committed.items())
+                ],
+                "partitions": [asdict(t) for t in g.translations],
+                "sources": [asdict(s) for s in g.sources],
+                "unmirrored_topics": g.unmirrored,
+                "read_twice": g.read_twice,
+                "not_mirrored": g.not_mirrored,
+            }
+
+        return {
+            "link": self.link,
+            "source": self.source,
+            "target": self.target,
+            "scanned_partitions": self.scanned_partitions,
+            "scanned_records": self.scanned_records,
+            "seconds": round(self.seconds, 3),
+            "groups": [group_json(g) for g in self.groups],
+        }
+
+
+def find_link(config: MirrorwatchConfig, name: str) -> LinkConfig:
+    for link in config.links:
+        if link.name == name:
+            return link
+    known = ", ".join(link.name for link in config.links) or "none"
+    raise FailoverUsageError(f"no link {name!r} in the config (links: {known})")
+
+
+def _cluster_id(admin: AdminClient, alias: str) -> str:
+    try:
+        cluster_id = admin.list_topics(timeout=TIMEOUT_S).cluster_id
+    except KafkaException as exc:
+        raise kafka_error(exc, f"reaching {alias}") from None
+    return str(cluster_id)
+
+
+def select_groups(
+    admin: AdminClient, alias: str, names: Iterable[str], pattern: str | None, exclude: set[str]
+) -> list[str]:
+    """The groups to translate: those named (each must exist), those matching `pattern`, or every group but the
+    mirror's own."""
+    try:
+        listing = admin.list_consumer_groups(request_timeout=TIMEOUT_S).result(timeout=TIMEOUT_S)
+    except KafkaException as exc:
+        raise kafka_error(exc, f"listing consumer groups on {alias}") from None
+    existing = {g.group_id for g in listing.valid}
+    named = list(dict.fromkeys(names))
+    unknown = [g for g in named if g not in existing]
+    if unknown:
+        raise FailoverUsageError(f"no consumer group {', '.join(map(repr, unknown))} on {alias}")
+    if named:
+        return named
+    if pattern is not None:
+        try:
+            regex = re.compile(pattern)
+        except re.error as exc:
+            raise FailoverUsageError(f"--groups {pattern!r} is not a regular expression: {exc}") from None
+        return sorted(g for g in existing if regex.fullmatch(g) and g not in exclude)
+    return sorted(g for g in existing if g not in exclude)
+
+
+def committed_offsets(admin: AdminClient, alias: str, groups: list[str]) -> dict[str, dict[tuple[str, int], int]]:
+    """Each group's committed offsets (one OffsetFetch per group, as the admin API allows, all in flight at once)."""
+    futures = {
+        g: admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g)], request_timeout=TIMEOUT_S)[g]
+        for g in groups
+    }
+    out: dict[str, dict[tuple[str, int], int]] = {}
+    for group, future in futures.items():
+        try:
+            found = future.result(timeout=TIMEOUT_S).topic_partitions or []
+        except KafkaException as exc:
+            raise kafka_error(exc, f"fetching the offsets of group {group!r} on {alias}") from None
+        out[group] = {(tp.topic, tp.partition): tp.offset for tp in found if tp.error is None and tp.offset >= 0}
+    return out
+
+
+def target_groups(admin: AdminClient, alias: str, groups: list[str]) -> dict[str, TargetGroup]:
+    if not groups:
+        return {}
+    described = admin.describe_consumer_groups(groups, request_timeout=TIMEOUT_S)
+    offsets = committed_offsets(admin, alias, groups)
+    out: dict[str, TargetGroup] = {}
+    for group in groups:
+        try:
+            d = described[group].result(timeout=TIMEOUT_S)
+            state, members = str(getattr(d.state, "name", d.state)).title(), len(d.members)
+        except KafkaException as exc:
+            raise kafka_error(exc, f"describing group {group!r} on {alias}") from None
+        if state.upper() == "DEAD" or (state.upper() == "UNKNOWN" and not offsets[group]):
+            state = "Dead"
+        out[group] = TargetGroup(group, state, members, offsets[group])
+    return out
+
+
+def _partitions_of(admin: AdminClient, alias: str, topics: set[str]) -> dict[str, int]:
+    try:
+        metadata = admin.list_topics(timeout=TIMEOUT_S)
+    except KafkaException as exc:
+        raise kafka_error(exc, f"reading topics of {alias}") from None
+    return {t: len(m.partitions) for t, m in metadata.topics.items() if t in topics and m.error is None}
+
+
+def make_plan(
+    config: MirrorwatchConfig,
+    link_name: str,
+    *,
+    groups: Iterable[str] = (),
+    pattern: str | None = None,
+    group_map: dict[str, str] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> FailoverPlan:
+    started = time.monotonic()
+    link = find_link(config, link_name)
+    source_cluster, target_cluster = config.clusters[link.source], config.clusters[link.target]
+    source_admin = new_admin(source_cluster, link.source)
+    target_admin = new_admin(target_cluster, link.target)
+    source_id = _cluster_id(source_admin, link.source)
+    own = {ln.consumer_group for ln in config.links}
+    selected = select_groups(source_admin, link.source, groups, pattern, own)
+    commits = committed_offsets(source_admin, link.source, selected)
+    named = list(groups)
+    empty = [g for g in named if not commits.get(g)]
+    if empty:
+        raise FailoverUsageError(
+            f"group {', '.join(map(repr, empty))} has no committed offsets on {link.source}: nothing to translate"
+        )
+    commits = {g: c for g, c in commits.items() if c}
+    policy = rename_policy(link.rename, link.source)
+    target_topic_of = {t: policy.target_topic(t) for c in commits.values() for t, _ in c}
+    target_partitions = _partitions_of(target_admin, link.target, set(target_topic_of.values()))
+
+    wanted = _wanted_partitions(link, commits, target_topic_of, target_partitions)
+    floors: dict[SourcePartition, int] = {}
+    for c in commits.values():
+        for sp, offset in c.items():
+            floors[sp] = min(offset, floors.get(sp, offset))
+    ends: dict[tuple[str, int], Watermarks] = watermarks(target_admin, sorted(wanted))
+    logs = scan_target(target_cluster, link.target, ends, source_id, floors, progress=progress)
+    source_ends = watermarks(source_admin, sorted(floors))
+
+    mapping = group_map or {}
+    targets = target_groups(target_admin, link.target, sorted({mapping.get(g, g) for g in commits}))
+    plans: list[GroupPlan] = []
+    for group in sorted(commits):
+        target = targets[mapping.get(group, group)]
+        plans.append(_group_plan(link, group, commits[group], target, target_topic_of, logs, source_ends))
+    for g in named:
+        plan = next(p for p in plans if p.group == g)
+        if not plan.translations:
+            topics = ", ".join(plan.unmirrored)
+            raise FailoverUsageError(
+                f"group {g!r} committed only on topics link {link.name} has not mirrored to {link.target}: {topics}"
+            )
+    return FailoverPlan(
+        link.name,
+        link.source,
+        link.target,
+        plans,
+        scanned_partitions=len(logs),
+        scanned_records=sum(log.records for log in logs.values()),
+        seconds=time.monotonic() - started,
+        logs=logs,
+    )
+
+
+def _wanted_partitions(
+    link: LinkConfig,
+    commits: dict[str, dict[SourcePartition, int]],
+    target_topic_of: dict[str, str],
+    target_partitions: dict[str, int],
+) -> set[tuple[str, int]]:
+    """The target partitions that can hold the committed source partitions' records: the same partition when the
+    link preserves partitions, every partition of the target topic otherwise."""
+    wanted: set[tuple[str, int]] = set()
+    for c in commits.values():
+        for topic, partition in c:
+            tt = target_topic_of[topic]
+            count = target_partitions.get(tt)
+            if count is None:
+                continue
+            if link.partitioning == "preserve":
+                if partition < count:
+                    wanted.add((tt, partition))
+            else:
+                wanted.update((tt, p) for p in range(count))
+    return wanted
+
+
+def _group_plan(  # noqa: PLR0917 - the plan's parts, each read once
+    link: LinkConfig,
+    group: str,
+    commits: dict[SourcePartition, int],
+    target: TargetGroup,
+    target_topic_of: dict[str, str],
+    logs: dict[tuple[str, int], TargetLog],
+    source_ends: dict[tuple[str, int], Watermarks],
+) -> GroupPlan:
+    translations: list[Translation] = []
+    unmirrored: list[str] = []
+    for source_topic in sorted({t for t, _ in commits}):
+        tt = target_topic_of[source_topic]
+        mine = {sp: o for sp, o in commits.items() if sp[0] == source_topic}
+        topic_logs = [log for (t, _), log in sorted(logs.items()) if t == tt]
+        if link.partitioning == "preserve":
+            topic_logs = [log for log in topic_logs if (source_topic, log.partition) in mine]
+        if not any(sp in log.last_seen for log in topic_logs for sp in mine):
+            unmirrored.append(source_topic)
+            continue
+        translations.extend(translate(log, mine) for log in topic_logs)
+    sources = [
+        source_progress(sp, o, source_ends[sp].end, logs.values())
+        for sp, o in sorted(commits.items())
+        if sp[0] not in unmirrored
+    ]
+    return GroupPlan(group, target, commits, translations, sources, unmirrored)

@@ -1,0 +1,234 @@
+"""Exact offset translation by provenance (pure): where a consumer group must start on the target so that it reads
+every record it has not read on the source, and as few as possible of those it has.
+
+A scan of a target partition feeds `TargetLog.add` with every record in offset order: its position (the target
+offset) and, for a record this link's source wrote (its provenance's last hop), the source topic, partition and
+offset. A source group's committed offset O on a source partition means "every record at or after O is unread". For
+a target partition the answer is
+
+    T = the lowest position among the last copies of the records at or after O that are on the target
+
+(or the partition's end when there are none: the group is level with the mirror or ahead of it). Every unread record
+has a copy at or after T (its last one), and nothing below the lowest such last copy needs reading. That holds
+whatever the target holds:
+
+- records replayed after a mirror crash: a record written twice is found at its second place, so a group whose
+  commit falls inside a replayed stretch starts in the replay, not before it (MirrorMaker 2's "last sync + 1" reads
+  the whole stretch twice);
+- gaps in the source offsets (transaction markers, aborted records a read_committed mirror never wrote, compaction
+  on either side, records a handler dropped): only offsets that are there are looked at;
+- retention that removed the start of the target: what is gone is counted (`before_first`), not guessed;
+- records of other writers on the target topic (active-active, producers writing there directly): never counted
+  as read twice, since the group never read them.
+
+What a consumer starting at T reads twice is counted exactly: each copy at or after T of a record below O, and each
+copy of an unread record that is not its last. Nothing here reads the clock or touches Kafka.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+__all__ = [
+    "SourcePartition",
+    "SourceProgress",
+    "TargetLog",
+    "Translation",
+    "check_position",
+    "source_progress",
+    "translate",
+]
+
+SourcePartition = tuple[str, int]
+
+
+@dataclass
+class TargetLog:
+    """What one target partition holds of one link's source, fed record by record in offset order by a scan.
+
+    `floors` are the lowest committed offsets (of every group to translate) per source partition: nothing is kept
+    before the first record at or above its floor, since no answer can lie before it. `finish(end)` closes it."""
+
+    topic: str
+    partition: int
+    floors: Mapping[SourcePartition, int]
+    start: int | None = None  # the first position scanned (the partition's log start when scanned from there)
+    end: int | None = None
+    records: int = 0  # every record scanned, this source's or not
+    first_seen: dict[SourcePartition, int] = field(default_factory=dict)  # lowest source offset of each
+    last_seen: dict[SourcePartition, int] = field(default_factory=dict)  # highest source offset of each
+    _sources: list[SourcePartition] = field(default_factory=list)
+    _index: dict[SourcePartition, int] = field(default_factory=dict)
+    _positions: array[int] = field(default_factory=lambda: array("q"))
+    _which: array[int] = field(default_factory=lambda: array("i"))
+    _offsets: array[int] = field(default_factory=lambda: array("q"))
+    _last_copy: bytearray = field(default_factory=bytearray)
+
+    def add(self, position: int, source: SourcePartition | None, source_offset: int = -1) -> None:
+        if self.start is None:
+            self.start = position
+        self.records += 1
+        if source is None:
+            return
+        first = self.first_seen.get(source)
+        if first is None or source_offset < first:
+            self.first_seen[source] = source_offset
+        if source_offset > self.last_seen.get(source, -1):
+            self.last_seen[source] = source_offset
+        if not self._positions:
+            floor = self.floors.get(source)
+            if floor is None or source_offset < floor:
+                return
+        which = self._index.get(source)
+        if which is None:
+            which = self._index[source] = len(self._sources)
+            self._sources.append(source)
+        self._positions.append(position)
+        self._which.append(which)
+        self._offsets.append(source_offset)
+
+    def finish(self, end: int) -> None:
+        """The scan reached `end` (the partition's end offset when it was scanned). Marks each kept record that is
+        its source record's last copy on this partition."""
+        self.end = end
+        if self.start is None:
+            self.start = end
+        seen: set[tuple[int, int]] = set()
+        flags = bytearray(len(self._positions))
+        for i in range(len(self._positions) - 1, -1, -1):
+            key = (self._which[i], self._offsets[i])
+            if key not in seen:
+                seen.add(key)
+                flags[i] = 1
+        self._last_copy = flags
+
+    @property
+    def kept(self) -> int:
+        return len(self._positions)
+
+    def _commits_by_index(self, commits: Mapping[SourcePartition, int]) -> list[int | None]:
+        below = {s: o for s, o in commits.items() if s in self.floors and o < self.floors[s]}
+        if below:
+            raise ValueError(f"commits {below} are below the floors the log was kept from: {dict(self.floors)}")
+        return [commits.get(source) for source in self._sources]
+
+    def _scan_from(self, t: int, commits_of: list[int | None]) -> int:
+        """Copies at or after position `t` that a group with these commits has read already or reads twice."""
+        positions, which, offsets, last = self._positions, self._which, self._offsets, self._last_copy
+        twice = 0
+        for i in range(_first_at_or_after(positions, t), len(positions)):
+            committed = commits_of[which[i]]
+            if committed is not None and (offsets[i] < committed or not last[i]):
+                twice += 1
+        return twice
+
+
+def _first_at_or_after(positions: array[int], t: int) -> int:
+    lo, hi = 0, len(positions)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if positions[mid] < t:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@dataclass(frozen=True)
+class Translation:
+    """Where a group starts on one target partition, and what that costs."""
+
+    topic: str
+    partition: int
+    offset: int
+    method: str  # "exact"
+    how: str  # in words: what the offset points at
+    read_twice: int  # copies at or after `offset` of records the group read on the source, or extra copies
+    unread_here: int  # records at or after the commit that are on this partition (each once) from `offset` on
+    end: int
+
+
+def translate(log: TargetLog, commits: Mapping[SourcePartition, int]) -> Translation:
+    """The exact start on `log`'s partition for a group with `commits` (source partition -> committed offset)."""
+    if log.end is None:
+        raise ValueError(f"{log.topic}[{log.partition}] was not finished: call finish(end) after the scan")
+    commits_of = log._commits_by_index(commits)
+    positions, which, offsets, last = log._positions, log._which, log._offsets, log._last_copy
+    unread = 0
+    t: int | None = None
+    for i in range(len(positions)):
+        committed = commits_of[which[i]]
+        if committed is not None and offsets[i] >= committed and last[i]:
+            unread += 1
+            if t is None:
+                t = positions[i]
+    if t is None:
+        behind = [s for s in commits if s in log.last_seen]
+        how = (
+            "the end: every record at or after the commit that was mirrored here is behind it, or none is here yet"
+            if behind
+            else "the end: nothing of the committed source partitions is on this partition yet"
+        )
+        return Translation(log.topic, log.partition, log.end, "exact", how, 0, 0, log.end)
+    source = log._sources[which[_first_at_or_after(positions, t)]]
+    twice = log._scan_from(t, commits_of)
+    how = f"the last copy of {source[0]}[{source[1]}]'s first unread record"
+    return Translation(log.topic, log.partition, t, "exact", how, twice, unread, log.end)
+
+
+@dataclass(frozen=True)
+class PositionCheck:
+    """A committed target position judged against the source commits: records it would miss and read twice."""
+
+    topic: str
+    partition: int
+    committed: int
+    exact: int
+    missed: int  # records at or after the source commit whose every copy is below the committed position
+    read_twice: int
+
+
+def check_position(log: TargetLog, commits: Mapping[SourcePartition, int], committed: int) -> PositionCheck:
+    """What a group committed at `committed` on this partition would miss or read twice (for `failover verify`)."""
+    exact = translate(log, commits).offset
+    commits_of = log._commits_by_index(commits)
+    positions, which, offsets, last = log._positions, log._which, log._offsets, log._last_copy
+    missed = 0
+    for i in range(_first_at_or_after(positions, committed)):
+        c = commits_of[which[i]]
+        if c is not None and offsets[i] >= c and last[i]:
+            missed += 1
+    twice = log._scan_from(committed, commits_of)
+    return PositionCheck(log.topic, log.partition, committed, exact, missed, twice)
+
+
+@dataclass(frozen=True)
+class SourceProgress:
+    """How far the target has one source partition, against a group's commit there."""
+
+    topic: str
+    partition: int
+    committed: int
+    high_watermark: int | None
+    first_on_target: int | None  # lowest source offset of this partition on the target
+    last_on_target: int | None  # highest
+    not_mirrored: int  # offsets at or after the commit above the highest mirrored (still to come)
+    before_first: int  # offsets at or after the commit below the lowest on the target (gone or never mirrored)
+
+
+def source_progress(
+    source: SourcePartition,
+    committed: int,
+    high_watermark: int | None,
+    logs: Iterable[TargetLog],
+) -> SourceProgress:
+    firsts = [log.first_seen[source] for log in logs if source in log.first_seen]
+    lasts = [log.last_seen[source] for log in logs if source in log.last_seen] if firsts else []
+    first = min(firsts) if firsts else None
+    last = max(lasts) if lasts else None
+    frontier = committed if last is None else max(committed, last + 1)
+    not_mirrored = max(0, high_watermark - frontier) if high_watermark is not None else 0
+    before_first = max(0, first - committed) if first is not None else 0
+    return SourceProgress(source[0], source[1], committed, high_watermark, first, last, not_mirrored, before_first)

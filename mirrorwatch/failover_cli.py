@@ -1,0 +1,150 @@
+"""`mirrorwatch failover plan|apply|verify`: move consumer groups from a link's source to its target, exactly.
+
+Part of the top floor (the CLI); the work is in the `failover` domain. Exit codes: 0 done, 1 a group was refused or
+a check found a difference, 2 bad usage (unknown link or group, a group without commits, nothing mirrored).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+__all__ = ["failover"]
+
+
+def _selection(f: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False, path_type=Path)),
+        click.option("--link", "link_name", required=True, help="The link whose target the groups move to."),
+        click.option(
+            "--group",
+            "groups",
+            multiple=True,
+            help="A consumer group on the link's source (repeat for more). Default: every group but the mirror's.",
+        ),
+        click.option("--groups", "pattern", help="A regex the group ids must match (whole id), instead of --group."),
+        click.option(
+            "--map",
+            "mappings",
+            multiple=True,
+            metavar="SOURCE=TARGET",
+            help="Commit SOURCE group's offsets to the TARGET group on the target (default: the same group id).",
+        ),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def _plan(
+    config_path: Path, link_name: str, groups: tuple[str, ...], pattern: str | None, mappings: tuple[str, ...]
+) -> Any:
+    from failover.plan import make_plan
+    from mirrorwatch.config import load_config
+
+    if groups and pattern:
+        raise click.UsageError("give --group or --groups, not both")
+    group_map: dict[str, str] = {}
+    for m in mappings:
+        source, sep, target = m.partition("=")
+        if not sep or not source or not target:
+            raise click.UsageError(f"--map {m!r}: expected SOURCE=TARGET")
+        group_map[source] = target
+    config = load_config(config_path)
+    plan = make_plan(
+        config,
+        link_name,
+        groups=groups,
+        pattern=pattern,
+        group_map=group_map,
+        progress=lambda line: click.echo(f"mirrorwatch: {line}", err=True),
+    )
+    return config, plan
+
+
+@click.group()
+def failover() -> None:
+    """Move consumer groups from a link's source to its target at exactly the right offsets.
+
+    \b
+    mirrorwatch failover plan   --config F --link L [--group G ... | --groups REGEX] [--json]
+    mirrorwatch failover apply  --config F --link L [--group G ...] [--map SRC=DST] [--force]
+    mirrorwatch failover verify --config F --link L [--group G ...] [--map SRC=DST]
+
+    Translation is exact for topics mirrorwatch mirrored: every record carries its source partition and offset
+    (provenance), so the target offset is the first one at which a consumer reads every record it has not read on
+    the source and, of those it has, only the ones a mirror crash wrote twice (counted in the plan). Stop the
+    group's consumers on the source first (or lose the source), then apply, then start them on the target.
+    """
+
+
+@failover.command("plan")
+@_selection
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+def plan_command(  # noqa: PLR0917 - one parameter per option
+    config_path: Path,
+    link_name: str,
+    groups: tuple[str, ...],
+    pattern: str | None,
+    mappings: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Per group and partition: the source commit, the target offset and how it was found, records not mirrored yet,
+    records a consumer would read twice, and the target group's state. Read-only."""
+    from failover.report import plan_lines
+
+    _, plan = _plan(config_path, link_name, groups, pattern, mappings)
+    if as_json:
+        click.echo(json.dumps(plan.to_json(), indent=2))
+    else:
+        for line in plan_lines(plan):
+            click.echo(line)
+
+
+@failover.command("apply")
+@_selection
+@click.option("--force", is_flag=True, help="Commit even where it moves a target group backwards.")
+def apply_command(  # noqa: PLR0917 - one parameter per option
+    config_path: Path,
+    link_name: str,
+    groups: tuple[str, ...],
+    pattern: str | None,
+    mappings: tuple[str, ...],
+    force: bool,
+) -> None:
+    """Commit the plan to the groups on the target. A group with active members there, or one the plan would move
+    backwards (without --force), is refused and nothing of it committed; applying twice changes nothing."""
+    from failover.apply import apply_plan
+    from failover.report import outcome_lines
+
+    config, plan = _plan(config_path, link_name, groups, pattern, mappings)
+    outcomes = apply_plan(config, plan, force=force)
+    for line in outcome_lines(outcomes):
+        click.echo(line)
+    sys.exit(1 if any(o.outcome == "refused" for o in outcomes) else 0)
+
+
+@failover.command("verify")
+@_selection
+def verify_command(
+    config_path: Path,
+    link_name: str,
+    groups: tuple[str, ...],
+    pattern: str | None,
+    mappings: tuple[str, ...],
+) -> None:
+    """Judge the target groups' committed offsets against the source commits on a fresh read of the target: "exact",
+    or every partition where a consumer would miss records or read more twice than needed (exit 1)."""
+    from failover.apply import verify_plan
+    from failover.report import check_lines
+
+    _, plan = _plan(config_path, link_name, groups, pattern, mappings)
+    checks = verify_plan(plan)
+    for line in check_lines(checks):
+        click.echo(line)
+    sys.exit(0 if checks and all(c.exact for c in checks) else 1)

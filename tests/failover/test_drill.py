@@ -1,0 +1,406 @@
+"""Failover drills on the real clusters: a consumer group moves from the source to the target with `mirrorwatch
+failover apply`, and then reads on the target. The ground truth is outside mirrorwatch: every record carries a unique
+value, the source is read directly to know which records lie at or after the group's commits, and the group's own
+consumer on the target says what it read. Missed must be 0; read twice must be 0, or exactly what `plan` predicted
+when a mirror crash wrote records twice."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
+
+from mirrorwatch.config import ClusterConfig, MirrorwatchConfig
+from mirrorwatch.kafka import new_admin, new_consumer, new_producer
+from mirrorwatch.wait import wait_until
+from tests.kafka_helpers import (
+    ReadRecord,
+    Record,
+    by_partition,
+    end_offsets,
+    produce,
+    provenance,
+    read_to_end,
+    wait_for_records,
+)
+from tests.processes import MirrorProcess
+
+pytestmark = pytest.mark.integration
+
+
+def link(name: str, topic: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "source": "source",
+        "target": "target",
+        "topics": {"include": [topic]},
+        "refresh_topics_interval_seconds": 2,
+        "offset_commit_interval_ms": 500,
+        "consumer_properties": {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500},
+        **fields,
+    }
+
+
+def failover(command: str, config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mirrorwatch.cli", "failover", command, "--config", str(config), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def commit_source_group(cluster: ClusterConfig, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """The group's commits on the source, set as a consumer that read exactly the records below them would."""
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p, o) for p, o in offsets.items()])
+    admin = new_admin(cluster, "source")  # held until the answer is in: a collected client never completes its futures
+    result = admin.alter_consumer_group_offsets([request])[group].result(timeout=30)
+    assert all(tp.error is None for tp in result.topic_partitions)
+
+
+def source_truth(cluster: ClusterConfig, topic: str, partitions: int) -> dict[bytes, tuple[int, int]]:
+    """value -> (partition, offset) of every committed record on the source, read directly."""
+    return {r.value or b"": (r.partition, r.offset) for r in read_to_end(cluster, "source", topic, partitions)}
+
+
+def consume_as_group(
+    cluster: ClusterConfig, group: str, topic: str, until: Callable[[list[ReadRecord]], bool], quiet_s: float = 3.0
+) -> list[ReadRecord]:
+    """Read `topic` as `group` on the target (where `failover apply` left it) until `until` holds and nothing more
+    arrived for `quiet_s`; commits what it read, as an application would."""
+    consumer = new_consumer(
+        cluster, "target", group, {"auto.offset.reset": "earliest", "isolation.level": "read_committed"}
+    )
+    got: list[ReadRecord] = []
+    try:
+        consumer.subscribe([topic])
+        deadline, last_new = time.monotonic() + 120, time.monotonic()
+        while time.monotonic() < deadline:
+            batch = consumer.consume(num_messages=5000, timeout=0.5)
+            for msg in batch:
+                assert msg.error() is None, msg.error()
+                got.append(ReadRecord.of(msg))
+            if batch:
+                last_new = time.monotonic()
+            elif until(got) and time.monotonic() - last_new >= quiet_s:
+                return got
+        raise AssertionError(f"the group read {len(got)} records and never got what it should")
+    finally:
+        consumer.close()
+
+
+def judge(
+    truth: dict[bytes, tuple[int, int]], commits: dict[int, int], read: Iterable[ReadRecord]
+) -> tuple[set[bytes], dict[int, int]]:
+    """(records at or after the commits that were not read, per target partition the reads of records already read
+    on the source or read again)."""
+    unread = {v for v, (p, o) in truth.items() if o >= commits[p]}
+    seen: set[bytes] = set()
+    twice: dict[int, int] = {}
+    for r in read:
+        value = r.value or b""
+        if value in seen or value not in unread:
+            twice[r.partition] = twice.get(r.partition, 0) + 1
+        seen.add(value)
+    return unread - seen, twice
+
+
+def planned(config: Path, name: str, group: str) -> dict[str, Any]:
+    result = failover("plan", config, "--link", name, "--group", group, "--json")
+    assert result.returncode == 0, result.stderr + result.stdout
+    plan = json.loads(result.stdout)
+    assert [g["group"] for g in plan["groups"]] == [group]
+    return dict(plan["groups"][0])
+
+
+def predicted_twice(group_plan: dict[str, Any]) -> dict[int, int]:
+    return {t["partition"]: t["read_twice"] for t in group_plan["partitions"] if t["read_twice"]}
+
+
+def keyed(start: int, n: int, partitions: int) -> list[Record]:
+    return [
+        Record(value=f"r{i}".encode(), key=f"k{i % 97}".encode(), partition=i % partitions)
+        for i in range(start, start + n)
+    ]
+
+
+def test_a_group_fails_over_and_reads_exactly_what_it_had_not_read(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    write_config: Callable[..., Path],
+    start_mirror: Callable[..., MirrorProcess],
+    unique: Callable[[str], str],
+) -> None:
+    source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
+    partitions = 3
+    topic, group = make_topic("source", partitions), unique("app")
+    config = write_config([link("dr", topic)])
+    mirror = start_mirror("--config", str(config))
+    produce(source, "source", topic, keyed(0, 3000, partitions))
+    # The application reads part of the topic on the source and commits, as applications do.
+    app = new_consumer(source, "source", group, {"auto.offset.reset": "earliest", "enable.auto.commit": False})
+    app.subscribe([topic])
+    read_on_source = 0
+    while read_on_source < 1300:
+        read_on_source += sum(1 for m in app.consume(num_messages=100, timeout=1) if m.error() is None)
+    app.commit(asynchronous=False)
+    app.close()
+    # Producers carry on while the group fails over: the plan counts what is not mirrored yet.
+    more = threading.Thread(target=lambda: produce(source, "source", topic, keyed(3000, 3000, partitions)))
+    more.start()
+    applied = failover("apply", config, "--link", "dr", "--group", group)
+    assert applied.returncode == 0, applied.stderr + applied.stdout
+    assert f"{group}: committed" in applied.stdout
+    verified = failover("verify", config, "--link", "dr", "--group", group)
+    assert verified.returncode == 0 and f"{group}: exact" in verified.stdout, verified.stdout + verified.stderr
+    again = failover("apply", config, "--link", "dr", "--group", group)
+    assert again.returncode == 0 and f"{group}: unchanged" in again.stdout, again.stdout
+    more.join(timeout=120)
+
+    truth = source_truth(source, topic, partitions)
+    commits = {p: o for (t, p), o in _group_commits(source, group, topic, partitions).items()}
+    wait_for_records(target, "target", topic, partitions, 6000)
+    unread = {v for v, (p, o) in truth.items() if o >= commits[p]}
+    assert len(unread) == 6000 - read_on_source
+    read = consume_as_group(target, group, topic, lambda got: {r.value for r in got} >= unread)
+    missed, twice = judge(truth, commits, read)
+    assert (missed, twice) == (set(), {})
+    assert mirror.stop() == 0
+
+
+def _group_commits(cluster: ClusterConfig, group: str, topic: str, partitions: int) -> dict[tuple[str, int], int]:
+    consumer = new_consumer(cluster, "source", group, {"enable.auto.commit": False})
+    try:
+        found = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+        return {(tp.topic, tp.partition): tp.offset for tp in found}
+    finally:
+        consumer.close()
+
+
+def test_a_group_in_use_on_the_target_is_refused_and_a_backward_move_needs_force(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    write_config: Callable[..., Path],
+    start_mirror: Callable[..., MirrorProcess],
+    unique: Callable[[str], str],
+) -> None:
+    source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
+    topic, group = make_topic("source", 1), unique("app")
+    config = write_config([link("dr", topic)])
+    mirror = start_mirror("--config", str(config))
+    produce(source, "source", topic, keyed(0, 200, 1))
+    wait_for_records(target, "target", topic, 1, 200)
+    commit_source_group(source, group, topic, {0: 50})
+    # A consumer of the same group already running on the target: nothing is committed.
+    member = new_consumer(target, "target", group, {"auto.offset.reset": "latest", "enable.auto.commit": False})
+    member.subscribe([topic])
+    wait_until(lambda: (member.poll(0.5), member.assignment())[1], timeout_s=60, description="a member on the target")
+    refused = failover("apply", config, "--link", "dr", "--group", group)
+    member.close()
+    admin = new_admin(target, "target")
+    wait_until(
+        lambda: not admin.describe_consumer_groups([group])[group].result(timeout=30).members,
+        timeout_s=60,
+        description="the member to leave",
+    )
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "active member" in refused.stdout and "nothing committed" in refused.stdout
+    # the group now exists on the target with no commit; applying works
+    assert failover("apply", config, "--link", "dr", "--group", group).returncode == 0
+    # the source group moves back (a replay on the source side): refused without --force, done with it
+    commit_source_group(source, group, topic, {0: 20})
+    backwards = failover("apply", config, "--link", "dr", "--group", group)
+    assert backwards.returncode == 1 and "backwards" in backwards.stdout and "50 -> 20" in backwards.stdout
+    forced = failover("apply", config, "--link", "dr", "--group", group, "--force")
+    assert forced.returncode == 0 and "50 -> 20" in forced.stdout, forced.stdout
+    # bad input: exit 2 and a clear message, nothing committed
+    unknown = failover("plan", config, "--link", "dr", "--group", "no-such-group-anywhere")
+    assert unknown.returncode == 2 and "no consumer group 'no-such-group-anywhere'" in unknown.stderr
+    wrong_link = failover("plan", config, "--link", "nope", "--group", group)
+    assert wrong_link.returncode == 2 and "no link 'nope'" in wrong_link.stderr
+    assert mirror.stop() == 0
+
+
+def test_after_two_mirror_sigkills_nothing_is_missed_and_every_record_read_twice_was_predicted(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    write_config: Callable[..., Path],
+    start_mirror: Callable[..., MirrorProcess],
+    unique: Callable[[str], str],
+) -> None:
+    source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
+    partitions, n = 3, 24_000
+    topic, group = make_topic("source", partitions), unique("app")
+    config = write_config([link("dr", topic)])
+
+    def producing() -> None:
+        for start in range(0, n, 1500):
+            produce(source, "source", topic, keyed(start, 1500, partitions))
+
+    producer = threading.Thread(target=producing)
+    producer.start()
+    rng = random.Random(20261123)
+    for kill in range(2):
+        mirror = start_mirror("--config", str(config))
+        threshold = sum(end_offsets(target, "target", topic, partitions)) + rng.randint(3_000, 6_000)
+        wait_for_records(target, "target", topic, partitions, threshold, description=f"kill {kill + 1}")
+        mirror.kill()
+    producer.join(timeout=180)
+    mirror = start_mirror("--config", str(config))
+    truth = source_truth(source, topic, partitions)
+    assert len(truth) == n
+
+    def everything_mirrored() -> list[ReadRecord] | None:
+        got = read_to_end(target, "target", topic, partitions)
+        return got if {r.value for r in got} >= set(truth) else None
+
+    mirrored = wait_until(everything_mirrored, timeout_s=180, description="every record on the target")
+    assert len(mirrored) > n, "the SIGKILLs left no replayed records: the drill did not happen"
+    # Commits where failover is hardest: inside a replayed stretch, just before one, and anywhere.
+    commits: dict[int, int] = {}
+    replayed: set[int] = set()
+    for p, rs in by_partition(mirrored).items():
+        upstream = [int(provenance(r, "source.offset")) for r in rs]
+        replays = [(upstream[i], upstream[i - 1]) for i in range(1, len(upstream)) if upstream[i] <= upstream[i - 1]]
+        if replays:
+            replayed.add(p)
+        if replays and p == 0:
+            start, reached = replays[0]
+            commits[p] = (start + reached) // 2 + 1
+        elif replays and p == 1:
+            commits[p] = max(0, replays[-1][0] - 3)
+        else:
+            commits[p] = rng.randint(0, len(set(upstream)))
+    commit_source_group(source, group, topic, commits)
+    group_plan = planned(config, "dr", group)
+    applied = failover("apply", config, "--link", "dr", "--group", group)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    unread = {v for v, (p, o) in truth.items() if o >= commits[p]}
+    read = consume_as_group(target, group, topic, lambda got: {r.value for r in got} >= unread)
+    missed, twice = judge(truth, commits, read)
+    assert missed == set()
+    assert twice == predicted_twice(group_plan)
+    if 1 in replayed:  # committed just before a replayed stretch: the stretch is read twice, and the plan said so
+        assert twice.get(1, 0) > 0
+    assert mirror.stop() == 0
+
+
+def test_a_transactional_source_with_aborted_transactions(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    write_config: Callable[..., Path],
+    start_mirror: Callable[..., MirrorProcess],
+    unique: Callable[[str], str],
+) -> None:
+    source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
+    partitions = 3
+    topic, group = make_topic("source", partitions), unique("app")
+    producer: Producer = new_producer(source, "source", {"transactional.id": unique("tx"), "linger.ms": 5})
+    producer.init_transactions(30)
+    aborted: set[bytes] = set()
+    for batch in range(30):
+        producer.begin_transaction()
+        values = [f"r{batch}-{i}".encode() for i in range(60)]
+        for i, v in enumerate(values):
+            producer.produce(topic, value=v, key=str(i).encode(), partition=i % partitions)
+        if batch % 3 == 1:
+            producer.abort_transaction(30)
+            aborted.update(values)
+        else:
+            producer.commit_transaction(30)
+    truth = source_truth(source, topic, partitions)
+    assert not aborted & set(truth) and len(truth) == 20 * 60
+    offsets = {p: sorted(o for q, o in truth.values() if q == p) for p in range(partitions)}
+    # p0 and p1: offsets without a record (an aborted record's or a transaction marker's); p2: a record's
+    gaps = {p: [o for o in range(offsets[p][-1]) if o not in set(offsets[p])] for p in range(partitions)}
+    commits = {
+        0: gaps[0][len(gaps[0]) // 2],
+        1: next(o for o in gaps[1] if o + 1 in set(offsets[1])),
+        2: offsets[2][70],
+    }
+    commit_source_group(source, group, topic, commits)
+    config = write_config([link("dr", topic)])
+    mirror = start_mirror("--config", str(config))
+    wait_for_records(target, "target", topic, partitions, len(truth))
+    group_plan = planned(config, "dr", group)
+    assert predicted_twice(group_plan) == {}
+    applied = failover("apply", config, "--link", "dr", "--group", group)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    unread = {v for v, (p, o) in truth.items() if o >= commits[p]}
+    read = consume_as_group(target, group, topic, lambda got: {r.value for r in got} >= unread)
+    assert judge(truth, commits, read) == (set(), {})
+    assert mirror.stop() == 0
+
+
+def test_a_compacted_topic(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    write_config: Callable[..., Path],
+    start_mirror: Callable[..., MirrorProcess],
+    unique: Callable[[str], str],
+) -> None:
+    source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
+    partitions = 2
+    compacting = {"cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01"}
+    topic, group = make_topic("source", partitions, config=compacting), unique("app")
+    # The target topic compacts too, but with segments that never roll during the test: what it holds is fixed.
+    make_topic("target", partitions, name=topic, config={"cleanup.policy": "compact"})
+    # even bursts rewrite the same 40 keys (compaction keeps only the last of them), odd bursts write keys of their
+    # own: the compacted partitions have gaps in the middle, not just a shorter start
+    for burst in range(8):
+        produce(
+            source,
+            "source",
+            topic,
+            [
+                Record(
+                    value=f"r{burst}-{i}".encode(),
+                    key=(f"k{i % 40}" if burst % 2 == 0 else f"u{burst}-{i}").encode(),
+                    partition=i % partitions,
+                )
+                for i in range(400)
+            ],
+        )
+        time.sleep(0.2)  # a new segment per burst
+    rollers = [
+        Record(value=f"roll-{i}".encode(), key=f"roll-{i}".encode(), partition=i % partitions) for i in range(10)
+    ]
+    produce(source, "source", topic, rollers)  # rolls the last burst's segment; keys of their own
+    last: list[dict[bytes, tuple[int, int]]] = []
+
+    def compacted() -> dict[bytes, tuple[int, int]] | None:
+        # compacted, and the same on two reads in a row: the cleaner is done with what it can clean
+        truth = source_truth(source, topic, partitions)
+        settled = len(truth) < 8 * 400 + 10 - 500 and last and last[-1] == truth
+        last.append(truth)
+        return truth if settled else None
+
+    truth = wait_until(compacted, timeout_s=120, interval_s=2, description="the source's log cleaner to compact")
+    offsets = {p: sorted(o for q, o in truth.values() if q == p) for p in range(partitions)}
+    present = {p: set(offsets[p]) for p in range(partitions)}
+    # p0: an offset compaction removed; p1: a record still there
+    commits = {
+        0: next(o for o in range(offsets[0][-1]) if o not in present[0] and o > offsets[0][0]),
+        1: offsets[1][len(offsets[1]) // 2],
+    }
+    commit_source_group(source, group, topic, commits)
+    config = write_config([link("dr", topic)])
+    mirror = start_mirror("--config", str(config))
+    wait_for_records(target, "target", topic, partitions, len(truth))
+    group_plan = planned(config, "dr", group)
+    assert predicted_twice(group_plan) == {}
+    assert failover("apply", config, "--link", "dr", "--group", group).returncode == 0
+    unread = {v for v, (p, o) in truth.items() if o >= commits[p]}
+    read = consume_as_group(target, group, topic, lambda got: {r.value for r in got} >= unread)
+    assert judge(truth, commits, read) == (set(), {})
+    assert mirror.stop() == 0

@@ -1,0 +1,165 @@
+"""Exact translation on the target histories a mirror really leaves: replays after crashes, gaps in the source
+offsets, retention, records of other writers, several source partitions in one target partition. Each case states
+what a consumer starting at the answer reads, worked out by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from failover.translate import TargetLog, check_position, source_progress, translate
+
+S = ("orders", 0)
+S1 = ("orders", 1)
+
+
+def log_of(
+    history: list[tuple[tuple[str, int], int] | None], floors: dict[tuple[str, int], int], *, start: int = 0
+) -> TargetLog:
+    """A target partition holding `history` from position `start` on (None: a record of another writer)."""
+    log = TargetLog("orders", 0, floors)
+    for i, entry in enumerate(history):
+        if entry is None:
+            log.add(start + i, None)
+        else:
+            log.add(start + i, entry[0], entry[1])
+    log.finish(start + len(history))
+    return log
+
+
+def run(offsets: range | list[int], source: tuple[str, int] = S) -> list[tuple[tuple[str, int], int] | None]:
+    return [(source, o) for o in offsets]
+
+
+def reads_from(log_history: list[tuple[tuple[str, int], int] | None], t: int, start: int = 0) -> list[int]:
+    return [e[1] for e in log_history[t - start :] if e is not None]
+
+
+def test_a_clean_mirror_translates_to_the_same_place() -> None:
+    history = run(range(100))
+    t = translate(log_of(history, {S: 40}), {S: 40})
+    assert (t.offset, t.read_twice, t.unread_here, t.method) == (40, 0, 60, "exact")
+    assert reads_from(history, t.offset) == list(range(40, 100))
+
+
+def test_a_commit_inside_a_replayed_stretch_starts_in_the_replay() -> None:
+    # 0..99 written, the mirror crashed with 80 committed and wrote 80..199 again from position 100.
+    history = run(range(100)) + run(range(80, 200))
+    t = translate(log_of(history, {S: 90}), {S: 90})
+    assert (t.offset, t.read_twice) == (110, 0)
+    assert reads_from(history, 110) == list(range(90, 200))
+
+
+def test_a_commit_before_the_replay_point_reads_the_replayed_stretch_twice_and_says_so() -> None:
+    history = run(range(100)) + run(range(80, 200))
+    t = translate(log_of(history, {S: 70}), {S: 70})
+    assert (t.offset, t.read_twice) == (70, 20)  # 80..99 at 80..99, then again from 100
+    read = reads_from(history, t.offset)
+    assert len(read) - len(set(read)) == t.read_twice and set(read) == set(range(70, 200))
+
+
+def test_a_replay_still_under_way_keeps_every_unread_record_and_counts_the_replayed_ones() -> None:
+    # 0..99 written, crash, the replay from 80 has reached 90 so far: 91..99 exist only in the first run.
+    history = run(range(100)) + run(range(80, 91))
+    t = translate(log_of(history, {S: 85}), {S: 85})
+    assert t.offset == 91
+    read = reads_from(history, 91)
+    assert set(range(85, 100)) <= set(read)
+    assert t.read_twice == sum(1 for o in read if o < 85) == 5
+
+
+def test_two_crashes_leave_two_replays() -> None:
+    history = run(range(50)) + run(range(30, 120)) + run(range(100, 150))
+    for commit in (10, 35, 60, 105, 149, 150):
+        log = log_of(history, {S: 0})
+        t = translate(log, {S: commit})
+        read = reads_from(history, t.offset)
+        assert set(range(commit, 150)) <= set(read), commit
+        assert t.read_twice == len(read) - len(set(read)) + sum(1 for o in set(read) if o < commit), commit
+        # nothing later would do: one position further misses a record
+        if log.end is not None and t.offset < log.end:
+            assert check_position(log, {S: commit}, t.offset + 1).missed > 0, commit
+
+
+def test_gaps_in_the_source_offsets_are_not_records() -> None:
+    # a transactional source: commit markers at every third offset, aborted records never mirrored
+    offsets = [o for o in range(60) if o % 3 != 2 and not 30 <= o < 40]
+    history = run(offsets)
+    for commit, first in ((2, 3), (31, 40), (58, 58)):
+        t = translate(log_of(history, {S: 0}), {S: commit})
+        assert history[t.offset] == (S, first), commit
+        assert t.read_twice == 0
+    assert translate(log_of(history, {S: 0}), {S: 59}).offset == len(history)  # 59 is a marker: nothing unread
+
+
+def test_a_group_level_with_or_ahead_of_the_mirror_starts_at_the_end_and_the_rest_is_to_come() -> None:
+    history = run(range(100))
+    log = log_of(history, {S: 100})
+    t = translate(log, {S: 100})
+    assert (t.offset, t.read_twice, t.unread_here) == (100, 0, 0)
+    ahead = translate(log_of(history, {S: 150}), {S: 150})
+    assert ahead.offset == 100
+    progress = source_progress(S, 150, 180, [log])
+    assert (progress.not_mirrored, progress.last_on_target) == (30, 99)
+    assert source_progress(S, 90, 180, [log]).not_mirrored == 80
+
+
+def test_retention_that_removed_the_start_of_the_target_is_counted_not_hidden() -> None:
+    history = run(range(50, 100))
+    log = log_of(history, {S: 20}, start=50)
+    t = translate(log, {S: 20})
+    assert t.offset == 50
+    assert source_progress(S, 20, 100, [log]).before_first == 30
+
+
+def test_records_of_other_writers_are_read_but_never_counted_as_read_twice() -> None:
+    history: list[tuple[tuple[str, int], int] | None] = []
+    for o in range(40):
+        history += [(S, o), None]
+    t = translate(log_of(history, {S: 10}), {S: 10})
+    assert t.offset == 20 and t.read_twice == 0
+
+
+def test_several_source_partitions_in_one_target_partition_take_the_earliest_unread() -> None:
+    # hash partitioning: two source partitions interleaved; the group is further on S1 than on S
+    history: list[tuple[tuple[str, int], int] | None] = []
+    for o in range(30):
+        history += [(S, o), (S1, o)]
+    t = translate(log_of(history, {S: 0, S1: 0}), {S: 10, S1: 20})
+    assert t.offset == 20  # S's offset 10
+    assert t.read_twice == 10  # S1's 10..19 lie between
+    read = [e for e in history[t.offset :] if e is not None]
+    assert {o for s, o in read if s == S} == set(range(10, 30))
+
+
+def test_a_source_partition_without_a_commit_does_not_move_the_answer() -> None:
+    history: list[tuple[tuple[str, int], int] | None] = []
+    for o in range(30):
+        history += [(S1, o), (S, o)]
+    t = translate(log_of(history, {S: 0}), {S: 25})
+    assert t.offset == 51 and t.read_twice == 0
+
+
+def test_check_position_counts_what_a_wrong_position_misses_or_reads_twice() -> None:
+    history = run(range(100)) + run(range(80, 200))
+    log = log_of(history, {S: 0})
+    assert check_position(log, {S: 90}, 110).missed == 0
+    late = check_position(log, {S: 90}, 115)
+    assert (late.exact, late.missed) == (110, 5)
+    early = check_position(log, {S: 90}, 90)
+    assert (early.missed, early.read_twice) == (0, 20)
+
+
+def test_the_log_refuses_commits_below_what_it_kept_and_answers_before_finishing() -> None:
+    log = log_of(run(range(10)), {S: 5})
+    with pytest.raises(ValueError, match="below the floors"):
+        translate(log, {S: 2})
+    unfinished = TargetLog("orders", 0, {S: 0})
+    unfinished.add(0, S, 0)
+    with pytest.raises(ValueError, match="not finished"):
+        translate(unfinished, {S: 0})
+
+
+def test_only_records_from_the_lowest_floor_on_are_kept() -> None:
+    log = log_of(run(range(1000)), {S: 990})
+    assert log.kept == 10 and log.records == 1000
+    assert (log.first_seen[S], log.last_seen[S]) == (0, 999)
