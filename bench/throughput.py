@@ -53,21 +53,13 @@ from bench.common import (
     stop_peer,
     topic_label,
 )
+from bench.mm2 import DATA_ONLY, mm2_command, mm2_properties
 from mirrorwatch.config import ClusterConfig, MirrorwatchConfig
-from mirrorwatch.jars import CONNECT_MIRROR, resolve_jars
 from mirrorwatch.kafka import create_topics, new_admin, new_consumer, new_producer
 
 PEERS = ("python-1", "python-2", "spark", "kcat", "mm2", "mm2-tuned")
 KEEPS_PARTITIONS = {"python-1", "python-2", "spark", "mm2", "mm2-tuned"}
 PEER_TIMEOUT_S = 900.0  # one peer's drain, at most
-MM2_LOG4J = """status = error
-rootLogger.level = warn
-rootLogger.appenderRef.stdout.ref = STDOUT
-appender.stdout.type = Console
-appender.stdout.name = STDOUT
-appender.stdout.layout.type = PatternLayout
-appender.stdout.layout.pattern = %d %p %c: %m%n
-"""
 
 
 @dataclass(frozen=True)
@@ -245,49 +237,16 @@ def peer_command(
 def _mm2_command(work: Path, clusters: MirrorwatchConfig, source_topic: str, alias: str, *, tuned: bool) -> list[str]:
     """MirrorMaker 2 in dedicated mode, the source cluster under a fresh alias (so its DefaultReplicationPolicy target
     topic `<alias>.<topic>` and its internal topics are new each run); defaults, or a throughput profile."""
-    jars = resolve_jars(CONNECT_MIRROR, progress=lambda line: print(line, flush=True))
-    lines = [
-        f"clusters = {alias}, target",
-        f"{alias}.bootstrap.servers = {clusters.clusters['source'].bootstrap_servers}",
-        f"target.bootstrap.servers = {clusters.clusters['target'].bootstrap_servers}",
-        f"{alias}->target.enabled = true",
-        f"{alias}->target.topics = {re.escape(source_topic)}",
-        f"target->{alias}.enabled = false",
-        "refresh.topics.interval.seconds = 5",
-        "emit.checkpoints.enabled = false",
-        "emit.heartbeats.enabled = false",
-        "sync.group.offsets.enabled = false",
-        # single-broker clusters
-        *(
-            f"{name}.replication.factor = 1"
-            for name in ("checkpoints.topic", "heartbeats.topic", "offset-syncs.topic", "offset.storage")
-        ),
-        "status.storage.replication.factor = 1",
-        "config.storage.replication.factor = 1",
-        "replication.factor = 1",
-    ]
-    if tuned:
-        lines += [
-            "tasks.max = 2",
-            f"{alias}.consumer.max.poll.records = 5000",
-            f"{alias}.consumer.fetch.min.bytes = 65536",
-            "target.producer.linger.ms = 20",
-            "target.producer.batch.size = 524288",
-            "target.producer.compression.type = lz4",
-        ]
-    properties = work / f"mm2-{alias}.properties"
-    properties.write_text("\n".join(lines) + "\n")
-    log4j = work / "mm2-log4j2.properties"
-    log4j.write_text(MM2_LOG4J)
-    return [
-        "java",
-        "-Xmx1g",
-        f"-Dlog4j2.configurationFile={log4j}",
-        "-cp",
-        f"{jars}/*",
-        "org.apache.kafka.connect.mirror.MirrorMaker",
-        str(properties),
-    ]
+    tuning = (
+        "tasks.max = 2",
+        f"{alias}.consumer.max.poll.records = 5000",
+        f"{alias}.consumer.fetch.min.bytes = 65536",
+        "target.producer.linger.ms = 20",
+        "target.producer.batch.size = 524288",
+        "target.producer.compression.type = lz4",
+    )
+    lines = mm2_properties(clusters, alias, [source_topic], [*DATA_ONLY, *(tuning if tuned else ())])
+    return mm2_command(work, alias, lines)
 
 
 def target_topic_for(peer: str, clusters: MirrorwatchConfig, source_topic: str, partitions: int) -> str:

@@ -17,9 +17,10 @@ from typing import Any
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
 from confluent_kafka.admin import AdminClient
 
+from failover.by_time import read_record_at, translate_by_time
 from failover.scan import Watermarks, scan_target, watermarks
 from failover.translate import SourcePartition, SourceProgress, TargetLog, Translation, source_progress, translate
-from mirrorwatch.config import LinkConfig, MirrorwatchConfig
+from mirrorwatch.config import ClusterConfig, LinkConfig, MirrorwatchConfig
 from mirrorwatch.errors import MirrorwatchError
 from mirrorwatch.kafka import kafka_error, new_admin
 from mirrorwatch.rename import rename_policy
@@ -56,8 +57,9 @@ class GroupPlan:
     unmirrored: list[str] = field(default_factory=list)  # committed source topics with nothing on the target
 
     @property
-    def read_twice(self) -> int:
-        return sum(t.read_twice for t in self.translations)
+    def read_twice(self) -> int | None:
+        counts = [t.read_twice for t in self.translations]
+        return None if None in counts else sum(c for c in counts if c is not None)
 
     @property
     def not_mirrored(self) -> int:
@@ -198,6 +200,7 @@ def make_plan(
     started = time.monotonic()
     link = find_link(config, link_name)
     source_cluster, target_cluster = config.clusters[link.source], config.clusters[link.target]
+    clusters = _Clusters(link, source_cluster, target_cluster)
     source_admin = new_admin(source_cluster, link.source)
     target_admin = new_admin(target_cluster, link.target)
     source_id = _cluster_id(source_admin, link.source)
@@ -229,7 +232,7 @@ def make_plan(
     plans: list[GroupPlan] = []
     for group in sorted(commits):
         target = targets[mapping.get(group, group)]
-        plans.append(_group_plan(link, group, commits[group], target, target_topic_of, logs, source_ends))
+        plans.append(_group_plan(clusters, group, commits[group], target, target_topic_of, logs, source_ends))
     for g in named:
         plan = next(p for p in plans if p.group == g)
         if not plan.translations:
@@ -273,7 +276,7 @@ def _wanted_partitions(
 
 
 def _group_plan(  # noqa: PLR0917 - the plan's parts, each read once
-    link: LinkConfig,
+    clusters: _Clusters,
     group: str,
     commits: dict[SourcePartition, int],
     target: TargetGroup,
@@ -281,6 +284,7 @@ def _group_plan(  # noqa: PLR0917 - the plan's parts, each read once
     logs: dict[tuple[str, int], TargetLog],
     source_ends: dict[tuple[str, int], Watermarks],
 ) -> GroupPlan:
+    link = clusters.link
     translations: list[Translation] = []
     unmirrored: list[str] = []
     for source_topic in sorted({t for t, _ in commits}):
@@ -289,13 +293,30 @@ def _group_plan(  # noqa: PLR0917 - the plan's parts, each read once
         topic_logs = [log for (t, _), log in sorted(logs.items()) if t == tt]
         if link.partitioning == "preserve":
             topic_logs = [log for log in topic_logs if (source_topic, log.partition) in mine]
-        if not any(sp in log.last_seen for log in topic_logs for sp in mine):
+        if any(sp in log.last_seen for log in topic_logs for sp in mine):
+            translations.extend(translate(log, mine) for log in topic_logs)
+        elif topic_logs and any(log.records for log in topic_logs):
+            # another mirror wrote this topic (no provenance of this source): by timestamp, partition for partition
+            for (topic, partition), offset in sorted(mine.items()):
+                log = logs.get((tt, partition))
+                if log is None or log.end is None:
+                    continue
+                first = read_record_at(clusters.source, link.source, topic, partition, offset)
+                translations.append(
+                    translate_by_time(clusters.target, link.target, tt, partition, end=log.end, first_unread=first)
+                )
+        else:
             unmirrored.append(source_topic)
-            continue
-        translations.extend(translate(log, mine) for log in topic_logs)
     sources = [
         source_progress(sp, o, source_ends[sp].end, logs.values())
         for sp, o in sorted(commits.items())
         if sp[0] not in unmirrored
     ]
     return GroupPlan(group, target, commits, translations, sources, unmirrored)
+
+
+@dataclass(frozen=True)
+class _Clusters:
+    link: LinkConfig
+    source: ClusterConfig
+    target: ClusterConfig

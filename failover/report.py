@@ -31,9 +31,10 @@ def plan_lines(plan: FailoverPlan) -> list[str]:
             )
             for t in g.translations:
                 now = g.target.committed.get((t.topic, t.partition))
+                twice = "?" if t.read_twice is None else t.read_twice
                 lines.append(
                     f"  {t.topic + f'[{t.partition}]':<32} {t.offset:>10} {t.method:<7} "
-                    f"{'-' if now is None else now:>10} {t.unread_here:>8} {t.read_twice:>10}"
+                    f"{'-' if now is None else now:>10} {t.unread_here:>8} {twice:>10}"
                 )
             lines.append(
                 f"  {'source partition':<32} {'committed':>10} {'high-wm':>10} {'mirrored':>10} {'to come':>8}"
@@ -52,7 +53,8 @@ def plan_lines(plan: FailoverPlan) -> list[str]:
         for topic in g.unmirrored:
             lines.append(f"  ! {topic}: nothing of it on the target through this link; not translated")
         lines.append(
-            f"  a consumer starting there reads {g.read_twice} record(s) twice; "
+            f"  a consumer starting there reads {'an unknown number of' if g.read_twice is None else g.read_twice} "
+            "record(s) twice; "
             f"{g.not_mirrored} offset(s) at or after its commits are not mirrored yet"
         )
     return lines

@@ -143,9 +143,9 @@ class Translation:
     topic: str
     partition: int
     offset: int
-    method: str  # "exact"
+    method: str  # "exact", "time" or "mm2-checkpoint"
     how: str  # in words: what the offset points at
-    read_twice: int  # copies at or after `offset` of records the group read on the source, or extra copies
+    read_twice: int | None  # copies at or after `offset` of records the group read, or extra copies (None: unknown)
     unread_here: int  # records at or after the commit that are on this partition (each once) from `offset` on
     end: int
 
