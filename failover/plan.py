@@ -18,7 +18,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from failover.by_time import read_record_at, translate_by_time
-from failover.scan import Watermarks, scan_target, watermarks
+from failover.scan import TargetScans, Watermarks, scan_target, watermarks
 from failover.translate import SourcePartition, SourceProgress, TargetLog, Translation, source_progress, translate
 from mirrorwatch.config import ClusterConfig, LinkConfig, MirrorwatchConfig
 from mirrorwatch.errors import MirrorwatchError
@@ -122,10 +122,16 @@ def _cluster_id(admin: AdminClient, alias: str) -> str:
 
 
 def select_groups(
-    admin: AdminClient, alias: str, names: Iterable[str], pattern: str | None, exclude: set[str]
+    admin: AdminClient,
+    alias: str,
+    names: Iterable[str],
+    pattern: str | None,
+    exclude: set[str],
+    *,
+    select: Callable[[str], bool] | None = None,
 ) -> list[str]:
-    """The groups to translate: those named (each must exist), those matching `pattern`, or every group but the
-    mirror's own."""
+    """The groups to translate: those named (each must exist), those matching `pattern` or `select`, or every group
+    but the mirror's own."""
     try:
         listing = admin.list_consumer_groups(request_timeout=TIMEOUT_S).result(timeout=TIMEOUT_S)
     except KafkaException as exc:
@@ -137,6 +143,8 @@ def select_groups(
         raise FailoverUsageError(f"no consumer group {', '.join(map(repr, unknown))} on {alias}")
     if named:
         return named
+    if select is not None:
+        return sorted(g for g in existing if select(g) and g not in exclude)
     if pattern is not None:
         try:
             regex = re.compile(pattern)
@@ -196,7 +204,11 @@ def make_plan(
     pattern: str | None = None,
     group_map: dict[str, str] | None = None,
     progress: Callable[[str], None] | None = None,
+    select: Callable[[str], bool] | None = None,
+    scans: TargetScans | None = None,
 ) -> FailoverPlan:
+    """The plan for the groups named, matching `pattern` or `select` (default: all but the mirrors' own). With
+    `scans` (a standby's), the target partitions are read on from where its last round ended."""
     started = time.monotonic()
     link = find_link(config, link_name)
     source_cluster, target_cluster = config.clusters[link.source], config.clusters[link.target]
@@ -205,7 +217,7 @@ def make_plan(
     target_admin = new_admin(target_cluster, link.target)
     source_id = _cluster_id(source_admin, link.source)
     own = {ln.consumer_group for ln in config.links}
-    selected = select_groups(source_admin, link.source, groups, pattern, own)
+    selected = select_groups(source_admin, link.source, groups, pattern, own, select=select)
     commits = committed_offsets(source_admin, link.source, selected)
     named = list(groups)
     empty = [g for g in named if not commits.get(g)]
@@ -214,6 +226,9 @@ def make_plan(
             f"group {', '.join(map(repr, empty))} has no committed offsets on {link.source}: nothing to translate"
         )
     commits = {g: c for g, c in commits.items() if c}
+    # topics the link does not select are not translated (they are named in the plan)
+    outside = {g: sorted({t for t, _ in c if not link.topics.matches(t)}) for g, c in commits.items()}
+    commits = {g: {sp: o for sp, o in c.items() if link.topics.matches(sp[0])} for g, c in commits.items()}
     policy = rename_policy(link.rename, link.source)
     target_topic_of = {t: policy.target_topic(t) for c in commits.values() for t, _ in c}
     target_partitions = _partitions_of(target_admin, link.target, set(target_topic_of.values()))
@@ -224,7 +239,10 @@ def make_plan(
         for sp, offset in c.items():
             floors[sp] = min(offset, floors.get(sp, offset))
     ends: dict[tuple[str, int], Watermarks] = watermarks(target_admin, sorted(wanted))
-    logs = scan_target(target_cluster, link.target, ends, source_id, floors, progress=progress)
+    if scans is not None:
+        logs = scans.update(ends, source_id, floors)
+    else:
+        logs = scan_target(target_cluster, link.target, ends, source_id, floors, progress=progress)
     source_ends = watermarks(source_admin, sorted(floors))
 
     mapping = group_map or {}
@@ -232,7 +250,9 @@ def make_plan(
     plans: list[GroupPlan] = []
     for group in sorted(commits):
         target = targets[mapping.get(group, group)]
-        plans.append(_group_plan(clusters, group, commits[group], target, target_topic_of, logs, source_ends))
+        plan = _group_plan(clusters, group, commits[group], target, target_topic_of, logs, source_ends)
+        plan.unmirrored.extend(outside[group])
+        plans.append(plan)
     for g in named:
         plan = next(p for p in plans if p.group == g)
         if not plan.translations:

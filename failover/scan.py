@@ -25,7 +25,7 @@ from mirrorwatch.errors import KafkaClientError
 from mirrorwatch.kafka import error_text, kafka_error, new_consumer
 from mirrorwatch.provenance import provenance_source
 
-__all__ = ["Watermarks", "scan_target", "watermarks"]
+__all__ = ["TargetScans", "Watermarks", "scan_target", "watermarks"]
 
 log = logging.getLogger("mirrorwatch.failover")
 
@@ -67,18 +67,21 @@ def scan_target(
     floors: Mapping[SourcePartition, int],
     *,
     progress: Callable[[str], None] | None = None,
+    resume: Mapping[tuple[str, int], TargetLog] | None = None,
 ) -> dict[tuple[str, int], TargetLog]:
     """Every record of each partition in `ends`, from its log start to its end: a finished TargetLog per partition
-    holding what `source_cluster_id` wrote there (by each record's provenance, last hop)."""
-    logs = {tp: TargetLog(tp[0], tp[1], floors) for tp in ends}
-    todo = {tp for tp, w in ends.items() if w.end > w.start}
+    holding what `source_cluster_id` wrote there (by each record's provenance, last hop). A log in `resume` is
+    continued from where it ended instead."""
+    logs = {tp: (resume or {}).get(tp) or TargetLog(tp[0], tp[1], floors) for tp in ends}
+    starts = {tp: log.end if log.end is not None else OFFSET_BEGINNING for tp, log in logs.items()}
+    todo = {tp for tp, w in ends.items() if w.end > max(w.start, starts[tp])}
     for tp, w in ends.items():
         if tp not in todo:
             logs[tp].finish(w.end)
     if not todo:
         return logs
     source_id = source_cluster_id.encode()
-    total = sum(ends[tp].end - ends[tp].start for tp in todo)
+    total = sum(ends[tp].end - max(ends[tp].start, starts[tp]) for tp in todo)
     consumer = new_consumer(
         cluster,
         alias,
@@ -92,7 +95,7 @@ def scan_target(
         },
     )
     try:
-        consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in sorted(todo)])
+        consumer.assign([TopicPartition(t, p, starts[(t, p)]) for t, p in sorted(todo)])
         scanned, last_progress, last_record = 0, time.monotonic(), time.monotonic()
         while todo:
             batch = consumer.consume(num_messages=10_000, timeout=1.0)
@@ -152,3 +155,30 @@ def _feed(log: TargetLog, offset: int, msg: Message, source_id: bytes) -> None:
         log.add(offset, None)
     else:
         log.add(offset, (found[1], found[2]), found[3])
+
+
+class TargetScans:
+    """Target logs kept from one round to the next (a standby's): a round reads only what arrived since the last.
+    A partition is read again from its start when the groups' floors went below what its log kept, or when its
+    log start passed where the last round ended (retention, a recreated topic)."""
+
+    def __init__(self, cluster: ClusterConfig, alias: str) -> None:
+        self.cluster, self.alias = cluster, alias
+        self.logs: dict[tuple[str, int], TargetLog] = {}
+        self.rescans = 0
+
+    def update(
+        self, ends: Mapping[tuple[str, int], Watermarks], source_cluster_id: str, floors: Mapping[SourcePartition, int]
+    ) -> dict[tuple[str, int], TargetLog]:
+        resume: dict[tuple[str, int], TargetLog] = {}
+        for tp, w in ends.items():
+            log = self.logs.get(tp)
+            if log is None or log.end is None:
+                continue
+            if log.keeps_enough_for(floors) and log.end <= w.end and w.start <= log.end:
+                log.raise_floors(floors)
+                resume[tp] = log
+            else:
+                self.rescans += 1
+        self.logs = scan_target(self.cluster, self.alias, ends, source_cluster_id, floors, resume=resume)
+        return self.logs

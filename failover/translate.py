@@ -104,6 +104,29 @@ class TargetLog:
                 flags[i] = 1
         self._last_copy = flags
 
+    def keeps_enough_for(self, floors: Mapping[SourcePartition, int]) -> bool:
+        """True when answers for groups at or above `floors` can come from what this log kept: no floor is below
+        the one it was kept from, and no source partition is new to it (records of one skipped before keeping
+        began are gone)."""
+        return all(s in self.floors and o >= self.floors[s] for s, o in floors.items())
+
+    def raise_floors(self, floors: Mapping[SourcePartition, int]) -> None:
+        """Forget what no group at or above the new `floors` can need (a standby's groups move forward); the log
+        must keep enough for them (`keeps_enough_for`)."""
+        if not self.keeps_enough_for(floors):
+            raise ValueError(f"floors {dict(floors)} are below what the log kept from: {dict(self.floors)}")
+        self.floors = dict(floors)
+        drop = 0
+        for i in range(len(self._positions)):
+            floor = self.floors.get(self._sources[self._which[i]])
+            if floor is not None and self._offsets[i] >= floor:
+                break
+            drop = i + 1
+        if drop:
+            del self._positions[:drop], self._which[:drop], self._offsets[:drop]
+            if self._last_copy:
+                del self._last_copy[:drop]
+
     @property
     def kept(self) -> int:
         return len(self._positions)

@@ -35,8 +35,10 @@ from mirrorwatch.errors import ConfigError, ConfigProblem
 
 __all__ = [
     "CanaryConfig",
+    "CheckpointConfig",
     "ClusterConfig",
     "FormatRename",
+    "GroupSelection",
     "HttpConfig",
     "IdentityRename",
     "LinkConfig",
@@ -141,6 +143,21 @@ class TopicSelection(_Model):
 
     def matches(self, topic: str) -> bool:
         return any(p.fullmatch(topic) for p in self.include) and not any(p.fullmatch(topic) for p in self.exclude)
+
+
+class GroupSelection(TopicSelection):
+    """Which consumer groups of the source a standby keeps ready: full-match regexes on the group id."""
+
+
+class CheckpointConfig(_Model):
+    """Standby groups kept ready (MirrorMaker 2's emit.checkpoints and sync.group.offsets, translated exactly):
+    every `interval_seconds` the selected source groups are translated to the target and published; with
+    `sync_group_offsets` the translations are committed to the target groups that have no active members, only
+    forward."""
+
+    groups: GroupSelection = GroupSelection()
+    interval_seconds: Annotated[float, Field(ge=1, le=3600)] = 10
+    sync_group_offsets: bool = False
 
 
 class IdentityRename(_Model):
@@ -259,6 +276,8 @@ class LinkConfig(_Model):
     consumer_properties: ClientProperties = Field(default_factory=dict)
     producer_properties: ClientProperties = Field(default_factory=dict)
     spark: SparkOptions = SparkOptions()
+    # Standby groups kept ready on the target (failover checkpoints); unset: none.
+    checkpoint: CheckpointConfig | None = None
 
     @property
     def consumer_group(self) -> str:

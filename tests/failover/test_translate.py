@@ -163,3 +163,21 @@ def test_only_records_from_the_lowest_floor_on_are_kept() -> None:
     log = log_of(run(range(1000)), {S: 990})
     assert log.kept == 10 and log.records == 1000
     assert (log.first_seen[S], log.last_seen[S]) == (0, 999)
+
+
+def test_a_log_kept_across_rounds_answers_as_a_fresh_one_after_its_floors_rise() -> None:
+    history = run(range(100)) + run(range(80, 200))
+    log = log_of(history[:150], {S: 10})
+    log.raise_floors({S: 60})
+    assert log.kept < 150 - 10
+    for position, entry in enumerate(history[150:], start=150):
+        assert entry is not None
+        log.add(position, entry[0], entry[1])
+    log.finish(len(history))
+    fresh = log_of(history, {S: 60})
+    for commit in (60, 85, 90, 150, 199, 200):
+        assert translate(log, {S: commit}) == translate(fresh, {S: commit}), commit
+    assert log.keeps_enough_for({S: 70}) and not log.keeps_enough_for({S: 50})
+    assert not log.keeps_enough_for({S: 70, S1: 0})  # a source partition it never kept
+    with pytest.raises(ValueError, match="below what the log kept"):
+        log.raise_floors({S: 20})
