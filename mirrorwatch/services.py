@@ -11,12 +11,15 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from canary.exporter import CanaryCollector
 from canary.service import CanaryService
+from failover.exporter import StandbyCollector
+from failover.standby import Standby
 from mirror.runner import python_links, run_links, tune_gc, worker_for
 from mirror.worker import WorkerBase
 from mirrorwatch.clock import SystemClock
@@ -35,6 +38,7 @@ __all__ = [
     "run_everything",
     "run_monitor",
     "serve",
+    "standbys_running",
 ]
 
 log = logging.getLogger("mirrorwatch")
@@ -45,11 +49,17 @@ def serve(
     monitor: MonitorService | None,
     canary: CanaryService | None,
     *,
+    standbys: Sequence[Standby] = (),
     any_port_if_taken: bool = False,
 ) -> HttpServer:
     """The HTTP API on http.host:http.port with what runs in this process. Without an in-process canary, `/canary`
     serves the status a canary in another process publishes."""
-    routes, collectors = [], []
+    routes: list[Route] = []
+    collectors: list[Collector] = []
+    if standbys:
+        routes.append(Route("/mirror/links/{link}/checkpoints", _checkpoints_route(standbys)))
+        clock = SystemClock()
+        collectors.append(StandbyCollector(lambda: [s.view() for s in standbys], clock.now_ms))
     if canary is not None:
         routes.append(Route("/canary", _json_route(canary.as_json)))
         collectors.append(CanaryCollector(canary.view))
@@ -80,6 +90,33 @@ def _json_route(body: Callable[[], Mapping[str, Any] | None]) -> Callable[[Reque
         return JSONResponse(document)
 
     return respond
+
+
+def _checkpoints_route(standbys: Sequence[Standby]) -> Callable[[Request], Awaitable[Response]]:
+    by_link = {s.link.name: s for s in standbys}
+
+    async def respond(request: Request) -> Response:
+        name = request.path_params["link"]
+        standby = by_link.get(name)
+        if standby is None:
+            message = f"link {name!r} keeps no standby groups here (no checkpoint: section, or no such link)"
+            return JSONResponse({"error": True, "message": message}, status_code=404)
+        return JSONResponse(standby.view().as_json())
+
+    return respond
+
+
+@contextlib.contextmanager
+def standbys_running(config: MirrorwatchConfig) -> Iterator[list[Standby]]:
+    """The standby of every link with a `checkpoint:` section, for the duration of the block."""
+    standbys = [Standby(config, link) for link in config.links if link.checkpoint is not None]
+    for standby in standbys:
+        standby.start()
+    try:
+        yield standbys
+    finally:
+        for standby in standbys:
+            standby.stop()
 
 
 def _published_canary(config: MirrorwatchConfig) -> Mapping[str, Any] | None:
@@ -135,16 +172,17 @@ def _monitoring(
     """The monitor collecting and the HTTP API serving, for the duration of the block."""
     service = MonitorService(config.monitor, config.clusters, config.links, link_statuses=link_statuses)
     service.start()
-    try:
-        server = serve(config, service, canary, any_port_if_taken=any_port_if_taken)
-    except BaseException:
-        service.stop()
-        raise
-    try:
-        yield service, server
-    finally:
-        server.stop()
-        service.stop()
+    with standbys_running(config) as standbys:
+        try:
+            server = serve(config, service, canary, standbys=standbys, any_port_if_taken=any_port_if_taken)
+        except BaseException:
+            service.stop()
+            raise
+        try:
+            yield service, server
+        finally:
+            server.stop()
+            service.stop()
 
 
 def run_monitor(config: MirrorwatchConfig, stop: threading.Event) -> int:
