@@ -29,6 +29,8 @@ THRESHOLDS: dict[str, tuple[str, str]] = {
     "canary_absent_for": ("1m", "a link the canary reports absent, for this long"),
     "drift_for": ("15m", "a topic config or partition count differing between source and target, for this long"),
     "rate_window": ("5m", "window of rate() in the recording rules and the stall check"),
+    "checkpoint_stale_intervals": ("3", "checkpoint intervals without a good round after which a link's standby is stale"),
+    "checkpoint_stale_for": ("2m", "how long the standby must stay stale"),
 }
 DEFAULT_THRESHOLDS: dict[str, str] = {name: default for name, (default, _meaning) in THRESHOLDS.items()}
 
@@ -48,6 +50,8 @@ METRICS_USED = (
     "mirrorwatch_canary_probes_lost_total",
     "mirrorwatch_canary_absent",
     "mirrorwatch_topic_config_drift",
+    "mirrorwatch_failover_checkpoint_timestamp_seconds",
+    "mirrorwatch_failover_checkpoint_interval_seconds",
 )
 
 
@@ -194,6 +198,17 @@ def build_rules(overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
             "Topic {{ $labels.target_topic }} differs from its source in {{ $labels.config }}",
             "Link {{ $labels.link }}: {{ $labels.config }} of target topic {{ $labels.target_topic }} differs from "
             "source topic {{ $labels.source_topic }}.",
+        ),
+        _alert(
+            "MirrorwatchCheckpointsStale",
+            "time() - mirrorwatch_failover_checkpoint_timestamp_seconds"
+            f" > {t['checkpoint_stale_intervals']} * mirrorwatch_failover_checkpoint_interval_seconds",
+            t["checkpoint_stale_for"],
+            "warning",
+            "Standby groups of link {{ $labels.link }} are not kept ready",
+            "The last good checkpoint round of link {{ $labels.link }} read the source groups' commits "
+            "{{ $value | humanizeDuration }} ago: a failover now would start the target groups where they were "
+            "then. See /mirror/links/{{ $labels.link }}/checkpoints for the error.",
         ),
     ]
     # One group: its rules are evaluated in order, so every alert sees the recording rules of the same evaluation.

@@ -229,6 +229,36 @@ def mirror_overview() -> DashboardBuilder:
                 "Topic configs and partition counts that differ between a source topic and its target.",
             )
         )
+        .with_row(Row("Failover readiness (standby groups)"))
+        .with_panel(
+            _series(
+                "Checkpoint age",
+                "s",
+                _query(f"time() - mirrorwatch_failover_checkpoint_timestamp_seconds{{{sel}}}", "{{link}}"),
+                _query(f"3 * mirrorwatch_failover_checkpoint_interval_seconds{{{sel}}}", "{{link}} stale above"),
+                description="Links with a checkpoint: section: how old the last good translation of the standby "
+                "groups is (the MirrorwatchCheckpointsStale alert fires above three intervals).",
+            )
+        )
+        .with_panel(
+            _series(
+                "Records a failover now would read twice or not find",
+                "short",
+                _query(f"sum by (link) (mirrorwatch_failover_reread_records{{{sel}}})", "{{link}} read twice"),
+                _query(
+                    f"sum by (link) (mirrorwatch_failover_unmirrored_records{{{sel}}})", "{{link}} not mirrored yet"
+                ),
+                description="Summed over the standby groups: records a consumer started on the target now would "
+                "read twice, and offsets at or after the groups' commits the target does not have yet.",
+            )
+        )
+        .with_panel(
+            _table(
+                "Standby groups not ready",
+                _query(f"mirrorwatch_failover_group_ready{{{sel}}} == 0", instant=True, table_format=True),
+                "Why: /mirror/links/<link>/checkpoints, or the console's Failover page.",
+            )
+        )
     )
 
 

@@ -14,6 +14,7 @@ import yaml
 
 from alerts.rules import DEFAULT_THRESHOLDS, METRICS_USED, build_rules, parse_overrides, render
 from canary.exporter import CANARY_METRIC_NAMES
+from failover.exporter import FAILOVER_METRIC_NAMES
 from monitor.exporter import METRIC_NAMES
 
 ALERTS = Path(__file__).resolve().parents[2] / "alerts"
@@ -60,7 +61,7 @@ def test_every_alert_names_its_subject_and_has_severity_and_annotations() -> Non
 
 
 def test_every_metric_the_rules_read_is_exported() -> None:
-    exported = set(METRIC_NAMES) | set(CANARY_METRIC_NAMES)
+    exported = set(METRIC_NAMES) | set(CANARY_METRIC_NAMES) | set(FAILOVER_METRIC_NAMES)
     assert set(METRICS_USED) <= exported
     read = set()
     for group in build_rules()["groups"]:

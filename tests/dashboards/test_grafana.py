@@ -15,6 +15,7 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models.dashboard import Dashboard
 
 from canary.exporter import CANARY_METRIC_NAMES
+from failover.exporter import FAILOVER_METRIC_NAMES
 from dashboards.grafana import build_all
 from monitor.exporter import METRIC_NAMES
 
@@ -41,7 +42,7 @@ def test_each_dashboard_round_trips_through_the_sdk_model(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(BUILT))
 def test_every_metric_a_panel_queries_is_exported(name: str) -> None:
-    exported = set(METRIC_NAMES) | set(CANARY_METRIC_NAMES)
+    exported = set(METRIC_NAMES) | set(CANARY_METRIC_NAMES) | set(FAILOVER_METRIC_NAMES)
     document = json.loads(BUILT[name])
     queried = set()
     for expr in exprs(document):
