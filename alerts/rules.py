@@ -29,7 +29,10 @@ THRESHOLDS: dict[str, tuple[str, str]] = {
     "canary_absent_for": ("1m", "a link the canary reports absent, for this long"),
     "drift_for": ("15m", "a topic config or partition count differing between source and target, for this long"),
     "rate_window": ("5m", "window of rate() in the recording rules and the stall check"),
-    "checkpoint_stale_intervals": ("3", "checkpoint intervals without a good round after which a link's standby is stale"),
+    "checkpoint_stale_intervals": (
+        "3",
+        "checkpoint intervals without a good round after which a link's standby is stale",
+    ),
     "checkpoint_stale_for": ("2m", "how long the standby must stay stale"),
 }
 DEFAULT_THRESHOLDS: dict[str, str] = {name: default for name, (default, _meaning) in THRESHOLDS.items()}

@@ -4,7 +4,9 @@
 
 Pages: Overview (each link's health, replication lag, in-flight, throughput, canary latency and last probe),
 Consumer groups (Burrow status table with a filter, drill-down to partitions and their offset window), Canary
-(latency over time per partition, loss and duplicates), Topics (source vs target partition counts, config drift).
+(latency over time per partition, loss and duplicates), Topics (source vs target partition counts, config drift),
+Failover (per standby group of each link with a checkpoint: section: ready or not and why, what a failover now
+would read twice or not find, the translated offsets).
 The page body is a fragment re-run every few seconds, so it refreshes without reloading the page.
 """
 
@@ -24,7 +26,7 @@ import pandas as pd
 import streamlit as st
 
 DEFAULT_API = "http://127.0.0.1:8000"
-PAGES = ("Overview", "Consumer groups", "Canary", "Topics")
+PAGES = ("Overview", "Consumer groups", "Canary", "Topics", "Failover")
 STATUS_ICONS = {"OK": "🟢", "WARN": "🟠", "ERR": "🔴", "STOP": "🔴", "STALL": "🔴", "REWIND": "🔴", "NOTFOUND": "⚪"}
 
 
@@ -297,11 +299,64 @@ def topics(api: Api) -> None:
             st.caption("No config drift.")
 
 
+def failover_page(api: Api) -> None:
+    links = (api.get("/mirror/links") or {}).get("links", [])
+    views = [v for v in (api.get(f"/mirror/links/{_q(link['link'])}/checkpoints") for link in links) if v is not None]
+    if not views:
+        st.info(
+            "No link keeps standby groups: give a link a checkpoint: section (groups, interval_seconds, "
+            "sync_group_offsets) to have its consumer groups translated to the target and kept ready."
+        )
+        return
+    for view in views:
+        ready = sum(1 for g in view["groups"] if g["ready"])
+        st.subheader(f"{view['link']}: {ready} of {len(view['groups'])} standby group(s) ready")
+        age = None if not view["updated_ms"] else max(0.0, time.time() - view["updated_ms"] / 1000)
+        stale = age is None or age > 3 * view["interval_s"]
+        mode = (
+            "target groups kept at the translation" if view["sync"] else "translated only (apply with failover apply)"
+        )
+        st.caption(f"checkpoint {seconds(age)} old · every {view['interval_s']:g} s · {mode}")
+        if view["error"]:
+            st.error(f"the last checkpoint round failed: {view['error']}")
+        elif stale:
+            st.warning("checkpoints are stale: no good round for three intervals")
+        if not view["groups"]:
+            st.caption("No source group matches checkpoint.groups yet.")
+            continue
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {
+                        "group": g["group"],
+                        "ready": "✅" if g["ready"] else "❌",
+                        "why not": g["why"],
+                        "read twice": "?" if g["read_twice"] is None else g["read_twice"],
+                        "not mirrored yet": g["not_mirrored"],
+                        "target group": f"{g['target_state']} ({g['target_members']} members)",
+                        "offsets": ", ".join(
+                            f"{t['topic']}[{t['partition']}]@{t['offset']} {t['method']}" for t in g["translations"]
+                        ),
+                    }
+                    for g in view["groups"]
+                ]
+            ),
+            hide_index=True,
+            width="stretch",
+        )
+
+
 def _q(part: str) -> str:
     return urllib.parse.quote(part, safe="")
 
 
-RENDER = {"Overview": overview, "Consumer groups": consumer_groups, "Canary": canary_page, "Topics": topics}
+RENDER = {
+    "Overview": overview,
+    "Consumer groups": consumer_groups,
+    "Canary": canary_page,
+    "Topics": topics,
+    "Failover": failover_page,
+}
 
 
 def main() -> None:

@@ -1,9 +1,11 @@
 """A stand-in for the mirrorwatch HTTP API with fixed data, for the console's tests. The mirror and canary documents
-are made by the real serializers (monitor.http, canary.service); the Burrow ones follow Burrow's v3 JSON."""
+are made by the real serializers (monitor.http, canary.service, failover.standby); the Burrow ones follow Burrow's v3
+JSON."""
 
 from __future__ import annotations
 
 import contextlib
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -15,6 +17,8 @@ from starlette.routing import Route
 
 from canary.service import canary_json
 from canary.tracker import Tracker
+from failover.standby import GroupStandby, StandbyView
+from failover.translate import Translation
 from mirrorwatch.config import parse_config
 from monitor.http import HttpServer, _link
 from monitor.state import LinkPartitionView, LinkView
@@ -112,12 +116,31 @@ GROUPS = {"billing": ("OK", 0), "fraud-detector": ("STALL", 420)}
 TOPICS = {("dc1", "orders"): [1000, 1000], ("dc2", "dc1.orders"): [979, 979]}
 
 
+def checkpoints_document() -> dict[str, Any]:
+    """What a real standby publishes (its own types, so the shape cannot drift): one group ready, one in use."""
+    translation = Translation(
+        "dc1.orders", 0, 977, "exact", "the last copy of orders[0]'s first unread record", 0, 23, 1000
+    )
+    groups = (
+        GroupStandby("billing", True, "", (translation,), 0, 0, "Empty", 0, True),
+        GroupStandby(
+            "fraud-detector", False, "in use on the target (2 member(s))", (translation,), 3, 12, "Stable", 2, False
+        ),
+    )
+    return StandbyView("dc1-to-dc2", 10.0, True, int(time.time() * 1000), 0.2, None, groups, 4).as_json()
+
+
 def app() -> Starlette:
     async def links(_: Request) -> Response:
         return JSONResponse(links_document())
 
     async def canary(_: Request) -> Response:
         return JSONResponse(canary_document())
+
+    async def checkpoints(request: Request) -> Response:
+        if request.path_params["link"] != "dc1-to-dc2":
+            return JSONResponse({"error": True}, status_code=404)
+        return JSONResponse(checkpoints_document())
 
     async def clusters(_: Request) -> Response:
         return JSONResponse(burrow({"clusters": ["dc1"]}))
@@ -147,6 +170,7 @@ def app() -> Starlette:
     return Starlette(
         routes=[
             Route("/mirror/links", links),
+            Route("/mirror/links/{link}/checkpoints", checkpoints),
             Route("/canary", canary),
             Route("/v3/kafka", clusters),
             Route("/v3/kafka/{cluster}/consumer", consumers),

@@ -132,3 +132,14 @@ def test_the_served_console_renders_the_overview_in_headless_chromium(tmp_path: 
         finally:
             process.terminate()
             process.wait(timeout=30)
+
+
+def test_failover_page_shows_each_standby_group_ready_or_why_not(api: str) -> None:
+    app = open_page(console(), "Failover")
+    assert "dc1-to-dc2: 1 of 2 standby group(s) ready" in texts(app)
+    assert "target groups kept at the translation" in texts(app)
+    table = app.dataframe[0].value
+    rows = {r["group"]: r for r in table.to_dict("records")}
+    assert rows["billing"]["ready"] == "✅" and rows["billing"]["why not"] == ""
+    assert rows["fraud-detector"]["ready"] == "❌" and "in use on the target" in rows["fraud-detector"]["why not"]
+    assert rows["billing"]["offsets"] == "dc1.orders[0]@977 exact"

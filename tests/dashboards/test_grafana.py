@@ -15,8 +15,8 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models.dashboard import Dashboard
 
 from canary.exporter import CANARY_METRIC_NAMES
-from failover.exporter import FAILOVER_METRIC_NAMES
 from dashboards.grafana import build_all
+from failover.exporter import FAILOVER_METRIC_NAMES
 from monitor.exporter import METRIC_NAMES
 
 COMMITTED = Path(__file__).resolve().parents[2] / "dashboards" / "grafana"
