@@ -37,6 +37,7 @@ __all__ = ["DemoOptions", "run_demo"]
 
 RUN_HEADER = "mirrorwatch-demo-run"
 LINK = "demo"
+APP_GROUP = "demo-billing"  # an application consuming the orders on the source; its standby is kept on the target
 CONSOLE_PORT = 8501
 
 
@@ -54,6 +55,7 @@ class DemoOptions:
 class _Traffic:
     producer: Producer
     reader: Consumer
+    app: Consumer
     run_id: bytes
     produced: int = 0
     acked: int = 0
@@ -81,6 +83,8 @@ def demo_config(clusters_config: MirrorwatchConfig, topic: str, http_port: int =
                 "topics": {"include": [topic.replace(".", r"\.")]},
                 "offset_commit_interval_ms": 1000,
                 "refresh_topics_interval_seconds": 5,
+                # the application's group kept ready on the target at its exact translation
+                "checkpoint": {"groups": {"include": [APP_GROUP]}, "interval_seconds": 5, "sync_group_offsets": True},
             },
         ],
         "canary": {"interval_seconds": 5, "sla_seconds": 30},
@@ -111,15 +115,17 @@ def run_demo(options: DemoOptions, stop: threading.Event, out: Callable[[str], N
         group = config.links[0].consumer_group
         out(
             f"HTTP API: {url}/mirror/links/{LINK}  {url}/metrics  {url}/v3/kafka/source/consumer/{group}/lag  "
-            f"{url}/canary"
+            f"{url}/canary  {url}/mirror/links/{LINK}/checkpoints"
         )
         out(f"console: {_start_console(url, options.state_dir, started)}  (Streamlit; open it in a browser)")
         traffic = _Traffic(
             producer=new_producer(source, "source", {"acks": "all", "enable.idempotence": True, "linger.ms": 5}),
             reader=new_consumer(target, "target", "mirrorwatch-demo-reader", {"auto.offset.reset": "earliest"}),
+            app=new_consumer(source, "source", APP_GROUP, {"auto.offset.reset": "earliest"}),
             run_id=uuid.uuid4().hex[:12].encode(),
         )
         started.callback(traffic.reader.close)
+        started.callback(traffic.app.close)
         out(
             f"mirroring {options.topic!r} from source ({source.bootstrap_servers}) to target "
             f"({target.bootstrap_servers}) with link {LINK!r}"
@@ -170,6 +176,7 @@ def _run_loop(
     interval_s = 1.0 / options.records_per_second
     out(f"producing {options.records_per_second:g} orders/s to source:{options.topic}; Ctrl-C stops")
     t.reader.subscribe([options.topic])
+    t.app.subscribe([options.topic])
     n = 0
     while not stop.is_set():
         now = time.monotonic()
@@ -179,6 +186,7 @@ def _run_loop(
         _produce(t, options.topic, key, value)
         n += 1
         _read(t, timeout_s=0)
+        t.app.consume(num_messages=500, timeout=0)  # the application on the source: reads and auto-commits
         if now >= next_progress:
             out(_progress_line(t, worker, running, now - started))
             next_progress = now + options.progress_every_s
@@ -231,8 +239,18 @@ def _progress_line(t: _Traffic, worker: WorkerBase, running: Running, elapsed_s:
     return (
         f"[{elapsed_s:6.1f}s] source: produced {t.acked} | mirror: {worker.stats.records_out_total} mirrored, "
         f"{in_flight} in flight, {lag} | target: read {t.read_on_target} | canary: {probes.total('received')} "
-        f"probes back, last e2e {latency * 1000:.0f} ms, {probes.total('lost')} lost"
+        f"probes back, last e2e {latency * 1000:.0f} ms, {probes.total('lost')} lost | {_standby_line(running)}"
     )
+
+
+def _standby_line(running: Running) -> str:
+    views = [s.view() for s in running.standbys]
+    group = next((g for v in views for g in v.groups if g.group == APP_GROUP), None)
+    if group is None:
+        return f"standby {APP_GROUP}: not translated yet"
+    if not group.ready:
+        return f"standby {APP_GROUP}: NOT ready ({group.why})"
+    return f"standby {APP_GROUP}: ready on the target (a failover now reads {group.read_twice} twice)"
 
 
 def _verdict(t: _Traffic, mirror_result: Mapping[str, int | MirrorwatchError], out: Callable[[str], None]) -> int:

@@ -168,8 +168,9 @@ def _monitoring(
     canary: CanaryService | None = None,
     *,
     any_port_if_taken: bool = False,
-) -> Iterator[tuple[MonitorService, HttpServer]]:
-    """The monitor collecting and the HTTP API serving, for the duration of the block."""
+) -> Iterator[tuple[MonitorService, HttpServer, list[Standby]]]:
+    """The monitor collecting, the links' standbys translating and the HTTP API serving, for the duration of the
+    block."""
     service = MonitorService(config.monitor, config.clusters, config.links, link_statuses=link_statuses)
     service.start()
     with standbys_running(config) as standbys:
@@ -179,7 +180,7 @@ def _monitoring(
             service.stop()
             raise
         try:
-            yield service, server
+            yield service, server, standbys
         finally:
             server.stop()
             service.stop()
@@ -206,13 +207,15 @@ def run_canary(config: MirrorwatchConfig, stop: threading.Event) -> int:
 @dataclass
 class Running:
     """What `everything_running` started: the in-process link workers (by link), the canary (None when disabled),
-    the monitor, the HTTP server, and how each link's workers ended (an exit code, or the error that stopped it)."""
+    the monitor, the HTTP server, how each link's workers ended (an exit code, or the error that stopped it), and the
+    links' standbys."""
 
     workers: dict[str, list[WorkerBase]]
     canary: CanaryService | None
     monitor: MonitorService
     server: HttpServer
     results: dict[str, int | MirrorwatchError] = field(default_factory=dict)
+    standbys: list[Standby] = field(default_factory=list)
 
     def exit_code(self) -> int:
         codes = [r.exit_code if isinstance(r, MirrorwatchError) else r for r in self.results.values()]
@@ -266,10 +269,11 @@ def everything_running(
             _monitoring(config, _link_statuses(config, workers), canary, any_port_if_taken=any_port_if_taken) as (
                 monitor,
                 server,
+                standbys,
             ),
         ):
             try:
-                yield Running(workers, canary, monitor, server, results)
+                yield Running(workers, canary, monitor, server, results, standbys)
             finally:
                 worker_stop.set()
                 for thread in threads:

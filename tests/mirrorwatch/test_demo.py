@@ -74,6 +74,15 @@ def test_demo_mirrors_sample_traffic_and_stops_cleanly_on_ctrl_c(tmp_path: Path)
         with urllib.request.urlopen(api.replace("/mirror/links/demo", "/canary"), timeout=5) as response:
             (probed,) = json.load(response)["links"]
         assert probed["link"] == "demo" and probed["received_total"] > 0
+
+        def standby_ready() -> bool:
+            progress_shows_mirrored_records()
+            return any(line.startswith("[") and "standby demo-billing: ready on the target" in line for line in seen)
+
+        wait_until(standby_ready, timeout_s=90, description="a progress line with the standby group ready")
+        with urllib.request.urlopen(api + "/checkpoints", timeout=5) as response:
+            (kept,) = json.load(response)["groups"]
+        assert kept["group"] == "demo-billing" and kept["ready"] and kept["synced"]
         console = next(line for line in seen if line.startswith("console: ")).split()[1]
         wait_for_http(f"{console}/_stcore/health", description="the demo's console to serve")
         demo.send_signal(signal.SIGINT)
