@@ -18,7 +18,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from failover.by_time import read_record_at, translate_by_time
-from failover.scan import TargetScans, Watermarks, scan_target, watermarks
+from failover.scan import TargetScans, Watermarks, echo_offsets, scan_target, watermarks
 from failover.translate import SourcePartition, SourceProgress, TargetLog, Translation, source_progress, translate
 from mirrorwatch.config import ClusterConfig, LinkConfig, MirrorwatchConfig
 from mirrorwatch.errors import MirrorwatchError
@@ -239,11 +239,16 @@ def make_plan(
         for sp, offset in c.items():
             floors[sp] = min(offset, floors.get(sp, offset))
     ends: dict[tuple[str, int], Watermarks] = watermarks(target_admin, sorted(wanted))
+    source_ends = watermarks(source_admin, sorted(floors))
+    echo = None
+    if any(ln.source == link.target and ln.target == link.source for ln in config.links):
+        # a link the other way (failback, active-active): records written on the target first, whose copies the
+        # groups read on the source, count as those copies
+        echo = echo_offsets(source_cluster, link.source, source_ends, _cluster_id(target_admin, link.target))
     if scans is not None:
         logs = scans.update(ends, source_id, floors)
     else:
-        logs = scan_target(target_cluster, link.target, ends, source_id, floors, progress=progress)
-    source_ends = watermarks(source_admin, sorted(floors))
+        logs = scan_target(target_cluster, link.target, ends, source_id, floors, progress=progress, echo=echo)
 
     mapping = group_map or {}
     targets = target_groups(target_admin, link.target, sorted({mapping.get(g, g) for g in commits}))

@@ -25,7 +25,7 @@ from mirrorwatch.errors import KafkaClientError
 from mirrorwatch.kafka import error_text, kafka_error, new_consumer
 from mirrorwatch.provenance import provenance_source
 
-__all__ = ["TargetScans", "Watermarks", "scan_target", "watermarks"]
+__all__ = ["Echo", "TargetScans", "Watermarks", "echo_offsets", "scan_target", "watermarks"]
 
 log = logging.getLogger("mirrorwatch.failover")
 
@@ -59,6 +59,9 @@ def watermarks(admin: AdminClient, tps: list[tuple[str, int]]) -> dict[tuple[str
     return {tp: Watermarks(found["start"][tp], found["end"][tp]) for tp in tps}
 
 
+Echo = dict[tuple[str, int], dict[int, tuple[str, int, int]]]
+
+
 def scan_target(
     cluster: ClusterConfig,
     alias: str,
@@ -68,19 +71,64 @@ def scan_target(
     *,
     progress: Callable[[str], None] | None = None,
     resume: Mapping[tuple[str, int], TargetLog] | None = None,
+    echo: Echo | None = None,
 ) -> dict[tuple[str, int], TargetLog]:
     """Every record of each partition in `ends`, from its log start to its end: a finished TargetLog per partition
     holding what `source_cluster_id` wrote there (by each record's provenance, last hop). A log in `resume` is
-    continued from where it ended instead."""
+    continued from where it ended instead. With `echo` (`echo_offsets`), a record written here first whose copy is
+    on the source counts as that copy (failback: the originals of what the group read on the other side)."""
     logs = {tp: (resume or {}).get(tp) or TargetLog(tp[0], tp[1], floors) for tp in ends}
     starts = {tp: log.end if log.end is not None else OFFSET_BEGINNING for tp, log in logs.items()}
-    todo = {tp for tp, w in ends.items() if w.end > max(w.start, starts[tp])}
-    for tp, w in ends.items():
-        if tp not in todo:
-            logs[tp].finish(w.end)
-    if not todo:
-        return logs
     source_id = source_cluster_id.encode()
+    echoes = echo or {}
+
+    def on_record(tp: tuple[str, int], offset: int, msg: Message) -> None:
+        _feed(logs[tp], offset, msg, source_id, echoes.get(tp))
+
+    def on_done(tp: tuple[str, int]) -> None:
+        logs[tp].finish(ends[tp].end)
+
+    _read_partitions(cluster, alias, ends, starts, on_record=on_record, on_done=on_done, progress=progress)
+    return logs
+
+
+def echo_offsets(
+    cluster: ClusterConfig, alias: str, ends: Mapping[tuple[str, int], Watermarks], other_cluster_id: str
+) -> Echo:
+    """Per partition of the other cluster, its offsets whose copies are on these partitions (by provenance, last
+    hop the other cluster): other offset -> (topic, partition, offset of the first copy here)."""
+    other = other_cluster_id.encode()
+    echo: Echo = {}
+
+    def on_record(tp: tuple[str, int], offset: int, msg: Message) -> None:
+        found = _source_of(msg)
+        if found is not None and found[0] == other:
+            copies = echo.setdefault((found[1], found[2]), {})
+            copies.setdefault(found[3], (tp[0], tp[1], offset))
+
+    starts = dict.fromkeys(ends, OFFSET_BEGINNING)
+    _read_partitions(cluster, alias, ends, starts, on_record=on_record, on_done=lambda _tp: None, progress=None)
+    return echo
+
+
+def _read_partitions(
+    cluster: ClusterConfig,
+    alias: str,
+    ends: Mapping[tuple[str, int], Watermarks],
+    starts: Mapping[tuple[str, int], int],
+    *,
+    on_record: Callable[[tuple[str, int], int, Message], None],
+    on_done: Callable[[tuple[str, int]], None],
+    progress: Callable[[str], None] | None,
+) -> None:
+    """Each partition of `ends` read_committed from `starts` to its end: `on_record` per record, `on_done` once per
+    partition (also one with nothing to read)."""
+    todo = {tp for tp, w in ends.items() if w.end > max(w.start, starts[tp])}
+    for tp in ends:
+        if tp not in todo:
+            on_done(tp)
+    if not todo:
+        return
     total = sum(ends[tp].end - max(ends[tp].start, starts[tp]) for tp in todo)
     consumer = new_consumer(
         cluster,
@@ -94,6 +142,12 @@ def scan_target(
             "max.partition.fetch.bytes": 8 * 1024 * 1024,
         },
     )
+
+    def done(tp: tuple[str, int]) -> None:
+        if tp in todo:
+            todo.discard(tp)
+            on_done(tp)
+
     try:
         consumer.assign([TopicPartition(t, p, starts[(t, p)]) for t, p in sorted(todo)])
         scanned, last_progress, last_record = 0, time.monotonic(), time.monotonic()
@@ -112,19 +166,19 @@ def scan_target(
                 err = msg.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
-                        _done(tp, todo, logs, ends)
+                        done(tp)
                         continue
                     raise KafkaClientError(f"scanning {alias}:{tp[0]}[{tp[1]}]: {error_text(err)}")
                 if tp not in todo:
                     continue
                 offset = msg.offset() or 0
                 if offset >= ends[tp].end:
-                    _done(tp, todo, logs, ends)
+                    done(tp)
                     continue
                 scanned += 1
-                _feed(logs[tp], offset, msg, source_id)
+                on_record(tp, offset, msg)
                 if offset + 1 >= ends[tp].end:
-                    _done(tp, todo, logs, ends)
+                    done(tp)
             if progress is not None and now - last_progress >= PROGRESS_EVERY_S:
                 last_progress = now
                 progress(f"scanned {scanned:,} of about {total:,} records on {alias}")
@@ -132,29 +186,27 @@ def scan_target(
         raise kafka_error(exc, f"scanning {alias}") from None
     finally:
         consumer.close()
-    return logs
 
 
-def _done(
-    tp: tuple[str, int],
-    todo: set[tuple[str, int]],
-    logs: dict[tuple[str, int], TargetLog],
-    ends: Mapping[tuple[str, int], Watermarks],
-) -> None:
-    if tp in todo:
-        todo.discard(tp)
-        logs[tp].finish(ends[tp].end)
-
-
-def _feed(log: TargetLog, offset: int, msg: Message, source_id: bytes) -> None:
+def _source_of(msg: Message) -> tuple[bytes, str, int, int] | None:
     try:
-        found = provenance_source(cast(list[tuple[str, bytes | None]] | None, msg.headers()))  # a consumer's list
+        return provenance_source(cast(list[tuple[str, bytes | None]] | None, msg.headers()))  # a consumer's list
     except (SystemError, ValueError, UnicodeDecodeError):  # header names that are not UTF-8
-        found = None
-    if found is None or found[0] != source_id:
-        log.add(offset, None)
-    else:
+        return None
+
+
+def _feed(
+    log: TargetLog, offset: int, msg: Message, source_id: bytes, echo: dict[int, tuple[str, int, int]] | None
+) -> None:
+    found = _source_of(msg)
+    if found is not None and found[0] == source_id:
         log.add(offset, (found[1], found[2]), found[3])
+        return
+    copy = echo.get(offset) if echo else None
+    if copy is not None:
+        log.add(offset, (copy[0], copy[1]), copy[2])
+    else:
+        log.add(offset, None)
 
 
 class TargetScans:
