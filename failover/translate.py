@@ -28,6 +28,7 @@ copy of an unread record that is not its last. Nothing here reads the clock or t
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -65,6 +66,7 @@ class TargetLog:
     _which: array[int] = field(default_factory=lambda: array("i"))
     _offsets: array[int] = field(default_factory=lambda: array("q"))
     _last_copy: bytearray = field(default_factory=bytearray)
+    _by_source: list[_SourceIndex] = field(default_factory=list)  # per source, built by finish()
 
     def add(self, position: int, source: SourcePartition | None, source_offset: int = -1) -> None:
         if self.start is None:
@@ -103,6 +105,14 @@ class TargetLog:
                 seen.add(key)
                 flags[i] = 1
         self._last_copy = flags
+        self._by_source = [_SourceIndex() for _ in self._sources]
+        for i, which in enumerate(self._which):
+            index = self._by_source[which]
+            index.positions.append(self._positions[i])
+            if flags[i]:
+                index.last_copies.append((self._offsets[i], self._positions[i]))
+        for index in self._by_source:
+            index.seal()
 
     def keeps_enough_for(self, floors: Mapping[SourcePartition, int]) -> bool:
         """True when answers for groups at or above `floors` can come from what this log kept: no floor is below
@@ -148,6 +158,29 @@ class TargetLog:
         return twice
 
 
+@dataclass
+class _SourceIndex:
+    """One source partition's records in a finished log, for answers in O(log n) per group: the positions of all
+    its kept records (ascending), and its last copies sorted by source offset with the lowest position from each
+    one on (`min_position_from[k]`: the lowest position among the last copies of offsets `offsets[k:]`)."""
+
+    positions: list[int] = field(default_factory=list)
+    last_copies: list[tuple[int, int]] = field(default_factory=list)  # (source offset, position)
+    offsets: list[int] = field(default_factory=list)
+    min_position_from: list[int] = field(default_factory=list)
+
+    def seal(self) -> None:
+        self.last_copies.sort()
+        self.offsets = [o for o, _ in self.last_copies]
+        lowest = [0] * len(self.last_copies)
+        running: int | None = None
+        for k in range(len(self.last_copies) - 1, -1, -1):
+            position = self.last_copies[k][1]
+            running = position if running is None else min(running, position)
+            lowest[k] = running
+        self.min_position_from = lowest
+
+
 def _first_at_or_after(positions: array[int], t: int) -> int:
     lo, hi = 0, len(positions)
     while lo < hi:
@@ -178,16 +211,19 @@ def translate(log: TargetLog, commits: Mapping[SourcePartition, int]) -> Transla
     if log.end is None:
         raise ValueError(f"{log.topic}[{log.partition}] was not finished: call finish(end) after the scan")
     commits_of = log._commits_by_index(commits)
-    positions, which, offsets, last = log._positions, log._which, log._offsets, log._last_copy
     unread = 0
     t: int | None = None
-    for i in range(len(positions)):
-        committed = commits_of[which[i]]
-        if committed is not None and offsets[i] >= committed and last[i]:
-            unread += 1
-            if t is None:
-                t = positions[i]
-    if t is None:
+    first_source: SourcePartition | None = None
+    for which, committed in enumerate(commits_of):
+        if committed is None:
+            continue
+        index = log._by_source[which]
+        k = bisect_left(index.offsets, committed)
+        if k < len(index.offsets):
+            unread += len(index.offsets) - k
+            if t is None or index.min_position_from[k] < t:
+                t, first_source = index.min_position_from[k], log._sources[which]
+    if t is None or first_source is None:
         behind = [s for s in commits if s in log.last_seen]
         how = (
             "the end: every record at or after the commit that was mirrored here is behind it, or none is here yet"
@@ -195,10 +231,15 @@ def translate(log: TargetLog, commits: Mapping[SourcePartition, int]) -> Transla
             else "the end: nothing of the committed source partitions is on this partition yet"
         )
         return Translation(log.topic, log.partition, log.end, "exact", how, 0, 0, log.end)
-    source = log._sources[which[_first_at_or_after(positions, t)]]
-    twice = log._scan_from(t, commits_of)
-    how = f"the last copy of {source[0]}[{source[1]}]'s first unread record"
-    return Translation(log.topic, log.partition, t, "exact", how, twice, unread, log.end)
+    # read twice: every record of a committed source at or after t, less the unread ones (all of whose last copies
+    # lie at or after t, t being the lowest of them)
+    at_or_after = sum(
+        len(log._by_source[w].positions) - bisect_left(log._by_source[w].positions, t)
+        for w, committed in enumerate(commits_of)
+        if committed is not None
+    )
+    how = f"the last copy of {first_source[0]}[{first_source[1]}]'s first unread record"
+    return Translation(log.topic, log.partition, t, "exact", how, at_or_after - unread, unread, log.end)
 
 
 @dataclass(frozen=True)

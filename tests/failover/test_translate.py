@@ -5,6 +5,8 @@ what a consumer starting at the answer reads, worked out by hand."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from failover.translate import TargetLog, check_position, source_progress, translate
 
@@ -181,3 +183,43 @@ def test_a_log_kept_across_rounds_answers_as_a_fresh_one_after_its_floors_rise()
     assert not log.keeps_enough_for({S: 70, S1: 0})  # a source partition it never kept
     with pytest.raises(ValueError, match="below what the log kept"):
         log.raise_floors({S: 20})
+
+
+def brute_force(
+    history: list[tuple[tuple[str, int], int] | None], commits: dict[tuple[str, int], int]
+) -> tuple[int, int]:
+    """(T, read twice) straight from the definition, no index: the lowest last copy of an unread record."""
+    last: dict[tuple[tuple[str, int], int], int] = {}
+    for position, entry in enumerate(history):
+        if entry is not None:
+            last[entry] = position
+    unread_last = [p for (s, o), p in last.items() if s in commits and o >= commits[s]]
+    t = min(unread_last) if unread_last else len(history)
+    twice = sum(
+        1
+        for position, entry in enumerate(history[t:], start=t)
+        if entry is not None and entry[0] in commits and (entry[1] < commits[entry[0]] or last[entry] != position)
+    )
+    return t, twice
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    runs=st.lists(st.tuples(st.integers(0, 60), st.integers(0, 40), st.sampled_from([S, S1])), min_size=1, max_size=6),
+    foreign=st.sets(st.integers(0, 300)),
+    commit0=st.integers(0, 110),
+    commit1=st.integers(0, 110),
+)
+def test_the_index_answers_as_the_definition_on_any_history(
+    runs: list[tuple[int, int, tuple[str, int]]], foreign: set[int], commit0: int, commit1: int
+) -> None:
+    # runs of consecutive source offsets (replays start anywhere), interleaved with other writers' records
+    history: list[tuple[tuple[str, int], int] | None] = []
+    for start, length, source in runs:
+        for o in range(start, start + length):
+            if len(history) in foreign:
+                history.append(None)
+            history.append((source, o))
+    commits = {S: commit0, S1: commit1}
+    t = translate(log_of(history, {S: 0, S1: 0}), commits)
+    assert (t.offset, t.read_twice) == brute_force(history, commits)
