@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import signal
 import subprocess
 import sys
 import tempfile
@@ -236,7 +238,7 @@ def mm2_bench(existing: Path | None, records: int, partitions: int) -> dict[str,
         peers = {name: restart(name) for name in topics}
         stop_app = threading.Event()
 
-        def application() -> None:  # consumes on the source at its own pace, committing every 500 ms
+        def application() -> None:  # consumes on the source slower than it is written, committing every 500 ms
             app = new_consumer(
                 config.clusters["source"],
                 "source",
@@ -245,7 +247,7 @@ def mm2_bench(existing: Path | None, records: int, partitions: int) -> dict[str,
             )
             app.subscribe([topic])
             while not stop_app.is_set():
-                app.consume(num_messages=200, timeout=0.2)
+                app.consume(num_messages=50, timeout=0.2)
                 time.sleep(0.1)
             app.close()
 
@@ -253,11 +255,11 @@ def mm2_bench(existing: Path | None, records: int, partitions: int) -> dict[str,
         app.start()
         try:
             _produce_with_kills(config, topic, records, partitions, peers=peers, restart=restart)
-            for name, target_topic in topics.items():
-                _wait_for(config, target_topic, partitions, records, f"{name} to copy everything")
-            stop_app.set()
+            stop_app.set()  # the source is "lost" as production ends: the application stops mid-topic
             app.join(timeout=60)
             stopped = time.monotonic()
+            for name, target_topic in topics.items():
+                _wait_for(config, target_topic, partitions, records, f"{name} to copy everything")
             final = _committed(config, "source", group, topic, partitions)
             print(f"the application stopped at {final}; watching the target groups ...", flush=True)
             seen, last_change = _watch_target_groups(config, group, topics, partitions, stopped)
@@ -298,16 +300,22 @@ def _produce_with_kills(
     peers: dict[str, subprocess.Popen[bytes]],
     restart: Any,
 ) -> None:
-    """Produce in 30 chunks, half a second apart; SIGKILL mirrorwatch after a third and MirrorMaker 2 after two
-    thirds, each restarted at once."""
+    """Produce in 30 chunks, half a second apart; SIGKILL mirrorwatch while the 11th chunk is written and
+    MirrorMaker 2 while the 21st is, each restarted at once."""
     print(f"producing {records:,} records while both mirror; each mirror is SIGKILLed once ...", flush=True)
     chunk = max(1, records // 30)
     for i, start in enumerate(range(0, records, chunk)):
-        _produce(config, topic, start, min(chunk, records - start), partitions)
-        if i in (10, 20):
+        writing = threading.Thread(
+            target=_produce, args=(config, topic, start, min(chunk, records - start), partitions)
+        )
+        writing.start()
+        if i in (10, 20):  # mid-stream: records read and written but not yet committed
+            time.sleep(0.3)
             name = "mirrorwatch" if i == 10 else "mm2"
-            stop_peer(peers[name], timeout_s=0)
+            os.killpg(peers[name].pid, signal.SIGKILL)  # the mirror and every process it started, no goodbye
+            peers[name].wait(timeout=30)
             peers[name] = restart(name)
+        writing.join()
         time.sleep(0.5)
 
 

@@ -18,6 +18,8 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from failover.by_time import read_record_at, translate_by_time
+from failover.mm2 import read_checkpoints
+from failover.mm2_format import Checkpoint
 from failover.scan import TargetScans, Watermarks, echo_offsets, scan_target, watermarks
 from failover.translate import SourcePartition, SourceProgress, TargetLog, Translation, source_progress, translate
 from mirrorwatch.config import ClusterConfig, LinkConfig, MirrorwatchConfig
@@ -206,13 +208,17 @@ def make_plan(
     progress: Callable[[str], None] | None = None,
     select: Callable[[str], bool] | None = None,
     scans: TargetScans | None = None,
+    mm2_checkpoints: str | None = None,
 ) -> FailoverPlan:
     """The plan for the groups named, matching `pattern` or `select` (default: all but the mirrors' own). With
     `scans` (a standby's), the target partitions are read on from where its last round ended."""
     started = time.monotonic()
     link = find_link(config, link_name)
     source_cluster, target_cluster = config.clusters[link.source], config.clusters[link.target]
-    clusters = _Clusters(link, source_cluster, target_cluster)
+    checkpoints = read_checkpoints(target_cluster, link.target, mm2_checkpoints) if mm2_checkpoints else {}
+    if mm2_checkpoints and not checkpoints:
+        raise FailoverUsageError(f"no MirrorMaker 2 checkpoint in {link.target}:{mm2_checkpoints}")
+    clusters = _Clusters(link, source_cluster, target_cluster, checkpoints)
     source_admin = new_admin(source_cluster, link.source)
     target_admin = new_admin(target_cluster, link.target)
     source_id = _cluster_id(source_admin, link.source)
@@ -321,10 +327,17 @@ def _group_plan(  # noqa: PLR0917 - the plan's parts, each read once
         if any(sp in log.last_seen for log in topic_logs for sp in mine):
             translations.extend(translate(log, mine) for log in topic_logs)
         elif topic_logs and any(log.records for log in topic_logs):
-            # another mirror wrote this topic (no provenance of this source): by timestamp, partition for partition
+            # another mirror wrote this topic (no provenance of this source): its checkpoint when asked for and
+            # there is one, else by timestamp, partition for partition
             for (topic, partition), offset in sorted(mine.items()):
                 log = logs.get((tt, partition))
                 if log is None or log.end is None:
+                    continue
+                checkpoint = clusters.checkpoints.get((group, tt, partition)) or clusters.checkpoints.get(
+                    (group, topic, partition)
+                )
+                if checkpoint is not None:
+                    translations.append(_from_checkpoint(checkpoint, tt, offset, log.end))
                     continue
                 first = read_record_at(clusters.source, link.source, topic, partition, offset)
                 translations.append(
@@ -345,3 +358,12 @@ class _Clusters:
     link: LinkConfig
     source: ClusterConfig
     target: ClusterConfig
+    checkpoints: dict[tuple[str, str, int], Checkpoint] = field(default_factory=dict)
+
+
+def _from_checkpoint(checkpoint: Checkpoint, topic: str, committed: int, end: int) -> Translation:
+    how = f"MirrorMaker 2's checkpoint: upstream {checkpoint.upstream} -> downstream {checkpoint.downstream}"
+    if checkpoint.upstream != committed:
+        how += f" (the group is at {committed} now: the checkpoint is older than its last commit)"
+    offset = min(checkpoint.downstream, end)
+    return Translation(topic, checkpoint.partition, offset, "mm2-checkpoint", how, None, end - offset, end)

@@ -25,7 +25,7 @@ from mirrorwatch.errors import KafkaClientError
 from mirrorwatch.kafka import error_text, kafka_error, new_consumer
 from mirrorwatch.provenance import provenance_source
 
-__all__ = ["Echo", "TargetScans", "Watermarks", "echo_offsets", "scan_target", "watermarks"]
+__all__ = ["Echo", "TargetScans", "Watermarks", "echo_offsets", "read_partitions", "scan_target", "watermarks"]
 
 log = logging.getLogger("mirrorwatch.failover")
 
@@ -88,7 +88,7 @@ def scan_target(
     def on_done(tp: tuple[str, int]) -> None:
         logs[tp].finish(ends[tp].end)
 
-    _read_partitions(cluster, alias, ends, starts, on_record=on_record, on_done=on_done, progress=progress)
+    read_partitions(cluster, alias, ends, starts, on_record=on_record, on_done=on_done, progress=progress)
     return logs
 
 
@@ -107,11 +107,11 @@ def echo_offsets(
             copies.setdefault(found[3], (tp[0], tp[1], offset))
 
     starts = dict.fromkeys(ends, OFFSET_BEGINNING)
-    _read_partitions(cluster, alias, ends, starts, on_record=on_record, on_done=lambda _tp: None, progress=None)
+    read_partitions(cluster, alias, ends, starts, on_record=on_record, on_done=lambda _tp: None, progress=None)
     return echo
 
 
-def _read_partitions(
+def read_partitions(
     cluster: ClusterConfig,
     alias: str,
     ends: Mapping[tuple[str, int], Watermarks],

@@ -35,14 +35,26 @@ def _selection(f: Callable[..., Any]) -> Callable[..., Any]:
             metavar="SOURCE=TARGET",
             help="Commit SOURCE group's offsets to the TARGET group on the target (default: the same group id).",
         ),
+        click.option(
+            "--mm2-checkpoints",
+            "mm2_checkpoints",
+            metavar="TOPIC",
+            help="For topics MirrorMaker 2 mirrored: use its checkpoints from TOPIC on the target "
+            "(<source alias>.checkpoints.internal) where there is one, instead of timestamps.",
+        ),
     ]
     for option in reversed(options):
         f = option(f)
     return f
 
 
-def _plan(
-    config_path: Path, link_name: str, groups: tuple[str, ...], pattern: str | None, mappings: tuple[str, ...]
+def _plan(  # noqa: PLR0917 - the selection options, as given
+    config_path: Path,
+    link_name: str,
+    groups: tuple[str, ...],
+    pattern: str | None,
+    mappings: tuple[str, ...],
+    mm2_checkpoints: str | None,
 ) -> Any:
     from failover.plan import make_plan
     from mirrorwatch.config import load_config
@@ -62,6 +74,7 @@ def _plan(
         groups=groups,
         pattern=pattern,
         group_map=group_map,
+        mm2_checkpoints=mm2_checkpoints,
         progress=lambda line: click.echo(f"mirrorwatch: {line}", err=True),
     )
     return config, plan
@@ -92,13 +105,14 @@ def plan_command(  # noqa: PLR0917 - one parameter per option
     groups: tuple[str, ...],
     pattern: str | None,
     mappings: tuple[str, ...],
+    mm2_checkpoints: str | None,
     as_json: bool,
 ) -> None:
     """Per group and partition: the source commit, the target offset and how it was found, records not mirrored yet,
     records a consumer would read twice, and the target group's state. Read-only."""
     from failover.report import plan_lines
 
-    _, plan = _plan(config_path, link_name, groups, pattern, mappings)
+    _, plan = _plan(config_path, link_name, groups, pattern, mappings, mm2_checkpoints)
     if as_json:
         click.echo(json.dumps(plan.to_json(), indent=2))
     else:
@@ -115,6 +129,7 @@ def apply_command(  # noqa: PLR0917 - one parameter per option
     groups: tuple[str, ...],
     pattern: str | None,
     mappings: tuple[str, ...],
+    mm2_checkpoints: str | None,
     force: bool,
 ) -> None:
     """Commit the plan to the groups on the target. A group with active members there, or one the plan would move
@@ -122,7 +137,7 @@ def apply_command(  # noqa: PLR0917 - one parameter per option
     from failover.apply import apply_plan
     from failover.report import outcome_lines
 
-    config, plan = _plan(config_path, link_name, groups, pattern, mappings)
+    config, plan = _plan(config_path, link_name, groups, pattern, mappings, mm2_checkpoints)
     outcomes = apply_plan(config, plan, force=force)
     for line in outcome_lines(outcomes):
         click.echo(line)
@@ -131,19 +146,20 @@ def apply_command(  # noqa: PLR0917 - one parameter per option
 
 @failover.command("verify")
 @_selection
-def verify_command(
+def verify_command(  # noqa: PLR0917 - one parameter per option
     config_path: Path,
     link_name: str,
     groups: tuple[str, ...],
     pattern: str | None,
     mappings: tuple[str, ...],
+    mm2_checkpoints: str | None,
 ) -> None:
     """Judge the target groups' committed offsets against the source commits on a fresh read of the target: "exact",
     or every partition where a consumer would miss records or read more twice than needed (exit 1)."""
     from failover.apply import verify_plan
     from failover.report import check_lines
 
-    _, plan = _plan(config_path, link_name, groups, pattern, mappings)
+    _, plan = _plan(config_path, link_name, groups, pattern, mappings, mm2_checkpoints)
     checks = verify_plan(plan)
     for line in check_lines(checks):
         click.echo(line)

@@ -31,6 +31,7 @@ PURE = {
     "canary.tracker",
     "alerts.rules",
     "failover.translate",
+    "failover.mm2_format",
 }
 IO_LIBRARIES = ("confluent_kafka", "pyspark", "prometheus_client", "streamlit")
 # The local development clusters are a tool of the CLI, the demo, the tests and the benchmarks, not of a domain.

@@ -5,14 +5,19 @@ twice is what the plan said."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from confluent_kafka import TopicPartition
 
-from bench.mm2 import DATA_ONLY, mm2_properties, running_mm2
-from mirrorwatch.config import MirrorwatchConfig
+from bench.mm2 import mm2_properties, running_mm2
+from failover.mm2 import read_checkpoints
+from mirrorwatch.config import ClusterConfig, MirrorwatchConfig
+from mirrorwatch.kafka import new_consumer
+from mirrorwatch.wait import wait_until
 from tests.failover.test_drill import (
     commit_source_group,
     consume_as_group,
@@ -23,7 +28,7 @@ from tests.failover.test_drill import (
     predicted_twice,
     source_truth,
 )
-from tests.kafka_helpers import Record, produce, wait_for_records
+from tests.kafka_helpers import ReadRecord, Record, produce, wait_for_records
 
 pytestmark = pytest.mark.integration
 
@@ -56,10 +61,26 @@ def test_time_based_translation_on_a_topic_mirrored_by_mirrormaker_2(
     )
     truth = source_truth(source, topic, partitions)
     mirrored = f"source.{topic}"  # MirrorMaker 2's DefaultReplicationPolicy, the source cluster's alias "source"
-    with running_mm2(tmp_path, "time", mm2_properties(clusters_config, "source", [topic], DATA_ONLY)):
-        wait_for_records(target, "target", mirrored, partitions, n, timeout_s=180, description="MirrorMaker 2 to copy")
     commits = {0: 505, 1: 600}  # inside a run of equal timestamps (5 of it read already), and at a run's start
     commit_source_group(source, group, topic, commits)
+    # MirrorMaker 2 also checkpoints the group (its own translation), for --mm2-checkpoints
+    checkpointing = [
+        "emit.heartbeats.enabled = false",
+        "emit.checkpoints.interval.seconds = 1",
+        "refresh.groups.interval.seconds = 1",
+        f"groups = {group}",
+        "sync.group.offsets.enabled = false",
+    ]
+    with running_mm2(tmp_path, "time", mm2_properties(clusters_config, "source", [topic], checkpointing)):
+        wait_for_records(target, "target", mirrored, partitions, n, timeout_s=180, description="MirrorMaker 2 to copy")
+
+        def checkpointed() -> bool:
+            found = read_checkpoints(target, "target", "source.checkpoints.internal")
+            return all(
+                (group, mirrored, p) in found and found[(group, mirrored, p)].upstream == o for p, o in commits.items()
+            )
+
+        wait_until(checkpointed, timeout_s=120, interval_s=1, description="MirrorMaker 2 to checkpoint the group")
     config = write_config([link("mm2", topic, rename={"policy": "prefix"})])
     group_plan = planned(config, "mm2", group)
     assert {t["method"] for t in group_plan["partitions"]} == {"time"}
@@ -71,3 +92,34 @@ def test_time_based_translation_on_a_topic_mirrored_by_mirrormaker_2(
     missed, twice = judge(truth, commits, read)
     assert missed == set()
     assert twice == {0: 5}
+
+    # MirrorMaker 2's own translation, read from its checkpoints: stated as such, and a consumer from there misses
+    # nothing either (what it reads twice is not known to the plan)
+    by_checkpoint = failover(
+        "plan", config, "--link", "mm2", "--group", group, "--json", "--mm2-checkpoints", "source.checkpoints.internal"
+    )
+    assert by_checkpoint.returncode == 0, by_checkpoint.stderr
+    (mm2_plan,) = json.loads(by_checkpoint.stdout)["groups"]
+    assert {t["method"] for t in mm2_plan["partitions"]} == {"mm2-checkpoint"}
+    from_checkpoint = read_from(target, mirrored, {t["partition"]: t["offset"] for t in mm2_plan["partitions"]})
+    assert unread <= {r.value for r in from_checkpoint}
+    missing = failover("plan", config, "--link", "mm2", "--group", group, "--mm2-checkpoints", "no.such.checkpoints")
+    assert missing.returncode == 2 and "no MirrorMaker 2 checkpoint" in missing.stderr
+
+
+def read_from(cluster: ClusterConfig, topic: str, offsets: dict[int, int]) -> list[ReadRecord]:
+    """Every record of `topic` from these offsets to the end, read by assignment (no group)."""
+    consumer = new_consumer(cluster, "target", "mirrorwatch-test-reader", {"enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, p, o) for p, o in offsets.items()])
+    out: list[ReadRecord] = []
+    at_end: set[int] = set()
+    try:
+        while len(at_end) < len(offsets):
+            for msg in consumer.consume(num_messages=1000, timeout=1):
+                if msg.error() is None:
+                    out.append(ReadRecord.of(msg))
+                else:
+                    at_end.add(msg.partition() or 0)
+    finally:
+        consumer.close()
+    return out

@@ -4,10 +4,13 @@ what a consumer starting at the answer reads, worked out by hand."""
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from failover.mm2_format import Checkpoint, parse_checkpoint
 from failover.translate import TargetLog, check_position, source_progress, translate
 
 S = ("orders", 0)
@@ -223,3 +226,22 @@ def test_the_index_answers_as_the_definition_on_any_history(
     commits = {S: commit0, S1: commit1}
     t = translate(log_of(history, {S: 0, S1: 0}), commits)
     assert (t.offset, t.read_twice) == brute_force(history, commits)
+
+
+def test_mirrormaker2_checkpoint_records_parse_and_garbage_does_not() -> None:
+    def string(text: str) -> bytes:
+        return struct.pack(">h", len(text.encode())) + text.encode()
+
+    key = string("billing") + string("source.orders") + struct.pack(">i", 3)
+    value = struct.pack(">hqq", 0, 1200, 1187) + string("")
+    assert parse_checkpoint(key, value) == Checkpoint("billing", "source.orders", 3, 1200, 1187)
+    assert parse_checkpoint(key, struct.pack(">hqq", 1, 1, 1) + string("")) is None  # a version it does not know
+    for bad_key, bad_value in [
+        (None, value),
+        (key, None),
+        (b"\x00", value),
+        (key, b"\x00\x00"),
+        (b"\x7f\xff" + b"x", value),
+        (string("g") + string("t"), value),
+    ]:
+        assert parse_checkpoint(bad_key, bad_value) is None

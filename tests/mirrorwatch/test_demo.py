@@ -10,6 +10,7 @@ import sys
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -74,15 +75,7 @@ def test_demo_mirrors_sample_traffic_and_stops_cleanly_on_ctrl_c(tmp_path: Path)
         with urllib.request.urlopen(api.replace("/mirror/links/demo", "/canary"), timeout=5) as response:
             (probed,) = json.load(response)["links"]
         assert probed["link"] == "demo" and probed["received_total"] > 0
-
-        def standby_ready() -> bool:
-            progress_shows_mirrored_records()
-            return any(line.startswith("[") and "standby demo-billing: ready on the target" in line for line in seen)
-
-        wait_until(standby_ready, timeout_s=90, description="a progress line with the standby group ready")
-        with urllib.request.urlopen(api + "/checkpoints", timeout=5) as response:
-            (kept,) = json.load(response)["groups"]
-        assert kept["group"] == "demo-billing" and kept["ready"] and kept["synced"]
+        _check_standby(api, seen, progress_shows_mirrored_records)
         console = next(line for line in seen if line.startswith("console: ")).split()[1]
         wait_for_http(f"{console}/_stcore/health", description="the demo's console to serve")
         demo.send_signal(signal.SIGINT)
@@ -104,3 +97,16 @@ def test_demo_mirrors_sample_traffic_and_stops_cleanly_on_ctrl_c(tmp_path: Path)
     )
     assert "source: stopped (pid" in output and "target: stopped (pid" in output
     assert _kafka_pids(state_dir) == []
+
+
+def _check_standby(api: str, seen: list[str], more_lines: Callable[[], bool]) -> None:
+    """The demo's application group is kept ready on the target: said on a progress line and by the API."""
+
+    def standby_ready() -> bool:
+        more_lines()
+        return any(line.startswith("[") and "standby demo-billing: ready on the target" in line for line in seen)
+
+    wait_until(standby_ready, timeout_s=90, description="a progress line with the standby group ready")
+    with urllib.request.urlopen(api + "/checkpoints", timeout=5) as response:
+        (kept,) = json.load(response)["groups"]
+    assert kept["group"] == "demo-billing" and kept["ready"] and kept["synced"]
