@@ -254,7 +254,7 @@ def mm2_bench(existing: Path | None, records: int, partitions: int) -> dict[str,
         app = threading.Thread(target=application)
         app.start()
         try:
-            _produce_with_kills(config, topic, records, partitions, peers=peers, restart=restart)
+            _produce_with_kills(config, topic, records, partitions, peers=peers, restart=restart, topics=topics)
             stop_app.set()  # the source is "lost" as production ends: the application stops mid-topic
             app.join(timeout=60)
             stopped = time.monotonic()
@@ -299,19 +299,22 @@ def _produce_with_kills(
     *,
     peers: dict[str, subprocess.Popen[bytes]],
     restart: Any,
+    topics: dict[str, str],
 ) -> None:
-    """Produce in 30 chunks, half a second apart; SIGKILL mirrorwatch while the 11th chunk is written and
-    MirrorMaker 2 while the 21st is, each restarted at once."""
+    """Produce in 30 chunks, half a second apart; SIGKILL mirrorwatch as soon as the 11th chunk reaches its target
+    and MirrorMaker 2 as soon as the 21st reaches its own (records written there, not yet committed at the source),
+    each restarted at once."""
     print(f"producing {records:,} records while both mirror; each mirror is SIGKILLed once ...", flush=True)
     chunk = max(1, records // 30)
     for i, start in enumerate(range(0, records, chunk)):
+        name = {10: "mirrorwatch", 20: "mm2"}.get(i)
+        before = sum(_ends(config, "target", topics[name], partitions)) if name else 0
         writing = threading.Thread(
             target=_produce, args=(config, topic, start, min(chunk, records - start), partitions)
         )
         writing.start()
-        if i in (10, 20):  # mid-stream: records read and written but not yet committed
-            time.sleep(0.3)
-            name = "mirrorwatch" if i == 10 else "mm2"
+        if name is not None:
+            _wait_for(config, topics[name], partitions, before + 1, f"the chunk to reach {name}'s target")
             os.killpg(peers[name].pid, signal.SIGKILL)  # the mirror and every process it started, no goodbye
             peers[name].wait(timeout=30)
             peers[name] = restart(name)
@@ -370,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
                     "tool",
                     "records missed",
                     "records read twice",
-                    "target group settled after",
+                    "target group settled (after the app stopped)",
                     "duplicates on its target",
                 ],
                 [

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bench import binding_cost, canary_overhead, evaluator_scale, latency, throughput
+from bench import binding_cost, canary_overhead, evaluator_scale, failover, latency, throughput
 from bench.common import bench_topics
 from mirrorwatch.config import load_config
 from mirrorwatch.local import LocalClusters
@@ -87,3 +87,13 @@ def test_latency_smoke_every_peer_delivers_each_measured_record_once(
     assert all(0 < r["p50_ms"] <= r["p99_ms"] <= r["p999_ms"] <= r["max_ms"] for r in runs)
     printed = capsys.readouterr().out
     assert "| records/s | peer |" in printed and "python-1 / mm2 at 200/s = " in printed
+
+
+def test_failover_scale_smoke(
+    local_clusters: LocalClusters, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["--bench", "scale", "--groups", "5", "--partitions", "2", "--records", "400"]
+    result = run_bench(failover.main, args, local_clusters, tmp_path)
+    assert result["groups"] == 5 and result["translations"] == 10 and result["records_scanned"] == 400
+    assert [r["new_records"] for r in result["standby_rounds"]] == [0, 40]
+    assert "| failover plan | 5 groups x 2 partitions |" in capsys.readouterr().out

@@ -228,6 +228,18 @@ def test_a_group_in_use_on_the_target_is_refused_and_a_backward_move_needs_force
     assert unknown.returncode == 2 and "no consumer group 'no-such-group-anywhere'" in unknown.stderr
     wrong_link = failover("plan", config, "--link", "nope", "--group", group)
     assert wrong_link.returncode == 2 and "no link 'nope'" in wrong_link.stderr
+    idle = unique("idle")  # a group that joined and left without committing
+    joined = new_consumer(source, "source", idle, {"enable.auto.commit": False})
+    joined.subscribe([topic])
+    wait_until(lambda: (joined.poll(0.5), joined.assignment())[1], timeout_s=60, description="the idle group to join")
+    joined.close()
+    no_commits = failover("apply", config, "--link", "dr", "--group", idle)
+    assert no_commits.returncode == 2 and "has no committed offsets" in no_commits.stderr, no_commits.stderr
+    elsewhere, other_group = make_topic("source", 1), unique("other")
+    commit_source_group(source, other_group, elsewhere, {0: 0})
+    unmirrored = failover("apply", config, "--link", "dr", "--group", other_group)
+    assert unmirrored.returncode == 2 and "has not mirrored" in unmirrored.stderr, unmirrored.stderr
+    assert _group_commits(target, other_group, elsewhere, 1) == {(elsewhere, 0): -1001}  # nothing committed
     assert mirror.stop() == 0
 
 
