@@ -6,9 +6,11 @@ a check found a difference, 2 bad usage (unknown link or group, a group without 
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,33 @@ import click
 __all__ = ["failover"]
 
 
+@dataclass(frozen=True)
+class _Selection:
+    """The options every failover command shares: which config, link and groups."""
+
+    config_path: Path
+    link_name: str
+    groups: tuple[str, ...]
+    pattern: str | None
+    mappings: tuple[str, ...]
+    mm2_checkpoints: str | None
+
+
 def _selection(f: Callable[..., Any]) -> Callable[..., Any]:
+    """The shared options, handed to the command as one `_Selection` (its first argument)."""
+
+    @functools.wraps(f)
+    def command(  # noqa: PLR0917 - one parameter per option
+        config_path: Path,
+        link_name: str,
+        groups: tuple[str, ...],
+        pattern: str | None,
+        mappings: tuple[str, ...],
+        mm2_checkpoints: str | None,
+        **rest: Any,
+    ) -> Any:
+        return f(_Selection(config_path, link_name, groups, pattern, mappings, mm2_checkpoints), **rest)
+
     options = [
         click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False, path_type=Path)),
         click.option("--link", "link_name", required=True, help="The link whose target the groups move to."),
@@ -43,38 +71,32 @@ def _selection(f: Callable[..., Any]) -> Callable[..., Any]:
             "(<source alias>.checkpoints.internal) where there is one, instead of timestamps.",
         ),
     ]
+    wrapped: Callable[..., Any] = command
     for option in reversed(options):
-        f = option(f)
-    return f
+        wrapped = option(wrapped)
+    return wrapped
 
 
-def _plan(  # noqa: PLR0917 - the selection options, as given
-    config_path: Path,
-    link_name: str,
-    groups: tuple[str, ...],
-    pattern: str | None,
-    mappings: tuple[str, ...],
-    mm2_checkpoints: str | None,
-) -> Any:
+def _plan(selection: _Selection) -> Any:
     from failover.plan import make_plan
     from mirrorwatch.config import load_config
 
-    if groups and pattern:
+    if selection.groups and selection.pattern:
         raise click.UsageError("give --group or --groups, not both")
     group_map: dict[str, str] = {}
-    for m in mappings:
+    for m in selection.mappings:
         source, sep, target = m.partition("=")
         if not sep or not source or not target:
             raise click.UsageError(f"--map {m!r}: expected SOURCE=TARGET")
         group_map[source] = target
-    config = load_config(config_path)
+    config = load_config(selection.config_path)
     plan = make_plan(
         config,
-        link_name,
-        groups=groups,
-        pattern=pattern,
+        selection.link_name,
+        groups=selection.groups,
+        pattern=selection.pattern,
         group_map=group_map,
-        mm2_checkpoints=mm2_checkpoints,
+        mm2_checkpoints=selection.mm2_checkpoints,
         progress=lambda line: click.echo(f"mirrorwatch: {line}", err=True),
     )
     return config, plan
@@ -99,20 +121,12 @@ def failover() -> None:
 @failover.command("plan")
 @_selection
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
-def plan_command(  # noqa: PLR0917 - one parameter per option
-    config_path: Path,
-    link_name: str,
-    groups: tuple[str, ...],
-    pattern: str | None,
-    mappings: tuple[str, ...],
-    mm2_checkpoints: str | None,
-    as_json: bool,
-) -> None:
+def plan_command(selection: _Selection, as_json: bool) -> None:
     """Per group and partition: the source commit, the target offset and how it was found, records not mirrored yet,
     records a consumer would read twice, and the target group's state. Read-only."""
     from failover.report import plan_lines
 
-    _, plan = _plan(config_path, link_name, groups, pattern, mappings, mm2_checkpoints)
+    _, plan = _plan(selection)
     if as_json:
         click.echo(json.dumps(plan.to_json(), indent=2))
     else:
@@ -123,21 +137,13 @@ def plan_command(  # noqa: PLR0917 - one parameter per option
 @failover.command("apply")
 @_selection
 @click.option("--force", is_flag=True, help="Commit even where it moves a target group backwards.")
-def apply_command(  # noqa: PLR0917 - one parameter per option
-    config_path: Path,
-    link_name: str,
-    groups: tuple[str, ...],
-    pattern: str | None,
-    mappings: tuple[str, ...],
-    mm2_checkpoints: str | None,
-    force: bool,
-) -> None:
+def apply_command(selection: _Selection, force: bool) -> None:
     """Commit the plan to the groups on the target. A group with active members there, or one the plan would move
     backwards (without --force), is refused and nothing of it committed; applying twice changes nothing."""
     from failover.apply import apply_plan
     from failover.report import outcome_lines
 
-    config, plan = _plan(config_path, link_name, groups, pattern, mappings, mm2_checkpoints)
+    config, plan = _plan(selection)
     outcomes = apply_plan(config, plan, force=force)
     for line in outcome_lines(outcomes):
         click.echo(line)
@@ -146,20 +152,13 @@ def apply_command(  # noqa: PLR0917 - one parameter per option
 
 @failover.command("verify")
 @_selection
-def verify_command(  # noqa: PLR0917 - one parameter per option
-    config_path: Path,
-    link_name: str,
-    groups: tuple[str, ...],
-    pattern: str | None,
-    mappings: tuple[str, ...],
-    mm2_checkpoints: str | None,
-) -> None:
+def verify_command(selection: _Selection) -> None:
     """Judge the target groups' committed offsets against the source commits on a fresh read of the target: "exact",
     or every partition where a consumer would miss records or read more twice than needed (exit 1)."""
     from failover.apply import verify_plan
     from failover.report import check_lines
 
-    _, plan = _plan(config_path, link_name, groups, pattern, mappings, mm2_checkpoints)
+    _, plan = _plan(selection)
     checks = verify_plan(plan)
     for line in check_lines(checks):
         click.echo(line)

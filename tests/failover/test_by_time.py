@@ -19,10 +19,9 @@ from mirrorwatch.config import ClusterConfig, MirrorwatchConfig
 from mirrorwatch.kafka import new_consumer
 from mirrorwatch.wait import wait_until
 from tests.failover.test_drill import (
+    apply_and_read,
     commit_source_group,
-    consume_as_group,
     failover,
-    judge,
     link,
     planned,
     predicted_twice,
@@ -85,14 +84,11 @@ def test_time_based_translation_on_a_topic_mirrored_by_mirrormaker_2(
     group_plan = planned(config, "mm2", group)
     assert {t["method"] for t in group_plan["partitions"]} == {"time"}
     assert predicted_twice(group_plan) == {0: 5}
-    applied = failover("apply", config, "--link", "mm2", "--group", group)
-    assert applied.returncode == 0, applied.stdout + applied.stderr
-    unread = {v for v, (p, o) in truth.items() if o >= commits[p]}
-    read = consume_as_group(target, group, mirrored, lambda got: {r.value for r in got} >= unread)
-    missed, twice = judge(truth, commits, read)
+    missed, twice = apply_and_read(config, "mm2", group, target, mirrored, truth, commits)
     assert missed == set()
     assert twice == {0: 5}
 
+    unread = {v for v, (p, o) in truth.items() if o >= commits[p]}
     # MirrorMaker 2's own translation, read from its checkpoints: stated as such, and a consumer from there misses
     # nothing either (what it reads twice is not known to the plan)
     by_checkpoint = failover(

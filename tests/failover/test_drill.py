@@ -115,6 +115,24 @@ def judge(
     return unread - seen, twice
 
 
+def apply_and_read(
+    config: Path,
+    name: str,
+    group: str,
+    target: ClusterConfig,
+    topic: str,
+    truth: dict[bytes, tuple[int, int]],
+    commits: dict[int, int],
+) -> tuple[set[bytes], dict[int, int]]:
+    """`failover apply` for the group, then the group reads `topic` on the target until it has every record at or
+    after its source commits: what it missed, and per partition what it read twice (`judge`)."""
+    applied = failover("apply", config, "--link", name, "--group", group)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    unread = {v for v, (p, o) in truth.items() if o >= commits[p]}
+    read = consume_as_group(target, group, topic, lambda got: {r.value for r in got} >= unread)
+    return judge(truth, commits, read)
+
+
 def planned(config: Path, name: str, group: str) -> dict[str, Any]:
     result = failover("plan", config, "--link", name, "--group", group, "--json")
     assert result.returncode == 0, result.stderr + result.stdout
@@ -295,11 +313,7 @@ def test_after_two_mirror_sigkills_nothing_is_missed_and_every_record_read_twice
             commits[p] = rng.randint(0, len(set(upstream)))
     commit_source_group(source, group, topic, commits)
     group_plan = planned(config, "dr", group)
-    applied = failover("apply", config, "--link", "dr", "--group", group)
-    assert applied.returncode == 0, applied.stdout + applied.stderr
-    unread = {v for v, (p, o) in truth.items() if o >= commits[p]}
-    read = consume_as_group(target, group, topic, lambda got: {r.value for r in got} >= unread)
-    missed, twice = judge(truth, commits, read)
+    missed, twice = apply_and_read(config, "dr", group, target, topic, truth, commits)
     assert missed == set()
     assert twice == predicted_twice(group_plan)
     if 1 in replayed:  # committed just before a replayed stretch: the stretch is read twice, and the plan said so
@@ -346,11 +360,7 @@ def test_a_transactional_source_with_aborted_transactions(
     wait_for_records(target, "target", topic, partitions, len(truth))
     group_plan = planned(config, "dr", group)
     assert predicted_twice(group_plan) == {}
-    applied = failover("apply", config, "--link", "dr", "--group", group)
-    assert applied.returncode == 0, applied.stdout + applied.stderr
-    unread = {v for v, (p, o) in truth.items() if o >= commits[p]}
-    read = consume_as_group(target, group, topic, lambda got: {r.value for r in got} >= unread)
-    assert judge(truth, commits, read) == (set(), {})
+    assert apply_and_read(config, "dr", group, target, topic, truth, commits) == (set(), {})
     assert mirror.stop() == 0
 
 
@@ -411,8 +421,5 @@ def test_a_compacted_topic(
     wait_for_records(target, "target", topic, partitions, len(truth))
     group_plan = planned(config, "dr", group)
     assert predicted_twice(group_plan) == {}
-    assert failover("apply", config, "--link", "dr", "--group", group).returncode == 0
-    unread = {v for v, (p, o) in truth.items() if o >= commits[p]}
-    read = consume_as_group(target, group, topic, lambda got: {r.value for r in got} >= unread)
-    assert judge(truth, commits, read) == (set(), {})
+    assert apply_and_read(config, "dr", group, target, topic, truth, commits) == (set(), {})
     assert mirror.stop() == 0
