@@ -246,14 +246,14 @@ def make_plan(
             floors[sp] = min(offset, floors.get(sp, offset))
     ends: dict[tuple[str, int], Watermarks] = watermarks(target_admin, sorted(wanted))
     source_ends = watermarks(source_admin, sorted(floors))
-    echo = None
-    if any(ln.source == link.target and ln.target == link.source for ln in config.links):
-        # a link the other way (failback, active-active): records written on the target first, whose copies the
-        # groups read on the source, count as those copies
-        echo = echo_offsets(source_cluster, link.source, source_ends, _cluster_id(target_admin, link.target))
-    if scans is not None:
+    if scans is not None:  # a standby's round (not failback-aware: see the README)
         logs = scans.update(ends, source_id, floors)
     else:
+        echo = None
+        if any(ln.source == link.target and ln.target == link.source for ln in config.links):
+            # a link the other way (failback, active-active): records written on the target first, whose copies
+            # the groups read on the source, count as those copies
+            echo = echo_offsets(source_cluster, link.source, source_ends, _cluster_id(target_admin, link.target))
         logs = scan_target(target_cluster, link.target, ends, source_id, floors, progress=progress, echo=echo)
 
     mapping = group_map or {}

@@ -3,7 +3,9 @@
 Lag in seconds of a consumer at offset o < high-watermark is now minus the timestamp of the record at o: exact, and
 fetched once per (cluster, topic, partition, offset) since a record's timestamp never changes. An offset may point
 at a gap (compaction, a transaction marker): the next record's timestamp is used. A record removed by retention
-comes back as None.
+comes back as None. An offset with nothing but transaction markers after it (a read_committed consumer, or a
+mirror, of a transactional topic stops at the last commit marker) has no record to time: it is left out at once
+(the partition's end is reported), not waited for, and not cached, since a record may yet come.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ class RecordTimeFetcher:
                     "auto.offset.reset": "error",
                     "fetch.wait.max.ms": 50,
                     "isolation.level": "read_uncommitted",
+                    "enable.partition.eof": True,
                 },
             )
         return consumer
@@ -88,24 +91,27 @@ class RecordTimeFetcher:
         consumer = self._consumer(alias)
         consumer.assign([TopicPartition(t, p, k[3]) for (t, p), k in by_tp.items()])
         found: dict[Key, int | None] = {}
+        at_end: set[Key] = set()  # nothing but markers from its offset to the end: no record to time
         deadline = time.monotonic() + FETCH_TIMEOUT_S
         try:
-            while len(found) < len(by_tp) and time.monotonic() < deadline:
+            while len(found) + len(at_end) < len(by_tp) and time.monotonic() < deadline:
                 for msg in consumer.consume(num_messages=len(by_tp), timeout=0.2):
                     key = by_tp.get((msg.topic() or "", msg.partition() or 0))
-                    if key is None or key in found:
+                    if key is None or key in found or key in at_end:
                         continue
                     err = msg.error()
                     if err is None:
                         found[key] = msg.timestamp()[1]
                     elif err.code() == KafkaError._AUTO_OFFSET_RESET:
                         found[key] = None  # removed by retention
+                    elif err.code() == KafkaError._PARTITION_EOF:
+                        at_end.add(key)
         finally:
             consumer.unassign()
-        if len(found) < len(by_tp):
+        if len(found) + len(at_end) < len(by_tp):
             log.debug(
                 "record times: %d of %d records not read within %gs on %s",
-                len(by_tp) - len(found),
+                len(by_tp) - len(found) - len(at_end),
                 len(by_tp),
                 FETCH_TIMEOUT_S,
                 alias,

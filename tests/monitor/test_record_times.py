@@ -8,7 +8,8 @@ import pytest
 from confluent_kafka import TopicPartition
 
 from mirrorwatch.config import MirrorwatchConfig
-from mirrorwatch.kafka import new_admin
+from mirrorwatch.kafka import new_admin, new_producer
+from monitor import record_times
 from monitor.record_times import RecordTimeFetcher
 from tests.kafka_helpers import Record, produce
 
@@ -40,5 +41,32 @@ def test_timestamps_of_records_at_offsets_and_of_records_that_are_gone(
         for future in admin.delete_records([TopicPartition(topic, 1, 3)]).values():
             future.result(timeout=30)
         assert fetcher.times([("source", topic, 1, 1)]) == {("source", topic, 1, 1): None}
+    finally:
+        fetcher.close()
+
+
+def test_an_offset_with_only_transaction_markers_after_it_is_answered_at_once_not_waited_for(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    unique: Callable[[str], str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A mirror (or any read_committed consumer) of a transactional topic commits the offset of the last commit
+    marker: no record follows it. The fetcher must say so at the partition's end instead of waiting for a record
+    (it once waited FETCH_TIMEOUT_S on every round, which stretched every collection of that cluster by 5 s)."""
+    source = clusters_config.clusters["source"]
+    topic = make_topic("source", 1)
+    producer = new_producer(source, "source", {"transactional.id": unique("tx")})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"x", timestamp=1_700_000_000_000)
+    producer.commit_transaction(30)  # offset 0: the record, offset 1: the commit marker; the end is 2
+    monkeypatch.setattr(record_times, "FETCH_TIMEOUT_S", 3600.0)  # a wait would now outlast the test's timeout
+    fetcher = RecordTimeFetcher(clusters_config.clusters)
+    try:
+        assert fetcher.times([("source", topic, 0, 1)]) == {}
+        assert fetcher.times([("source", topic, 0, 0), ("source", topic, 0, 1)]) == {
+            ("source", topic, 0, 0): 1_700_000_000_000
+        }
     finally:
         fetcher.close()
