@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from failover.translate import SourcePartition, TargetLog
 from mirrorwatch.config import ClusterConfig
 from mirrorwatch.errors import KafkaClientError
-from mirrorwatch.kafka import error_text, kafka_error, new_consumer
+from mirrorwatch.kafka import error_text, headers_of, kafka_error, new_consumer
 from mirrorwatch.provenance import provenance_source
 
 __all__ = ["Echo", "TargetScans", "Watermarks", "echo_offsets", "read_partitions", "scan_target", "watermarks"]
@@ -190,7 +190,7 @@ def read_partitions(
 
 def _source_of(msg: Message) -> tuple[bytes, str, int, int] | None:
     try:
-        return provenance_source(cast(list[tuple[str, bytes | None]] | None, msg.headers()))  # a consumer's list
+        return provenance_source(cast(list[tuple[str, bytes | None]] | None, headers_of(msg)))  # mirrorwatch.kafka
     except (SystemError, ValueError, UnicodeDecodeError):  # header names that are not UTF-8
         return None
 

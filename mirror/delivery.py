@@ -23,10 +23,10 @@ from mirror.progress import PartitionProgress
 from mirror.routes import Route, Router
 from mirror.stats import LinkStats
 from mirrorwatch.config import LinkConfig
-from mirrorwatch.kafka import error_text
+from mirrorwatch.kafka import error_text, headers_of
 from mirrorwatch.provenance import HeaderValue, has_visited, with_provenance
 
-__all__ = ["Delivery", "OutboxItem", "dead_letter_headers"]
+__all__ = ["Delivery", "OutboxItem", "dead_letter_headers", "unreadable"]
 
 log = logging.getLogger("mirrorwatch.mirror")
 
@@ -138,6 +138,7 @@ class Delivery:
         assert self.producer is not None
         router, outbox, stats = self.router, self.outbox, self.stats
         routes, route_of, source_id, target_id = router.routes, router.route, router.source_id, router.target_id
+        read_headers = headers_of  # never msg.headers(): see mirrorwatch.kafka.headers_of
         form = self.link.provenance
         produce, delivered, partial = self.producer.produce, self._delivered_plain, functools.partial
         records_in = bytes_in = 0
@@ -160,7 +161,12 @@ class Delivery:
             size = (len(value) if value else 0) + (len(key) if key else 0)
             records_in += 1
             bytes_in += size
-            headers: list[tuple[str, bytes | None]] | None = msg.headers()  # type: ignore[assignment]
+            try:
+                headers: list[tuple[str, bytes | None]] | None = read_headers(msg)
+            except SystemError:  # a header name that is not UTF-8 (see `unreadable`): never call headers() again
+                if not unreadable(self, route, offset, key=key, value=value, timestamp=timestamp):
+                    return
+                continue
             if headers:
                 if has_visited(headers, target_id):  # it came from the target: writing it back would loop
                     stats.loop_skipped_total += 1
@@ -198,6 +204,7 @@ class Delivery:
         assert self.producer is not None
         router, outbox, stats = self.router, self.outbox, self.stats
         routes, route_of, source_id, target_id = router.routes, router.route, router.source_id, router.target_id
+        read_headers = headers_of  # never msg.headers(): see mirrorwatch.kafka.headers_of
         form = self.link.provenance
         produce, end_run = self.producer.produce, self._end_run
         records_in = bytes_in = 0
@@ -224,7 +231,15 @@ class Delivery:
             size = (len(value) if value else 0) + (len(key) if key else 0)
             records_in += 1
             bytes_in += size
-            headers: list[tuple[str, bytes | None]] | None = msg.headers()  # type: ignore[assignment]
+            try:
+                headers: list[tuple[str, bytes | None]] | None = read_headers(msg)
+            except SystemError:  # a header name that is not UTF-8 (see `unreadable`): never call headers() again
+                if held is not None:  # the open run ends before it
+                    end_run(route, held, (route, run_first, held[0], run_records, run_bytes, run_timestamp))
+                    held = None
+                if not unreadable(self, route, offset, key=key, value=value, timestamp=timestamp):
+                    return
+                continue
             if headers:
                 if has_visited(headers, target_id):  # it came from the target: writing it back would loop
                     stats.loop_skipped_total += 1
@@ -357,12 +372,15 @@ class Delivery:
 
     def _delivered_sparse(self, item: OutboxItem, err: KafkaError | None, msg: Message) -> None:
         """The report of a record the outbox handed over in sparse mode (it may end a run)."""
-        p, offset, *_rest, source, _cause = item
+        p, offset, *_rest, source, cause = item
         run = self._outbox_runs.pop((source, offset), None)
         if run is not None:
             self._delivered_run(run, err, msg)
         elif err is not None:
             self._sparse_failed(source, offset, offset, err)
+        elif cause is not None:  # a dead letter, on the dead-letter topic
+            p.ack_through(offset)
+            self.stats.dead_lettered_total += 1
         else:
             p.ack_through(offset)
             key, value = item[4], item[5]
@@ -385,13 +403,12 @@ class Delivery:
             self.stats.count_out(1, (len(value) if value else 0) + (len(key) if key else 0), timestamp, time.time())
 
     def _delivered_plain(self, item: PlainItem, err: KafkaError | None, msg: Message) -> None:
-        """The delivery report of a record `queue_plain` handed to the producer itself."""
+        """The report of a record `queue_plain` handed over itself (refused: key and value from the report)."""
         route, offset, timestamp, size, headers = item
         if err is None:
             route.progress.ack(offset)
             self.stats.count_out(1, size, timestamp, time.time())
             return
-        # The report carries the key and value (not the headers): the refused record as the outbox holds it.
         self._send_failed(_waiting(route, offset, msg.key(), msg.value(), headers=headers, timestamp=timestamp), err)
 
     def _send_failed(self, item: OutboxItem, err: KafkaError) -> None:
@@ -426,8 +443,7 @@ class Delivery:
     # -- the producer -----------------------------------------------------------------------------------------------
 
     def serve_reports(self, timeout_s: float) -> None:
-        """producer.poll(): delivery reports run as callbacks here. A fatal producer error (the idempotent producer
-        cannot go on without a gap) is raised here, not reported to error_cb; the producer's queue then stays stuck."""
+        """producer.poll(): reports run as callbacks here; a fatal producer error is raised here, not to error_cb."""
         assert self.producer is not None
         try:
             self.producer.poll(timeout_s)
@@ -435,8 +451,7 @@ class Delivery:
             self._producer_failed(exc)
 
     def flush(self, timeout_s: float) -> int:
-        """producer.flush(), as `serve_reports`; what a fatal producer still holds is purged (read again later).
-        Returns how many records are still not acknowledged."""
+        """producer.flush(), as `serve_reports`; a fatal producer's records are purged; returns those not acked."""
         producer = self.producer
         assert producer is not None
         try:
@@ -453,16 +468,14 @@ class Delivery:
     def _producer_failed(self, exc: KafkaException) -> None:
         error: KafkaError = exc.args[0]
         self.producer_fatal = True
-        if self.sparse:
-            if self.sparse_failure is None:
-                self.sparse_failure = f"the records in flight ({error_text(error)})"
-        else:
+        if not self.sparse:
             self.fail(f"the producer hit a fatal error: {error_text(error)}; restart the link")
+        elif self.sparse_failure is None:
+            self.sparse_failure = f"the records in flight ({error_text(error)})"
 
     def drop_producer(self) -> None:
-        """Give up on the records the producer holds (sparse replay: they are read again from the acknowledged
-        offsets): reports already in still acknowledge what it did write; a request already sent may still be
-        written by the target, so those records may be written twice (never lost)."""
+        """Give up on what the producer holds (a sparse replay reads it again from the acknowledged offsets); a request
+        already sent may still be written by the target, so those records may be written twice, never lost."""
         old = self.producer
         self.clear()
         self.sparse = False
@@ -474,3 +487,35 @@ class Delivery:
         with contextlib.suppress(KafkaException):
             old.poll(0)
         self.producer_fatal = False  # the worker makes a new producer
+
+
+def unreadable(
+    delivery: Delivery, route: Route, offset: int, *, key: bytes | None, value: bytes | None, timestamp: int
+) -> bool:
+    """A record whose headers cannot be read: confluent-kafka's Message.headers() raises SystemError on a header
+    name that is not valid UTF-8, and a second call returns a tuple holding NULL that crashes the interpreter
+    (SIGSEGV) when touched. It cannot be copied as it is, so it is refused like a record the target refuses:
+    to the dead-letter topic (key, value and provenance, not its headers, with the reason), or the link stops naming it
+    without committing past it. True when the loop may go on."""
+    where = f"{route.source[0]}[{route.source[1]}]@{offset}"
+    reason = "a header name is not valid UTF-8: the record cannot be read as it is (confluent-kafka)"
+    if not delivery.link.dead_letter_topic:
+        delivery.fail(
+            f"{where} cannot be mirrored: {reason}. The link stopped without committing past this record, so "
+            "nothing is lost; set the link's dead_letter_topic to move such records aside, then start it again"
+        )
+        return False
+    log.error(
+        "link %s: %s: %s; sending it to the dead-letter topic %r",
+        delivery.name,
+        where,
+        reason,
+        delivery.link.dead_letter_topic,
+    )
+    route.progress.dispatch(offset, 1, timestamp)
+    cause = KafkaError(KafkaError._BAD_MSG, reason)
+    before, name, prefix, after = route.stamp  # its own headers are lost; where it came from is not
+    headers: list[tuple[str, HeaderValue]] = [*before, (name, prefix + b"%d" % offset), *after]
+    delivery.outbox.append((route.progress, offset, route.target_topic, route.target_partition, key, value, headers,
+                            timestamp if timestamp > 0 else 0, route.source, cause))  # fmt: skip
+    return True

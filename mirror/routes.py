@@ -15,6 +15,7 @@ from mirror.progress import PartitionProgress
 from mirror.stats import LinkStats
 from mirror.topic_keeper import TopicKeeper
 from mirrorwatch.config import LinkConfig
+from mirrorwatch.kafka import headers_of
 from mirrorwatch.provenance import ProvenanceStamp, has_visited, provenance_stamp, with_provenance
 
 __all__ = ["Route", "Router"]
@@ -106,7 +107,14 @@ class Router:
         it); None when the handler failed (the link is failing)."""
         stats = self.stats
         key, value = msg.key(), msg.value()
-        headers = cast(list[tuple[str, bytes | None]] | None, msg.headers())  # a consumer returns a list
+        try:
+            headers = cast(list[tuple[str, bytes | None]] | None, headers_of(msg))  # a list (mirrorwatch.kafka)
+        except SystemError:  # a header name that is not UTF-8: never call headers() again (Delivery.unreadable)
+            self.fail(
+                f"{topic}[{partition}]@{offset} cannot be mirrored: a header name is not valid UTF-8, so the handler "
+                "cannot be given the record. The link stopped without committing past it"
+            )
+            return None
         timestamp_ms = msg.timestamp()[1]
         stats.records_in_total += 1
         stats.bytes_in_total += (len(value) if value else 0) + (len(key) if key else 0)

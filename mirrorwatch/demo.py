@@ -27,7 +27,7 @@ from dashboards.launch import console_command
 from mirror.worker import WorkerBase
 from mirrorwatch.config import MirrorwatchConfig, load_config, parse_config
 from mirrorwatch.errors import MirrorwatchError
-from mirrorwatch.kafka import create_topics, new_admin, new_consumer, new_producer
+from mirrorwatch.kafka import create_topics, headers_of, new_admin, new_consumer, new_producer
 from mirrorwatch.local import LocalClusters
 from mirrorwatch.processes import die_with_parent, free_port, stop_process
 from mirrorwatch.services import Running, everything_running
@@ -220,8 +220,11 @@ def _produce(t: _Traffic, topic: str, key: bytes, value: bytes) -> None:
 
 def _read(t: _Traffic, timeout_s: float) -> None:
     for msg in t.reader.consume(num_messages=500, timeout=timeout_s):
-        if msg.error() is None and (RUN_HEADER, t.run_id) in (msg.headers() or []):
-            t.read_on_target += 1
+        if msg.error() is not None:
+            continue
+        with contextlib.suppress(SystemError):  # a header name that is not UTF-8 (mirrorwatch.kafka.headers_of)
+            if (RUN_HEADER, t.run_id) in (headers_of(msg) or []):
+                t.read_on_target += 1
 
 
 def _progress_line(t: _Traffic, worker: WorkerBase, running: Running, elapsed_s: float) -> str:

@@ -7,6 +7,7 @@ to Python logging under `mirrorwatch.kafka.<cluster alias>` instead of stderr.
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,6 +23,7 @@ __all__ = [
     "create_topics",
     "error_of",
     "error_text",
+    "headers_of",
     "kafka_error",
     "new_admin",
     "new_consumer",
@@ -29,6 +31,14 @@ __all__ = [
 ]
 
 ConfigValue = str | int | float | bool
+
+# A consumed record's headers, read so that a header name that is not UTF-8 raises SystemError every time.
+# confluent-kafka's Message.headers() returns a list *and* sets an exception for such a name; the generic call path
+# turns that into SystemError, but CPython 3.11's specialised call of a method descriptor (what `msg.headers()`
+# becomes in a loop) does not check, and hands out a tuple holding NULL that crashes the interpreter (SIGSEGV) when
+# touched. A methodcaller always takes the checked path. Call it once per record: a second call returns the broken
+# list without an error.
+headers_of = operator.methodcaller("headers")
 Overrides = Mapping[str, Any] | None
 
 
