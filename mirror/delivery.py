@@ -111,15 +111,10 @@ class Delivery:
         self._outbox_runs: dict[tuple[tuple[str, int], int], RunReport] = {}  # runs an outbox record reports for
 
     def handle(self, messages: list[Message]) -> None:
-        if not messages:
-            return
-        if self.sparse:
-            self.queue_sparse(messages)
-        elif self.router.handler is None:
-            self.queue_plain(messages)
-        else:
-            self.queue_handled(messages)
-        self.drain()
+        if messages:
+            plain = self.queue_plain if self.router.handler is None else self.queue_handled
+            (self.queue_sparse if self.sparse else plain)(messages)
+            self.drain()
 
     def forget(self, partitions: set[tuple[str, int]]) -> None:
         """Records of these partitions not yet handed to the producer: the partitions' next owner reads them again."""
@@ -132,9 +127,9 @@ class Delivery:
 
     # -- the per-record paths ---------------------------------------------------------------------------------------
 
-    def queue_plain(self, messages: list[Message]) -> None:
-        """The per-record path of a link without a handler: one record out per record in, handed to the producer
-        at once (the outbox only keeps order behind a record the producer could not take), no objects but tuples."""
+    def queue_plain(self, messages: list[Message]) -> None:  # noqa: PLR0915 - one loop: a call per record costs
+        """The per-record path of a link without a handler: each record handed to the producer at once (the outbox
+        keeps order behind one it could not take)."""
         assert self.producer is not None
         router, outbox, stats = self.router, self.outbox, self.stats
         routes, route_of, source_id, target_id = router.routes, router.route, router.source_id, router.target_id
@@ -161,8 +156,10 @@ class Delivery:
             size = (len(value) if value else 0) + (len(key) if key else 0)
             records_in += 1
             bytes_in += size
-            try:
-                headers: list[tuple[str, bytes | None]] | None = read_headers(msg)
+            try:  # fast when a record has no headers; a checked second read when it has (kafka.headers_of)
+                headers: list[tuple[str, bytes | None]] | None = msg.headers()  # type: ignore[assignment]
+                if headers:
+                    headers = read_headers(msg)
             except SystemError:  # a header name that is not UTF-8 (see `unreadable`): never call headers() again
                 if not unreadable(self, route, offset, key=key, value=value, timestamp=timestamp):
                     return
@@ -197,10 +194,8 @@ class Delivery:
         stats.bytes_in_total += bytes_in
 
     def queue_sparse(self, messages: list[Message]) -> None:  # noqa: PLR0915 - one loop: a call per record costs
-        """`queue_plain` with sparse delivery reports: each run of a partition's records in the batch is one progress
-        entry, and only its last record carries a report. The newest record of the open run is held back until the
-        next one shows whether it is the last; whatever ends a run (another partition, the end of the batch, a full
-        producer) hands it over with the run's report."""
+        """`queue_plain` with sparse reports: a run of a partition's records in the batch is one progress entry, its
+        newest record held back until the next shows whether it ends the run (and carries the run's report)."""
         assert self.producer is not None
         router, outbox, stats = self.router, self.outbox, self.stats
         routes, route_of, source_id, target_id = router.routes, router.route, router.source_id, router.target_id
@@ -231,8 +226,10 @@ class Delivery:
             size = (len(value) if value else 0) + (len(key) if key else 0)
             records_in += 1
             bytes_in += size
-            try:
-                headers: list[tuple[str, bytes | None]] | None = read_headers(msg)
+            try:  # fast when a record has no headers; a checked second read when it has (kafka.headers_of)
+                headers: list[tuple[str, bytes | None]] | None = msg.headers()  # type: ignore[assignment]
+                if headers:
+                    headers = read_headers(msg)
             except SystemError:  # a header name that is not UTF-8 (see `unreadable`): never call headers() again
                 if held is not None:  # the open run ends before it
                     end_run(route, held, (route, run_first, held[0], run_records, run_bytes, run_timestamp))

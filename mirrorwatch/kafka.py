@@ -32,12 +32,13 @@ __all__ = [
 
 ConfigValue = str | int | float | bool
 
-# A consumed record's headers, read so that a header name that is not UTF-8 raises SystemError every time.
-# confluent-kafka's Message.headers() returns a list *and* sets an exception for such a name; the generic call path
-# turns that into SystemError, but CPython 3.11's specialised call of a method descriptor (what `msg.headers()`
-# becomes in a loop) does not check, and hands out a tuple holding NULL that crashes the interpreter (SIGSEGV) when
-# touched. A methodcaller always takes the checked path. Call it once per record: a second call returns the broken
-# list without an error.
+# A consumed record's headers, read so that a header name that is not UTF-8 raises SystemError. confluent-kafka's
+# Message.headers() returns a list *and* sets an exception for such a name; the generic call path turns that into
+# SystemError, but CPython 3.11's specialised call of a method descriptor (what `msg.headers()` becomes in a loop)
+# does not check, and hands out a tuple holding NULL that crashes the interpreter (SIGSEGV) when touched. A
+# methodcaller always takes the checked path. Read a record's headers once: a later plain call returns the broken
+# list without an error; a checked call raises while the first call's exception is still pending, which the per-record
+# loops use to stay fast (`h = msg.headers()`, and only when there are headers, `h = headers_of(msg)` at once).
 headers_of = operator.methodcaller("headers")
 Overrides = Mapping[str, Any] | None
 
