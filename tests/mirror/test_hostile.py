@@ -72,7 +72,9 @@ def test_a_header_name_that_is_not_utf8_stops_the_link_cleanly_or_is_dead_letter
     # With a dead-letter topic: it goes there (key, value, provenance, the reason) and every other record arrives
     dead_letters = unique("dlq")
     mirror = start_mirror("--config", str(write_config([{**link, "dead_letter_topic": dead_letters}])))
-    wait_for_commits(source, "source", group, topic, 1, upto=[311], timeout_s=60, description="the link past the record")
+    wait_for_commits(
+        source, "source", group, topic, 1, upto=[311], timeout_s=60, description="the link past the record"
+    )
     (dead,) = read_all(target, "target", dead_letters, expected=1)
     assert dead.value == b"bad"
     headers = dict(dead.headers)
