@@ -35,7 +35,14 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from mirror.admin import link_cluster_ids
 from mirror.failure import MirrorFailure
 from mirror.settings import java_kafka_options
-from mirror.spark_plan import TOPIC, SparkLinkPlan, apply_rename, parse_end_offsets, plan_spark_link
+from mirror.spark_plan import (
+    TOPIC,
+    SparkLinkPlan,
+    apply_rename,
+    parse_end_offsets,
+    parse_offset_log,
+    plan_spark_link,
+)
 from mirror.topic_keeper import TopicKeeper, refuse_loop
 from mirror.worker import writer_fields
 from mirrorwatch.clock import SystemClock
@@ -60,6 +67,9 @@ __all__ = ["run_spark_link", "spark_jars"]
 log = logging.getLogger("mirrorwatch.mirror.spark")
 
 STATUS_EVERY_S = 1.0  # the driver rewrites its status this often (the monitor's liveness check)
+# ... and reads its checkpoint's commit log this often: a batch counts as written as soon as Spark committed it, not
+# when the listener bus gets round to telling (seen 1.5 s late while the query caught up after a target freeze)
+CHECKPOINT_POLL_S = 0.25
 _PROVENANCE = [PROVENANCE, SOURCE_CLUSTER, SOURCE_TOPIC, SOURCE_PARTITION, SOURCE_OFFSET, PATH, HOPS]
 
 
@@ -76,7 +86,8 @@ def spark_jars() -> list[Path]:
 
 
 class _Progress:
-    """After each micro-batch: commit its end offsets to the link's group and publish the positions."""
+    """After each micro-batch: commit its end offsets to the link's group and publish the positions. A batch is
+    learnt of from whichever comes first: the query listener, or the checkpoint's commit log (`poll_checkpoint`)."""
 
     def __init__(self, config: MirrorwatchConfig, link: LinkConfig, plan: SparkLinkPlan) -> None:
         self.link, self.plan = link, plan
@@ -92,11 +103,13 @@ class _Progress:
         self._lock = threading.Lock()
         self.stats: dict[str, float] = {"records_in_total": 0, "records_out_total": 0}
         self.batches = 0
+        self._batch_id = -1  # the newest batch whose end offsets are the positions
 
     def batch_done(self, progress: Any) -> None:
         sources = [{"endOffset": s.endOffset} for s in progress.sources]
         offsets = parse_end_offsets(sources)
         rows = int(progress.numInputRows or 0)
+        batch_id = int(progress.batchId)
         with self._lock:
             self.batches += 1
             self.stats["records_in_total"] += rows
@@ -104,8 +117,32 @@ class _Progress:
             self.stats["spark_batch_duration_seconds"] = float(progress.batchDuration or 0) / 1000
             self.stats["spark_input_rows_per_second"] = float(progress.inputRowsPerSecond or 0)
             self.stats["spark_processed_rows_per_second"] = float(progress.processedRowsPerSecond or 0)
-            changed = {tp: o for tp, o in offsets.items() if self._positions.get(tp) != o}
-            self._positions.update(offsets)
+        self._advance(batch_id, offsets)
+        self.publish()
+
+    def poll_checkpoint(self) -> bool:
+        """Take the end offsets of the newest batch in the checkpoint's commit log when it is newer than the
+        positions; True when it was. Only for a checkpoint on the local file system (elsewhere the listener alone
+        tells)."""
+        checkpoint = self.plan.checkpoint
+        try:
+            committed = [int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit()]
+            newest = max(committed, default=-1)
+            if newest <= self._batch_id:
+                return False
+            offsets = parse_offset_log((checkpoint / "offsets" / str(newest)).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        return bool(offsets) and self._advance(newest, offsets)
+
+    def _advance(self, batch_id: int, offsets: dict[tuple[str, int], int]) -> bool:
+        """Batch `batch_id` is written: its end offsets become the positions and are committed to the group."""
+        with self._lock:
+            if batch_id <= self._batch_id:
+                return False
+            self._batch_id = batch_id
+            changed = {tp: o for tp, o in offsets.items() if self._positions.get(tp, -1) < o}
+            self._positions.update(changed)
         if changed:
             try:
                 self._committer.commit(
@@ -116,7 +153,7 @@ class _Progress:
                 with self._lock:
                     for tp in changed:
                         self._positions.pop(tp, None)
-        self.publish()
+        return True
 
     def status(self) -> WorkerStatus:
         """The end offsets of the last committed micro-batch: every record below them is on the target (the sink
@@ -200,9 +237,16 @@ def _records(spark: Any, plan: SparkLinkPlan, source: ClusterConfig, source_id: 
     def first(name: str) -> Any:
         return F.try_element_at(F.filter(headers, lambda h: h["key"] == name), F.lit(1))["value"].cast("string")
 
-    # The path a record has been on, from either provenance form (compact: its text up to the first ';').
-    path = F.coalesce(first(PATH), F.substring_index(first(PROVENANCE), ";", 1), F.lit(""))
-    rows = rows.filter(~F.array_contains(F.split(path, ","), target_id))  # never back onto a cluster it was on
+    # The path a record has been on, from either provenance form (compact: its text before the last three fields, or
+    # all of it when it has fewer, as `mirrorwatch.provenance` reads it); a forged `;` separates ids like a `,`.
+    compact = first(PROVENANCE)
+    last_three = F.substring_index(compact, ";", -3)
+    compact_path = F.when(
+        F.size(F.split(compact, ";")) >= 4, compact.substr(F.lit(1), F.length(compact) - F.length(last_three) - 1)
+    ).otherwise(compact)
+    path = F.coalesce(first(PATH), compact_path, F.lit(""))
+    visited = F.split(F.translate(path, ";", ","), ",")
+    rows = rows.filter(~F.array_contains(visited, target_id))  # never back onto a cluster it was on
     new_path = F.when(path == "", F.lit(source_id)).otherwise(F.concat(path, F.lit(","), F.lit(source_id)))
 
     def header(name: str, value: Any) -> Any:
@@ -309,11 +353,14 @@ def run_spark_link(
     )
     failure = None
     try:
+        published = 0.0
         while not stop.is_set() and query.isActive:
             # The driver's heartbeat: the positions of the last batch still stand, and the monitor knows the
             # driver is alive (micro-batches come at the trigger interval, or not at all while nothing arrives).
-            progress.publish()
-            stop.wait(STATUS_EVERY_S)
+            if progress.poll_checkpoint() or time.monotonic() - published >= STATUS_EVERY_S:
+                progress.publish()
+                published = time.monotonic()
+            stop.wait(CHECKPOINT_POLL_S)
         error = query.exception()
         if error is not None:
             failure = f"link {link.name}: the Spark query failed: {error.desc if hasattr(error, 'desc') else error}"

@@ -20,6 +20,7 @@ from mirrorwatch.config import (
     MapRename,
     MirrorwatchConfig,
     PrefixRename,
+    reveal,
 )
 from mirrorwatch.errors import ConfigError, ConfigProblem
 from mirrorwatch.provenance import ProvenanceForm
@@ -156,7 +157,7 @@ def plan_spark_link(config: MirrorwatchConfig, link: LinkConfig) -> SparkLinkPla
         trigger_interval_seconds=link.spark.trigger_interval_seconds,
         checkpoint=checkpoint,
         master=link.spark.master,
-        conf=dict(link.spark.conf),
+        conf=reveal(link.spark.conf),
     )
 
 
@@ -177,3 +178,16 @@ def parse_end_offsets(sources: Sequence[Mapping[str, object]]) -> dict[tuple[str
                 if int(offset) >= 0:
                     offsets[(topic, int(partition))] = int(offset)
     return offsets
+
+
+def parse_offset_log(text: str) -> dict[tuple[str, int], int]:
+    """The end offsets in one entry of a query's offset log (`<checkpoint>/offsets/<batch>`: a version line, the
+    batch's metadata, then one line per source, the Kafka source's like {"orders": {"0": 120}}); {} when the entry is
+    not in that form (a newer Spark, a partial file)."""
+    lines = text.splitlines()
+    if len(lines) < 3 or not lines[0].startswith("v"):
+        return {}
+    try:
+        return parse_end_offsets([{"endOffset": line} for line in lines[2:]])
+    except (ValueError, AttributeError, TypeError):
+        return {}

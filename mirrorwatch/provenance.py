@@ -18,7 +18,11 @@ full, six UTF-8 text headers:
 Both say the same: the path's last cluster is the one it was read from, and hops is the path's length. The compact
 form costs one header instead of six: about 60 bytes on the target per record instead of about 200, and less of
 the python engine's time per record (the producer copies every header; measured ~8 % of its CPU on 100-byte
-records). Kafka topic names have no `;` or `,`, and cluster ids are base64, so the fields cannot be confused.
+records). Kafka topic names have no `;` or `,`, and partition and offset are digits, so the compact header is read
+from the right: its last three fields are topic, partition and offset, and everything before them is the path,
+whatever bytes a producer put in a path it forged (a `;` in a full-form `mirrorwatch.path` survives being written
+compact and read back). A compact value with fewer fields is read as a path as a whole: a header that does not
+parse never reads as "not visited" for a cluster it names.
 
 The source fields describe the last hop only (a record mirrored twice carries its second source); `path`
 accumulates, which is what stops loops: a record is never written to a cluster already on its path, whichever form
@@ -72,14 +76,26 @@ def _path_of(headers: Headers | None) -> bytes:
         for name, value in headers:
             if value and name in _WITH_PATH:
                 raw = value.encode() if isinstance(value, str) else value
-                return raw if name == PATH else raw.split(b";", 1)[0]
+                if name == PATH:
+                    return raw
+                fields = _compact_fields(raw)
+                return fields[0] if len(fields) == 4 else raw
     return b""
+
+
+def _compact_fields(raw: bytes) -> list[bytes]:
+    """`<path>;<topic>;<partition>;<offset>` split from the right (the path may hold any byte); fewer than four
+    fields when the value is not in that form."""
+    return raw.rsplit(b";", 3)
 
 
 def has_visited(headers: Headers | None, cluster_id: bytes) -> bool:
     """True when the record has already been on the cluster `cluster_id` (so writing it there would loop)."""
     path = _path_of(headers)
-    return bool(path) and cluster_id in path.split(b",")
+    if not path:
+        return False
+    # A forged path may hold `;` (a compact value that does not parse is all path): either separates cluster ids.
+    return cluster_id in path.replace(b";", b",").split(b",")
 
 
 def _stamped(path: bytes, topic: bytes, partition: bytes, offset: int, form: ProvenanceForm) -> list[tuple[str, bytes]]:
@@ -143,7 +159,7 @@ def read_provenance(headers: Headers | None) -> dict[str, bytes] | None:
         if raw is None or name not in _OURS:
             continue
         if name == PROVENANCE:
-            fields = raw.split(b";")
+            fields = _compact_fields(raw)
             if len(fields) != 4 or not fields[3].isdigit():
                 raise ValueError(f"{PROVENANCE} is not <path>;<topic>;<partition>;<offset>: {raw!r}")
             path, topic, partition, offset = fields
@@ -165,7 +181,7 @@ def provenance_source(headers: Headers | None) -> tuple[bytes, str, int, int] | 
                 continue
             raw = value.encode() if isinstance(value, str) else value
             if name == PROVENANCE:
-                path, topic, partition, offset = raw.split(b";")
+                path, topic, partition, offset = _compact_fields(raw)
                 return path.rsplit(b",", 1)[-1], topic.decode(), int(partition), int(offset)
             full[name] = raw
         if not full:

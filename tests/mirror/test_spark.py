@@ -16,7 +16,16 @@ from typing import Any
 import pytest
 
 from mirrorwatch.config import MirrorwatchConfig
-from mirrorwatch.provenance import HOPS, PATH, PROVENANCE, SOURCE_CLUSTER, SOURCE_OFFSET, SOURCE_PARTITION, SOURCE_TOPIC
+from mirrorwatch.provenance import (
+    HOPS,
+    PATH,
+    PROVENANCE,
+    SOURCE_CLUSTER,
+    SOURCE_OFFSET,
+    SOURCE_PARTITION,
+    SOURCE_TOPIC,
+    with_provenance,
+)
 from mirrorwatch.wait import wait_until
 from tests.kafka_helpers import (
     Record,
@@ -171,7 +180,17 @@ def test_stopping_and_restarting_the_query_mid_stream_loses_nothing(
     assert mirror.stop() == 0
     stopped_at = committed_offsets(source, "source", group, topic, PARTITIONS)
     assert sum(stopped_at) < 30_000, "stopped too late to test a restart mid-stream"
-    produce(source, "source", topic, records(30_000, 10_000))
+    # Producers that wrote our headers themselves, with separators in them (issue #22): the path Spark writes is the
+    # one the python engine writes for the same headers
+    forged = [
+        ((PATH, b"evil;"),),
+        ((PROVENANCE, b"a;b"),),
+        ((PROVENANCE, b"x;y;orders;0;1"),),
+        ((PROVENANCE, b"x,y;orders;0;1"),),
+    ]
+    later = records(30_000, 10_000)
+    later += [Record(value=b"forged-%d" % i, partition=0, headers=h) for i, h in enumerate(forged)]
+    produce(source, "source", topic, later)
     mirror = start_mirror("--config", str(config), "--link", "sparked")
     wait_for_commits(source, "source", group, topic, PARTITIONS, timeout_s=240)
     assert mirror.stop() == 0
@@ -183,6 +202,13 @@ def test_stopping_and_restarting_the_query_mid_stream_loses_nothing(
         first_seen = list(dict.fromkeys(offsets))
         assert first_seen == list(range(high[partition])), f"partition {partition}: a gap or a reordering"
         assert {ours(r) for r in rows} == {(SOURCE_CLUSTER, SOURCE_TOPIC, SOURCE_PARTITION, SOURCE_OFFSET, PATH, HOPS)}
+    source_id = provenance(got[0], "source.cluster")
+    paths = {r.value: provenance(r, "path") for r in got if (r.value or b"").startswith(b"forged-")}
+    assert paths == {
+        b"forged-%d" % i: dict(with_provenance(h, source_id, b"t", b"0", 0, form="full"))[PATH]
+        for i, h in enumerate(forged)
+    }
+    assert paths[b"forged-0"] == b"evil;," + source_id and paths[b"forged-2"] == b"x;y," + source_id
     assert "Traceback" not in mirror.log()
 
 

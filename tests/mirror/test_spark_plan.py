@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mirror.spark_plan import apply_rename, parse_end_offsets, plan_spark_link, rename_spec
+from mirror.spark_plan import apply_rename, parse_end_offsets, parse_offset_log, plan_spark_link, rename_spec
 from mirrorwatch.config import MirrorwatchConfig, parse_config
 from mirrorwatch.errors import ConfigError
 from mirrorwatch.rename import rename_policy
@@ -92,3 +92,15 @@ def test_batch_end_offsets_are_read_from_the_progress_json() -> None:
         {"endOffset": '{"x": {"0": -1}}'},  # Spark's "latest" marker, not an offset
     ]
     assert parse_end_offsets(sources) == {("orders", 0): 120, ("orders", 1): 98, ("payments", 0): 5}
+
+
+def test_an_offset_log_entry_gives_the_batch_end_offsets_and_nothing_when_not_in_that_form() -> None:
+    """The driver reads its checkpoint's offset log for a batch the commit log says is done (as Spark 4 writes it)."""
+    entry = (
+        "v1\n"
+        '{"batchWatermarkMs":0,"batchTimestampMs":1795500797847,"conf":{"spark.sql.shuffle.partitions":"4"}}\n'
+        '{"orders":{"0":23942,"1":23941},"mirrorwatch.canary":{"0":-2}}'
+    )
+    assert parse_offset_log(entry) == {("orders", 0): 23942, ("orders", 1): 23941}
+    for broken in ("", "v1\n{}", "v1\n{}\nnot json", "v1\n{}\n[1, 2]", "garbage\n{}\n{}"):
+        assert parse_offset_log(broken) == {}

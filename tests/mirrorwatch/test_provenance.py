@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mirrorwatch.provenance import (
     HOPS,
@@ -79,7 +81,7 @@ def test_loop_check(form: ProvenanceForm) -> None:
     assert not has_visited(None, b"A")
     assert not has_visited([("other", b"x")], b"A")
     assert not has_visited([(PATH, b"AB")], b"A")  # ids are compared whole, not as substrings
-    assert not has_visited([(PROVENANCE, b"AB;A;0;0")], b"A")  # the path is only the text before the first ';'
+    assert not has_visited([(PROVENANCE, b"AB;A;0;0")], b"A")  # the path is the text before the last three fields
     assert has_visited([(PROVENANCE, "X,A;t;0;0")], b"A")  # a str header value reads the same
 
 
@@ -130,3 +132,50 @@ def test_provenance_source_of_records_without_it_or_with_a_forged_one_is_none(
     headers: list[tuple[str, bytes | None]] | None,
 ) -> None:
     assert provenance_source(headers) is None
+
+
+def test_a_semicolon_in_a_forged_full_form_path_survives_a_compact_hop() -> None:
+    """Issue #22, case 2: a producer on A writes `mirrorwatch.path: evil;` itself; A -> B writes it compact as
+    `evil;,A;t;0;5`, and B -> A must read A in that path (read from the left, the path was `evil`: the record went
+    back to A)."""
+    on_b = with_provenance([(PATH, b"evil;")], b"A", b"t", b"0", 5)
+    assert on_b == [(PROVENANCE, b"evil;,A;t;0;5")]
+    assert has_visited(on_b, b"A")
+    assert provenance_source(on_b) == (b"A", "t", 0, 5)
+    assert read_provenance(on_b) == {
+        "source.cluster": b"A",
+        "source.topic": b"t",
+        "source.partition": b"0",
+        "source.offset": b"5",
+        "path": b"evil;,A",
+        "hops": b"2",
+    }
+
+
+@pytest.mark.parametrize("value", [b"A", b"X;A", b"A;t", b"A;t;0", b"X,A;t;x"])
+def test_a_compact_value_that_does_not_parse_is_all_path_and_never_reads_as_not_visited(value: bytes) -> None:
+    assert has_visited([(PROVENANCE, value)], b"A")
+
+
+CLUSTER_IDS = st.binary(min_size=1, max_size=8).filter(lambda b: b"," not in b and b";" not in b)
+# Any bytes, and short values made of the separators and the ids' own letters (where the parsing can go wrong)
+HEADER_VALUES = st.one_of(st.binary(max_size=30), st.text(alphabet=",;A0t", max_size=12).map(str.encode))
+
+
+@given(
+    forged=st.lists(st.tuples(st.sampled_from([PATH, PROVENANCE, SOURCE_OFFSET, "app"]), HEADER_VALUES)),
+    hops=st.lists(st.tuples(st.one_of(st.just(b"A"), CLUSTER_IDS), st.sampled_from(FORMS)), min_size=1, max_size=4),
+    offset=st.integers(min_value=0, max_value=2**63 - 1),
+)
+def test_loop_prevention_holds_for_any_forged_headers(
+    forged: list[tuple[str, bytes]], hops: list[tuple[bytes, ProvenanceForm]], offset: int
+) -> None:
+    """Whatever a producer wrote into our headers, once a record was mirrored from a cluster, every later hop still
+    reads that cluster as visited, and the last hop's source reads back exactly."""
+    headers: list[tuple[str, bytes | str | None]] = list(forged)
+    for cluster, form in hops:
+        headers = with_provenance(headers, cluster, b"orders.v1", b"3", offset, form=form)
+        assert provenance_source(headers) == (cluster, "orders.v1", 3, offset)
+    for cluster, _ in hops:
+        assert has_visited(headers, cluster)
+    assert sum(1 for name, _ in headers if name in (PATH, PROVENANCE)) == 1
