@@ -8,7 +8,6 @@ from a plan.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
@@ -25,6 +24,7 @@ from failover.translate import SourcePartition, SourceProgress, TargetLog, Trans
 from mirrorwatch.config import ClusterConfig, LinkConfig, MirrorwatchConfig
 from mirrorwatch.errors import MirrorwatchError
 from mirrorwatch.kafka import kafka_error, new_admin
+from mirrorwatch.patterns import PatternError, compile_pattern
 from mirrorwatch.rename import rename_policy
 
 __all__ = ["FailoverPlan", "FailoverUsageError", "GroupPlan", "TargetGroup", "make_plan"]
@@ -149,9 +149,9 @@ def select_groups(
         return sorted(g for g in existing if select(g) and g not in exclude)
     if pattern is not None:
         try:
-            regex = re.compile(pattern)
-        except re.error as exc:
-            raise FailoverUsageError(f"--groups {pattern!r} is not a regular expression: {exc}") from None
+            regex = compile_pattern(pattern)
+        except PatternError as exc:
+            raise FailoverUsageError(f"--groups {pattern!r} is refused: {exc}") from None
         return sorted(g for g in existing if regex.fullmatch(g) and g not in exclude)
     return sorted(g for g in existing if g not in exclude)
 

@@ -80,11 +80,20 @@ class MM1Options:
 
 
 def _read_properties(path: Path, label: str) -> dict[str, str]:
+    """A Java properties file: UTF-8, or ISO-8859-1 where it is not (what Java's Properties.load reads, so a file
+    MirrorMaker took is taken); a bad `\\u` escape is a config problem, not a crash."""
     try:
-        with path.open(encoding="utf-8") as f:
-            return dict(javaproperties.load(f))
+        raw = path.read_bytes()
     except OSError as exc:
         raise ConfigError([ConfigProblem(label, f"cannot read {path}: {exc.strerror}")]) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("iso-8859-1")
+    try:
+        return dict(javaproperties.loads(text))
+    except ValueError as exc:
+        raise ConfigError([ConfigProblem(label, str(exc))]) from None
 
 
 def _translate(
@@ -128,6 +137,8 @@ def _translate(
                 ]
             )
         if name == "buffer.memory" and role == "producer":
+            if not value.strip().isdigit():
+                raise ConfigError([ConfigProblem(f"{label}: {name}", f"must be a number of bytes, got {value!r}")])
             own["queue.buffering.max.kbytes"] = str(max(1, int(value) // 1024))
             continue
         (shared if name.startswith(SHARED_PREFIXES) else own)[name] = value

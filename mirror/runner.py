@@ -16,6 +16,7 @@ import threading
 from multiprocessing.context import SpawnProcess
 
 from mirror.engine import LinkWorker
+from mirror.settings import client_problems
 from mirror.worker import WorkerBase
 from mirrorwatch.config import LinkConfig, MirrorwatchConfig
 from mirrorwatch.errors import ConfigError, ConfigProblem, MirrorwatchError
@@ -54,7 +55,11 @@ def python_links(config: MirrorwatchConfig, only: str | None = None, *, skip_spa
         )
     for link in spark:
         log.warning("link %s uses engine spark: not run here; run `mirrorwatch mirror --link %s`", link.name, link.name)
-    return [link for link in links if link.engine == "python"]
+    chosen = [link for link in links if link.engine == "python"]
+    problems = [problem for link in chosen for problem in client_problems(config, link)]
+    if problems:
+        raise ConfigError(problems)
+    return chosen
 
 
 def worker_for(config: MirrorwatchConfig, link: LinkConfig, *, stop: threading.Event, worker: int = 0) -> WorkerBase:

@@ -4,16 +4,22 @@ settings as the Java client's `kafka.*` options for Spark's connector."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
-from mirrorwatch.config import ClusterConfig, LinkConfig, MirrorwatchConfig
+from confluent_kafka import Consumer, KafkaException, Producer
+
+from mirrorwatch.config import ClusterConfig, LinkConfig, MirrorwatchConfig, reveal
+from mirrorwatch.errors import ConfigProblem
+from mirrorwatch.kafka import error_text
 
 __all__ = [
     "CONSUMER_DEFAULTS",
     "CONSUMER_FIXED",
     "PRODUCER_DEFAULTS",
     "PRODUCER_FIXED",
+    "client_problems",
     "consumer_settings",
     "java_kafka_options",
     "producer_settings",
@@ -58,10 +64,6 @@ PRODUCER_FIXED: dict[str, str | int | bool] = {
 }
 
 
-def _reveal(properties: dict[str, Any]) -> dict[str, Any]:
-    return {k: v.get_secret_value() if hasattr(v, "get_secret_value") else v for k, v in properties.items()}
-
-
 def consumer_settings(
     config: MirrorwatchConfig,
     link: LinkConfig,
@@ -75,7 +77,7 @@ def consumer_settings(
     settings: dict[str, Any] = {
         **CONSUMER_DEFAULTS,
         **dict(source.client_properties()),
-        **_reveal(link.consumer_properties),
+        **reveal(link.consumer_properties),
         **CONSUMER_FIXED,
         "auto.offset.reset": link.start_from,
         "topic.metadata.refresh.interval.ms": int(link.refresh_topics_interval_seconds * 1000),
@@ -94,7 +96,7 @@ def producer_settings(
     settings: dict[str, Any] = {
         **PRODUCER_DEFAULTS,
         **dict(target.client_properties()),
-        **_reveal(link.producer_properties),
+        **reveal(link.producer_properties),
         **PRODUCER_FIXED,
         "stats_cb": stats_cb,
     }
@@ -109,3 +111,40 @@ def java_kafka_options(prefix: str, cluster: ClusterConfig) -> dict[str, str]:
     for name, value in cluster.client_properties().items():
         options[f"{prefix}{name}"] = str(value)
     return options
+
+
+_PROPERTY = re.compile(r'property:? "([^"]+)"')
+_QUIET = {"log_level": 0}  # a check client that cannot connect says nothing
+
+
+def client_problems(config: MirrorwatchConfig, link: LinkConfig) -> list[ConfigProblem]:
+    """What librdkafka refuses in the link's consumer and producer settings, found by creating the clients (no
+    connection is needed, so a problem is said at once even while a cluster is unreachable), each at the path of
+    the property it names: the link's `consumer_properties`/`producer_properties`, else the cluster's."""
+    index = config.links.index(link)
+    problems = []
+    for role, own, alias in (
+        ("consumer", link.consumer_properties, link.source),
+        ("producer", link.producer_properties, link.target),
+    ):
+        try:
+            if role == "consumer":
+                settings = consumer_settings(config, link, "check", on_commit=_ignore, stats_cb=_ignore)
+                Consumer({**settings, "group.id": link.consumer_group, **_QUIET}).close()
+            else:
+                Producer({**producer_settings(config, link, "check", stats_cb=_ignore), **_QUIET})
+        except KafkaException as exc:
+            found = _PROPERTY.search(error_text(exc))
+            name = found.group(1) if found else None
+            if name is not None and name in own:
+                path = f"links[{index}].{role}_properties.{name}"
+            elif name is not None and name in config.clusters[alias].properties:
+                path = f"clusters.{alias}.properties.{name}"
+            else:
+                path = f"links[{index}]"
+            problems.append(ConfigProblem(path, f"the {role} configuration was rejected: {error_text(exc)}"))
+    return problems
+
+
+def _ignore(*_args: Any) -> None:
+    pass

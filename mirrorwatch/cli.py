@@ -187,10 +187,15 @@ def config() -> None:
 @config.command("check")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 def config_check(file: Path) -> None:
-    """Exit 0 when FILE is valid; otherwise print each problem as `path: message` and exit 2."""
+    """Exit 0 when FILE is valid (its client properties included: librdkafka is asked, no cluster is contacted);
+    otherwise print each problem as `path: message` and exit 2."""
+    from mirror.settings import client_problems
     from mirrorwatch.config import load_config
 
     cfg = load_config(file)
+    problems = [problem for link in cfg.links if link.engine == "python" for problem in client_problems(cfg, link)]
+    if problems:
+        raise ConfigError(problems, str(file))
     click.echo(f"{file}: ok ({len(cfg.clusters)} cluster(s), {len(cfg.links)} link(s))")
 
 

@@ -32,6 +32,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from mirrorwatch.errors import ConfigError, ConfigProblem
+from mirrorwatch.patterns import PatternError, compile_pattern
 
 __all__ = [
     "CanaryConfig",
@@ -52,6 +53,7 @@ __all__ = [
     "load_config",
     "parse_config",
     "render_config",
+    "reveal",
 ]
 
 # A property is a secret when its name mentions a password, secret, token, credential or key material. Masking a
@@ -78,11 +80,10 @@ def _compile_regex(value: object) -> re.Pattern[str]:
     if not isinstance(value, str):
         raise PydanticCustomError("regex_type", "a regex must be a string, got {value}", {"value": repr(value)})
     try:
-        return re.compile(value)
-    except re.error as exc:
-        raise PydanticCustomError(
-            "invalid_regex", "invalid regex {pattern}: {reason}", {"pattern": repr(value), "reason": exc.msg}
-        ) from None
+        return compile_pattern(value)
+    except PatternError as exc:
+        words = "regex {pattern} is refused: {reason}" if exc.hazard else "invalid regex {pattern}: {reason}"
+        raise PydanticCustomError("invalid_regex", words, {"pattern": repr(value), "reason": str(exc)}) from None
 
 
 # A regex compiled at load time; written back as its source text.
@@ -98,6 +99,10 @@ TopicName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]+$", max_l
 
 def _normalize_properties(value: object, reserved: Mapping[str, str]) -> object:
     """Client properties as librdkafka wants them (text), with secret-named values wrapped in `SecretStr`."""
+    if isinstance(value, str):  # `properties: "sasl.password=..."`: never echoed, it may hold a secret
+        raise PydanticCustomError(
+            "properties_type", "must be a mapping of one `name: value` per line, not a string (its value not shown)"
+        )
     if not isinstance(value, Mapping):
         return value  # pydantic reports the type error
     out: dict[str, object] = {}
@@ -110,10 +115,21 @@ def _normalize_properties(value: object, reserved: Mapping[str, str]) -> object:
             text = str(raw)
         elif isinstance(raw, SecretStr):
             text = raw.get_secret_value()
-        else:
+        elif isinstance(raw, str):
             text = raw
+        else:
+            raise PydanticCustomError(
+                "properties_value",
+                "{name}: must be text, a number or true/false, got {kind}",
+                {"name": name, "kind": "nothing" if raw is None else f"a {type(raw).__name__}"},
+            )
         out[str(name)] = SecretStr(text) if isinstance(text, str) and is_secret_property(str(name)) else text
     return out
+
+
+def reveal(properties: Mapping[str, str | SecretStr]) -> dict[str, str]:
+    """Properties with secrets revealed: for the client factories and Spark only, never for output."""
+    return {name: v.get_secret_value() if isinstance(v, SecretStr) else v for name, v in properties.items()}
 
 
 class ClusterConfig(_Model):
@@ -129,10 +145,7 @@ class ClusterConfig(_Model):
 
     def client_properties(self) -> dict[str, str]:
         """librdkafka properties with secrets revealed: for the client factory only, never for output."""
-        props = {"bootstrap.servers": self.bootstrap_servers}
-        for name, value in self.properties.items():
-            props[name] = value.get_secret_value() if isinstance(value, SecretStr) else value
-        return props
+        return {"bootstrap.servers": self.bootstrap_servers, **reveal(self.properties)}
 
 
 class TopicSelection(_Model):
@@ -242,7 +255,10 @@ class SparkOptions(_Model):
     checkpoint_dir: Annotated[str, StringConstraints(min_length=1)] | None = (
         None  # default <state_dir>/checkpoints/<link>
     )
-    conf: dict[str, str] = Field(default_factory=dict)  # extra Spark settings, e.g. spark.executor.memory
+    # extra Spark settings, e.g. spark.executor.memory; secret-named ones (spark.authenticate.secret) masked in output
+    conf: Annotated[dict[str, str | SecretStr], BeforeValidator(lambda v: _normalize_properties(v, {}))] = Field(
+        default_factory=dict
+    )
 
 
 class LinkConfig(_Model):
@@ -464,10 +480,19 @@ def _problem_message(error: Any, loc: Loc) -> str:
     message = str(error["msg"]).removeprefix("Value error, ")
     value = error.get("input")
     secret = any(isinstance(part, str) and is_secret_property(part) for part in loc)
-    custom = kind.startswith(("invalid_regex", "regex_type", "format_", "map_", "duplicate_", "reserved_"))
-    if not custom and not secret and isinstance(value, str | int | float | bool) and value is not None:
+    custom = kind.startswith(
+        ("invalid_regex", "regex_type", "format_", "map_", "duplicate_", "reserved_", "properties_")
+    )
+    if custom or secret or _mentions_secret(value):
+        return message
+    if isinstance(value, str | int | float | bool) and value is not None:
         message += f" (got {value!r})"
     return message
+
+
+def _mentions_secret(value: object) -> bool:
+    """A raw input that names a secret property (`sasl.password=x`, `ssl.key.password: x`): never echoed."""
+    return isinstance(value, str) and any(is_secret_property(word) for word in re.split(r"[\s=:,;]+", value))
 
 
 def parse_config(doc: object, *, source: str | None = None, env: Mapping[str, str] | None = None) -> MirrorwatchConfig:
@@ -501,9 +526,15 @@ def load_config(path: str | Path, *, env: Mapping[str, str] | None = None) -> Mi
     """Read and validate a mirrorwatch YAML file."""
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        raw = Path(path).read_bytes()
     except OSError as exc:
         raise ConfigError([ConfigProblem("", f"cannot read config file: {exc.strerror}")], source) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        problem = f"not UTF-8 text: byte 0x{raw[exc.start]:02x} on line {line}"
+        raise ConfigError([ConfigProblem("", problem)], source) from None
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -511,7 +542,35 @@ def load_config(path: str | Path, *, env: Mapping[str, str] | None = None) -> Mi
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
         reason = getattr(exc, "problem", None) or str(exc)
         raise ConfigError([ConfigProblem("", f"not valid YAML: {where}{reason}")], source) from None
+    except RecursionError:
+        raise ConfigError([ConfigProblem("", f"not a config: nested deeper than {MAX_DEPTH} levels")], source) from None
+    oversized = _oversized(doc)
+    if oversized:
+        raise ConfigError([ConfigProblem("", oversized)], source)
     return parse_config(doc, source=source, env=env)
+
+
+MAX_DEPTH = 32  # a real config is 6 levels deep
+MAX_VALUES = 100_000  # values in the document once YAML aliases are expanded (a real config: hundreds)
+
+
+def _oversized(doc: object) -> str | None:
+    """Why a loaded document is not a config that validation can walk: nested too deeply, or too many values once
+    aliases are expanded (a few hundred bytes of nested aliases expand to billions, or to a cycle); None when fine."""
+    stack: list[tuple[object, int]] = [(doc, 0)]
+    seen = 0
+    while stack:
+        node, depth = stack.pop()
+        seen += 1
+        if seen > MAX_VALUES:
+            return f"not a config: more than {MAX_VALUES:,} values once its YAML aliases are expanded"
+        if depth > MAX_DEPTH:
+            return f"not a config: nested deeper than {MAX_DEPTH} levels"
+        if isinstance(node, dict):
+            stack.extend((child, depth + 1) for pair in node.items() for child in pair)
+        elif isinstance(node, list):
+            stack.extend((child, depth + 1) for child in node)
+    return None
 
 
 def render_config(config: MirrorwatchConfig) -> str:

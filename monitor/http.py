@@ -13,8 +13,13 @@ Prometheus metrics, and health checks. It only reads the monitor's current state
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+import resource
 import socket
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
@@ -26,13 +31,20 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from monitor.evaluator import GroupEvaluation, OffsetSample, PartitionEvaluation, Status
 from monitor.exporter import MonitorCollector
 from monitor.service import MonitorService
 from monitor.state import LinkView, MonitorState
 
-__all__ = ["HttpServer", "create_app"]
+__all__ = ["FIRST_REQUEST_TIMEOUT_S", "MAX_CONNECTIONS", "HttpServer", "create_app"]
+
+log = logging.getLogger("mirrorwatch.http")
+
+MAX_CONNECTIONS = 256  # open at once; more are closed as they come (far below the process's file descriptors)
+FIRST_REQUEST_TIMEOUT_S = 10.0  # a connection that has not sent a whole request head by then is closed
+REFUSALS_LOGGED_EVERY_S = 60.0
 
 
 def _burrow(request: Request, message: str, status_code: int = 200, **body: Any) -> JSONResponse:
@@ -246,11 +258,65 @@ def _monitor_routes(service: MonitorService) -> list[Route]:
     ]
 
 
+class _Guarded(H11Protocol):
+    """uvicorn's h11 protocol with what it lacks against clients that connect and never finish: a connection over
+    MAX_CONNECTIONS is closed at once (said in the log once a minute, not per connection), and one that has not sent
+    a whole request head within FIRST_REQUEST_TIMEOUT_S is closed (a request head is at most h11's 16 KiB; idle
+    keep-alive connections are closed by uvicorn after 5 s). Whatever the API's clients do, the process keeps its
+    file descriptors for Kafka and its status files, and /healthz answers."""
+
+    closed = 0
+    last_said = 0.0
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._since = time.monotonic()
+        self._first_request = self.loop.call_later(FIRST_REQUEST_TIMEOUT_S, self._no_request_in_time)
+        if len(self.connections) > MAX_CONNECTIONS:
+            # Room for the newcomer at the expense of the longest-waiting connection that has sent no request yet
+            # (a client that connects to ask gets its answer while idle ones churn); the newcomer itself only when
+            # every other connection is busy with a request.
+            waiting = [c for c in self.connections if c is not self and c.cycle is None]  # type: ignore[union-attr]
+            victim = min(waiting, key=lambda c: getattr(c, "_since", 0.0)) if waiting else self
+            victim.transport.close()
+            _Guarded.closed += 1
+            now = time.monotonic()
+            if now - _Guarded.last_said >= REFUSALS_LOGGED_EVERY_S:
+                log.warning(
+                    "HTTP: %d connections open, the cap: closing those that sent no request, oldest first "
+                    "(%d so far; said once a minute)",
+                    MAX_CONNECTIONS,
+                    _Guarded.closed,
+                )
+                _Guarded.last_said = now
+
+    def _no_request_in_time(self) -> None:
+        if self.cycle is None and not self.transport.is_closing():
+            self.transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        timer = getattr(self, "_first_request", None)
+        if timer is not None:
+            timer.cancel()
+        super().connection_lost(exc)
+
+
+def _raise_file_limit() -> None:
+    """The soft limit on open files up to the hard one (commonly 1,024 of 524,288): headroom for Kafka clients."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 65536, hard))
+
+
 class HttpServer:
     """uvicorn serving the app on a background thread; `port` is the bound port (useful with port 0)."""
 
     def __init__(self, app: Starlette, host: str, port: int) -> None:
-        self._server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off"))
+        _raise_file_limit()
+        self._server = uvicorn.Server(
+            uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off", http=_Guarded)
+        )
         self._thread = threading.Thread(target=self._server.run, name="mirrorwatch-http", daemon=True)
         self.host = host
         self.port = port

@@ -118,6 +118,35 @@ def test_bad_mm1_input(tmp_path: Path, consumer_text: str, extra: dict[str, obje
     assert [str(p) for p in info.value.problems] == [e.format(c=consumer) for e in expected]
 
 
+@pytest.mark.parametrize(
+    ("producer_bytes", "expected"),
+    [
+        (b"bootstrap.servers=h:2\nclient.id=\\uZZZZ\n", "producer.config {p}: Invalid \\u escape sequence: \\uZZZZ"),
+        (
+            b"bootstrap.servers=h:2\nbuffer.memory=lots\n",
+            "producer.config {p}: buffer.memory: must be a number of bytes, got 'lots'",
+        ),
+    ],
+)
+def test_a_properties_file_mirrormaker_would_not_take_is_one_problem_not_a_traceback(
+    tmp_path: Path, producer_bytes: bytes, expected: str
+) -> None:
+    """Issue #22, case 7."""
+    producer = tmp_path / "p.properties"
+    producer.write_bytes(producer_bytes)
+    with pytest.raises(ConfigError) as info:
+        config_from_mm1(options(producer_config=producer))
+    assert [str(p) for p in info.value.problems] == [expected.format(p=producer)]
+
+
+def test_a_properties_file_that_is_not_utf8_is_read_as_java_reads_it(tmp_path: Path) -> None:
+    """Java's Properties.load reads ISO-8859-1: a file MirrorMaker took (here with a Latin-1 é) is taken."""
+    consumer = tmp_path / "c.properties"
+    consumer.write_bytes(b"bootstrap.servers=h:1\ngroup.id=caf\xe9\n")
+    config, _ = config_from_mm1(options(consumer_config=consumer))
+    assert config.links[0].group_id == "café"
+
+
 def test_abort_false_with_a_dead_letter_topic_is_fine() -> None:
     config, _ = config_from_mm1(options(abort_on_send_failure=False, dead_letter_topic="mm.dlq"))
     assert config.links[0].dead_letter_topic == "mm.dlq"

@@ -21,6 +21,7 @@ from mirrorwatch.config import (
     load_config,
     parse_config,
     render_config,
+    reveal,
 )
 from mirrorwatch.errors import ConfigError
 
@@ -142,6 +143,15 @@ INVALID: list[tuple[str, object, list[str]]] = [
         "invalid regex names its index",
         doc(links=[link(topics={"include": ["ok", "("]})]),
         ["links[0].topics.include[1]: invalid regex '(': missing ), unterminated subpattern"],
+    ),
+    (
+        "a regex that can hang a backtracking match (issue #22) names what and the way out",
+        doc(links=[link(topics={"include": ["ok"], "exclude": ["(a+)+$"]})]),
+        [
+            "links[0].topics.exclude[0]: regex '(a+)+$' is refused: matching it can take longer than anyone waits: "
+            "a quantifier inside a quantified group (nested quantifiers, as in `(a+)+`); make the inner quantifier "
+            "possessive (`a++`, `\\w*+`) or the group atomic (`(?>...)`)"
+        ],
     ),
     (
         "link naming an unknown cluster",
@@ -329,6 +339,49 @@ def test_secrets_are_masked_in_show_and_repr_but_reach_the_client() -> None:
     }
 
 
+def test_spark_conf_secrets_are_masked_in_show_but_reach_spark() -> None:
+    conf = {
+        "spark.authenticate.secret": "hunter4",
+        "spark.ssl.keyStorePassword": "hunter5",
+        "spark.hadoop.fs.s3a.secret.key": "hunter6",
+        "spark.executor.instances": 2,
+    }
+    config = parse_config(doc(links=[link(engine="spark", spark={"conf": conf})]), env={})
+    assert "hunter" not in render_config(config) + repr(config)
+    assert "spark.executor.instances: '2'" in render_config(config)
+    assert reveal(config.links[0].spark.conf) == {**conf, "spark.executor.instances": "2"}
+
+
+@pytest.mark.parametrize(
+    ("where", "document"),
+    [
+        (
+            "clusters.source.properties",
+            {
+                "clusters": {
+                    **TWO_CLUSTERS,
+                    "source": {"bootstrap_servers": "h:1", "properties": "sasl.password=hunter2"},
+                }
+            },
+        ),
+        ("links[0].consumer_properties", doc(links=[link(consumer_properties="sasl.password=hunter2")])),
+        ("links[0].spark.conf", doc(links=[link(engine="spark", spark={"conf": "spark.authenticate.secret=hunter2"})])),
+        ("links[0].name", doc(links=[link(name="ssl.key.password: hunter2")])),
+    ],
+)
+def test_an_error_never_echoes_raw_input_that_names_a_secret(where: str, document: dict[str, Any]) -> None:
+    """Issue #22, case 6: `properties:` written as a string was echoed in the error, password and all."""
+    (problem,) = problems_of(document)
+    assert problem.startswith(where + ": ") and "hunter2" not in problem
+
+
+def test_a_property_value_that_is_not_a_scalar_names_the_property() -> None:
+    document = {"clusters": {**TWO_CLUSTERS, "source": {"bootstrap_servers": "h:1", "properties": {"linger.ms": [1]}}}}
+    assert problems_of(document) == [
+        "clusters.source.properties: linger.ms: must be text, a number or true/false, got a list"
+    ]
+
+
 @given(secret=st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=1))
 def test_rendered_output_does_not_depend_on_secret_values(secret: str) -> None:
     def rendered(value: str) -> str:
@@ -369,6 +422,47 @@ def test_load_invalid_yaml_says_where(tmp_path: Path) -> None:
         load_config(path)
     (problem,) = info.value.problems
     assert problem.message.startswith("not valid YAML: line 3, column 1:")
+
+
+ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi", strict=True)
+)
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (b"clusters:\n  a:\n    bootstrap_servers: h:1\xff\n", "not UTF-8 text: byte 0xff on line 3"),
+        (b"a: " + b"[" * 5000 + b"]" * 5000, "not a config: nested deeper than 32 levels"),
+        (b"a: " + b"[" * 40 + b"]" * 40, "not a config: nested deeper than 32 levels"),
+        (
+            ALIAS_BOMB.encode() + b"clusters: *i\n",
+            "not a config: more than 100,000 values once its YAML aliases are expanded",
+        ),
+        (b"a: &a [*a]\nclusters: *a\n", "not a config: nested deeper than 32 levels"),
+    ],
+    ids=["not utf-8", "5000 deep", "40 deep", "alias bomb", "alias cycle"],
+)
+def test_a_file_that_is_not_a_config_is_one_problem_not_a_traceback_or_a_hang(
+    tmp_path: Path, content: bytes, problem: str
+) -> None:
+    """Issue #22, case 7: these were a UnicodeDecodeError, a RecursionError and a 9**9-value expansion."""
+    path = tmp_path / "hostile.yaml"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert [str(p) for p in info.value.problems] == [problem]
+
+
+def test_yaml_aliases_of_a_real_size_are_fine(tmp_path: Path) -> None:
+    path = tmp_path / "aliases.yaml"
+    path.write_text(
+        "clusters:\n"
+        "  a: {bootstrap_servers: 'h:1', properties: &common {security.protocol: SSL, ssl.key.password: x}}\n"
+        "  b: {bootstrap_servers: 'h:2', properties: *common}\n"
+    )
+    config = load_config(path)
+    assert config.clusters["b"].client_properties()["ssl.key.password"] == "x"
 
 
 def test_link_lookup_names_known_links() -> None:
