@@ -50,7 +50,9 @@ def test_thousands_of_idle_and_half_sent_connections_leave_healthz_and_collectio
     monitor = start_mirror("--config", str(config), command="monitor")
     base = monitor.http_base()
     port = int(base.rsplit(":", 1)[1])
-    wait_until(lambda: get(f"{base}/healthz") == {"status": "ok"}, timeout_s=30, ignore=(OSError,), description="healthz")
+    wait_until(
+        lambda: get(f"{base}/healthz") == {"status": "ok"}, timeout_s=30, ignore=(OSError,), description="healthz"
+    )
 
     clients: list[socket.socket] = []
     try:
