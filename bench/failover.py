@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 
 from bench.common import clusters_for, exit_on_sigterm, markdown_table, stop_peer
 from bench.mm2 import mm2_command, mm2_properties
@@ -82,7 +82,8 @@ def _wait_for(config: MirrorwatchConfig, topic: str, partitions: int, count: int
     def there() -> bool:
         return sum(_ends(config, "target", topic, partitions)) >= count
 
-    wait_until(there, timeout_s=600, description=what)
+    # the mirror creates the target topic: until its metadata has spread, its partitions are unknown
+    wait_until(there, timeout_s=600, description=what, ignore=(KafkaException,))
 
 
 def _start(command: list[str], log: Path) -> subprocess.Popen[bytes]:

@@ -24,13 +24,13 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewPartitions, NewTopic
 
-from canary.probe import Probe, decode_probe
+from canary.probe import Probe, decode_probe, is_signed
 from canary.topic import CanaryTopicPlan, plan_canary_topic
 from canary.tracker import QUANTILE_WINDOW_S, Histogram, LinkView, Tracker, quantile
 from mirrorwatch.clock import Clock, SystemClock
 from mirrorwatch.config import CanaryConfig, ClusterConfig, LinkConfig
 from mirrorwatch.errors import ConfigError, ConfigProblem
-from mirrorwatch.kafka import already_exists, error_text, new_admin, new_consumer, new_producer
+from mirrorwatch.kafka import already_exists, error_text, headers_of, new_admin, new_consumer, new_producer
 from mirrorwatch.rename import rename_policy
 from mirrorwatch.status_board import StatusBoard
 
@@ -40,6 +40,7 @@ log = logging.getLogger("mirrorwatch.canary")
 
 TIMEOUT_S = 15.0
 METADATA_REFRESH_S = 30.0
+UNSIGNED_SAID_EVERY_S = 60.0
 
 
 def canary_links(links: Sequence[LinkConfig]) -> list[LinkConfig]:
@@ -96,6 +97,10 @@ class CanaryService:
         self._scheduler: BackgroundScheduler | None = None
         self.plans: dict[str, CanaryTopicPlan] = {}
         self._board = StatusBoard(state_path / "status")
+        key = settings.signing_key
+        self._key = key.get_secret_value().encode() if key is not None else None
+        self._unsigned = 0  # probes refused for a missing or wrong signature (said once a minute)
+        self._unsigned_said_s = -UNSIGNED_SAID_EVERY_S
 
     # -- lifecycle --------------------------------------------------------------------------------------------------
 
@@ -218,7 +223,7 @@ class CanaryService:
                         value=probe.value(),
                         key=probe.key(),
                         partition=partition,
-                        headers=probe.headers(),
+                        headers=probe.headers(self._key),
                         on_delivery=self._delivered(probe),
                     )
                 except (BufferError, KafkaException) as exc:
@@ -306,7 +311,7 @@ class CanaryService:
             if msg is None or msg.error() is not None:
                 continue
             probe = decode_probe(msg.value())
-            if probe is None:
+            if probe is None or (self._key is not None and not self._signed(msg)):
                 continue
             with self._lock:
                 now_ns = self._clock.now_ns()
@@ -314,6 +319,26 @@ class CanaryService:
                     self.tracker.received_at_source(probe, now_ns)
                 else:
                     self.tracker.received_at_target(probe, now_ns, link=reader.link)
+
+    def _signed(self, msg: Message) -> bool:
+        """The probe's signature is right (with a signing key); else it is counted as refused, said once a minute."""
+        assert self._key is not None
+        try:
+            ok = is_signed(msg.value(), headers_of(msg), self._key)
+        except SystemError:  # a header name that is not UTF-8 (see mirrorwatch.kafka.headers_of): not our probe
+            ok = False
+        if not ok:
+            self._unsigned += 1
+            now_s = self._clock.monotonic_s()
+            if now_s - self._unsigned_said_s >= UNSIGNED_SAID_EVERY_S:
+                log.warning(
+                    "canary: %d probe(s) on %s without a valid signature ignored so far (forged, or from a canary "
+                    "with another signing key; said once a minute)",
+                    self._unsigned,
+                    msg.topic(),
+                )
+                self._unsigned_said_s = now_s
+        return ok
 
     # -- views ------------------------------------------------------------------------------------------------------
 

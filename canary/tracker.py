@@ -8,6 +8,9 @@ Per link and source partition the tracker hands out sequence numbers and classif
   lost - late.
 - **duplicated** — a probe read back again (the mirror replayed it, or somebody produced it twice), and any arrival
   of a sequence settled so long ago that it is no longer remembered.
+- **not ours** — a probe of another instance, link, partition, or a sequence never handed out: ignored (no counter,
+  no series), so that whoever can write the probe topic cannot inflate the metrics' cardinality; with a signing
+  key (`canary.signing_key`) an unsigned or wrongly signed probe is not even decoded as one.
 - **reordered** — arrived after a probe with a higher sequence number of the same partition had arrived.
 - **absent** — the link: nothing arrived at its target for `absent_after_intervals` intervals (counted from the start,
   so a canary that never sees a probe becomes absent too).
@@ -184,7 +187,13 @@ class Tracker:
     # -- reading back -----------------------------------------------------------------------------------------------
 
     def _ours(self, probe: Probe, link: str | None) -> bool:
-        return probe.instance == self.instance and probe.link in self._links and link in (None, probe.link)
+        """One of the probes this tracker handed out: its instance, a configured link, a partition it produced to
+        and a sequence it gave out. Anything else (another canary, or a forgery: the instance id is public at
+        /canary) is ignored: it moves no counter and creates no series."""
+        if probe.instance != self.instance or probe.link not in self._links or link not in (None, probe.link):
+            return False
+        p = self._links[probe.link].partitions.get(probe.partition)
+        return p is not None and 0 <= probe.sequence < p.next_sequence
 
     def received_at_source(self, probe: Probe, now_ns: int) -> bool:
         """A probe read back from the source canary topic (the source round trip). False if not ours."""
@@ -207,7 +216,7 @@ class Tracker:
         latency_s = max(0, now_ns - probe.created_ns) / NS
         if seq in p.seen or (
             seq not in p.pending and seq not in p.overdue and seq not in p.unconfirmed
-        ):  # seen, or settled and forgotten, or a sequence never handed out
+        ):  # seen, or settled and forgotten
             p.counters.duplicated += 1
             kind = "duplicated"
         else:

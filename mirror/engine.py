@@ -110,6 +110,20 @@ class LinkWorker(WorkerBase):
             )
         return tuple(positions)
 
+    def _released_positions(self) -> tuple[PartitionPosition, ...]:
+        return tuple(
+            PartitionPosition(
+                topic=topic,
+                partition=partition,
+                target_topic=self._target_topic(topic),
+                consumed=None,
+                acked=p.acked,
+                committed=p.committed,
+            )
+            for (topic, partition), p in sorted(self._earlier_progress.items())
+            if p.acked is not None and (topic, partition) not in self._progress
+        )
+
     # -- set-up -----------------------------------------------------------------------------------------------------
 
     def _start(self) -> None:

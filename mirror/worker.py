@@ -109,6 +109,10 @@ class WorkerBase:
     def _partition_positions(self) -> tuple[PartitionPosition, ...]:
         raise NotImplementedError
 
+    def _released_positions(self) -> tuple[PartitionPosition, ...]:
+        """Partitions no longer owned, with what was acknowledged of them (see WorkerStatus.released)."""
+        return ()
+
     def _target_topic(self, topic: str) -> str:
         return self._keeper.topic_map.get(topic, self._rename.target_topic(topic)) if self._keeper else topic
 
@@ -133,6 +137,7 @@ class WorkerBase:
             stats=self.stats.as_dict(),
             clients={role: s.as_dict() for role, s in self._client_stats.items()},
             config_drift=tuple(asdict(d) for d in self.config_drift()),
+            released=self._released_positions(),
         )
 
     def status(self) -> dict[str, Any]:

@@ -78,6 +78,7 @@ def cli(log_level: str) -> None:
       mirrorwatch local up                  just the two local clusters (source, target)
       mirrorwatch config check FILE         validate a config file
       mirrorwatch failover plan ...         where consumer groups must start on a link's target (exact)
+      mirrorwatch migrate from mm2 ...      take over from MirrorMaker 1/2 or Replicator, re-copying nothing
     """
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
@@ -529,6 +530,10 @@ def demo(state_dir: Path | None, duration: float | None, rate: float) -> None:
 from mirrorwatch.failover_cli import failover  # noqa: E402 - the group's own module keeps this one short
 
 cli.add_command(failover)
+
+from mirrorwatch.migrate_cli import migrate  # noqa: E402 - as the failover group
+
+cli.add_command(migrate)
 
 
 def main() -> None:

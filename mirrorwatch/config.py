@@ -328,6 +328,9 @@ class CanaryConfig(_Model):
     absent_after_intervals: Annotated[int, Field(ge=1, le=1000)] = 3
     # The probe topic's replication factor when the canary creates it (default: the broker default).
     replication_factor: Annotated[int, Field(ge=1, le=32)] | None = None
+    # Probes are signed with this key (HMAC-SHA256) and only signed ones are counted: whoever can write the probe
+    # topic cannot fake results. Every canary reading the same probes needs the same key; `${ENV}` is expanded.
+    signing_key: Annotated[SecretStr, Field(min_length=16)] | None = None
 
 
 class HttpConfig(_Model):
@@ -501,6 +504,10 @@ def parse_config(doc: object, *, source: str | None = None, env: Mapping[str, st
     problems: list[tuple[Loc, str]] = []
     if isinstance(doc, dict) and "clusters" in doc:
         doc = {**doc, "clusters": _expand_env(doc["clusters"], environment, ("clusters",), problems)}
+    canary = doc.get("canary") if isinstance(doc, dict) else None
+    if isinstance(canary, dict) and isinstance(canary.get("signing_key"), str):
+        key = _expand_env(canary["signing_key"], environment, ("canary", "signing_key"), problems)
+        doc = {**doc, "canary": {**canary, "signing_key": key}}  # type: ignore[dict-item]
     problems.extend(_check_references(doc))
     config: MirrorwatchConfig | None = None
     if not isinstance(doc, dict):

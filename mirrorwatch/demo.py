@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import secrets
 import socket
 import subprocess
 import threading
@@ -87,7 +88,8 @@ def demo_config(clusters_config: MirrorwatchConfig, topic: str, http_port: int =
                 "checkpoint": {"groups": {"include": [APP_GROUP]}, "interval_seconds": 5, "sync_group_offsets": True},
             },
         ],
-        "canary": {"interval_seconds": 5, "sla_seconds": 30},
+        # signed probes: only this demo's canary can produce one it counts (a key new each run)
+        "canary": {"interval_seconds": 5, "sla_seconds": 30, "signing_key": secrets.token_hex(16)},
     }
     return parse_config(document, source="the demo", env={})
 

@@ -54,10 +54,15 @@ class WorkerStatus:
     stats: Mapping[str, Any] = field(default_factory=dict)
     clients: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     config_drift: tuple[Mapping[str, Any], ...] = ()
+    # Partitions this worker no longer owns (revoked, or lost in a session timeout) with what it had acknowledged of
+    # them: every record below `acked` is on the target whoever owns the partition now. For the best position known
+    # while nobody reports the partition (between a loss and the next assignment), never as ownership.
+    released: tuple[PartitionPosition, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         body = asdict(self)
         body["partitions"] = [asdict(p) for p in self.partitions]
+        body["released"] = [asdict(p) for p in self.released]
         body["config_drift"] = [dict(d) for d in self.config_drift]
         return body
 
@@ -65,12 +70,22 @@ class WorkerStatus:
     def from_json(cls, document: Mapping[str, Any]) -> WorkerStatus | None:
         """The status a document holds, or None when it is not one (a truncated or foreign file is not news)."""
         try:
-            partitions = tuple(
-                PartitionPosition(**{k: v for k, v in p.items() if k in _POSITION_FIELDS})
-                for p in document.get("partitions", ())
+            partitions, released = (
+                tuple(
+                    PartitionPosition(**{k: v for k, v in p.items() if k in _POSITION_FIELDS})
+                    for p in document.get(name, ())
+                )
+                for name in ("partitions", "released")
             )
             known = {k: v for k, v in document.items() if k in _STATUS_FIELDS}
-            status = cls(**{**known, "partitions": partitions, "config_drift": tuple(document.get("config_drift", ()))})
+            status = cls(
+                **{
+                    **known,
+                    "partitions": partitions,
+                    "released": released,
+                    "config_drift": tuple(document.get("config_drift", ())),
+                }
+            )
         except (TypeError, AttributeError):
             return None
         if not isinstance(status.observed_ms, int) or not isinstance(status.publish_interval_ms, int):
@@ -91,4 +106,4 @@ def stale_after_ms(publish_interval_ms: int) -> int:
 
 
 _POSITION_FIELDS = frozenset(PartitionPosition.__dataclass_fields__)
-_STATUS_FIELDS = frozenset(WorkerStatus.__dataclass_fields__) - {"partitions", "config_drift"}
+_STATUS_FIELDS = frozenset(WorkerStatus.__dataclass_fields__) - {"partitions", "config_drift", "released"}

@@ -293,6 +293,12 @@ def safe_positions(
                 acked[key] = max(acked.get(key, position.acked), position.acked)
             if sighting.is_live:
                 live[key] = (sighting.status, position)
+        for position in sighting.status.released:  # durable on the target; not owned by this worker
+            key = (position.topic, position.partition)
+            target_topics.setdefault(key, position.target_topic)
+            now_high = hwm[key].latest if key in hwm else None
+            if position.acked is not None and (now_high is None or position.acked <= now_high):
+                acked[key] = max(acked.get(key, position.acked), position.acked)
     # A partition no live worker reports was unowned as of the newest live status, not necessarily now: a worker
     # that has just been given it may already be mirroring it. With no live worker at all, nobody mirrors it now.
     live_moments = [s.status.observed_ms for s in sightings if s.is_live]

@@ -13,7 +13,13 @@ ROOT = Path(__file__).resolve().parents[1]
 DOMAINS = ("mirror", "monitor", "canary", "dashboards", "alerts", "failover")
 # The top floor: the CLI, the process runner and the demo (the composition root). Everything else in mirrorwatch/ is
 # the shared kernel.
-TOP_FLOOR = {"mirrorwatch.cli", "mirrorwatch.failover_cli", "mirrorwatch.services", "mirrorwatch.demo"}
+TOP_FLOOR = {
+    "mirrorwatch.cli",
+    "mirrorwatch.failover_cli",
+    "mirrorwatch.migrate_cli",
+    "mirrorwatch.services",
+    "mirrorwatch.demo",
+}
 # Pure cores: decisions and contracts, fed by shells; no Kafka client, Spark, Prometheus client, Streamlit.
 PURE = {
     "mirrorwatch.worker_status",
@@ -21,6 +27,7 @@ PURE = {
     "mirrorwatch.histogram",
     "mirrorwatch.rename",
     "mirrorwatch.provenance",
+    "mirrorwatch.patterns",
     "monitor.evaluator",
     "monitor.windows",
     "monitor.snapshot",
@@ -29,9 +36,11 @@ PURE = {
     "mirror.topics",
     "mirror.spark_plan",
     "canary.tracker",
+    "canary.probe",
     "alerts.rules",
     "failover.translate",
     "failover.mm2_format",
+    "failover.migrate_format",
 }
 IO_LIBRARIES = ("confluent_kafka", "pyspark", "prometheus_client", "streamlit")
 # The local development clusters are a tool of the CLI, the demo, the tests and the benchmarks, not of a domain.

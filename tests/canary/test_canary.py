@@ -13,7 +13,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from canary.exporter import CANARY_METRIC_NAMES, CanaryCollector
-from canary.probe import decode_probe
+from canary.probe import HEADER_SIGNATURE, Probe, decode_probe, signature
 from canary.service import CanaryService
 from canary.tracker import LinkView
 from mirrorwatch.config import ClusterConfig, MirrorwatchConfig, load_config
@@ -161,6 +161,10 @@ def test_probes_through_a_stopped_and_restarted_mirror(
     assert "Traceback" not in mirror.log()
 
 
+def signed(value: bytes | None, key: bytes) -> tuple[tuple[str, bytes], ...]:
+    return ((HEADER_SIGNATURE, signature(value or b"", key)),)
+
+
 def first_record(cluster: ClusterConfig, topic: str, *, partition: int) -> Message:
     consumer = new_consumer(cluster, "source", "mirrorwatch-test-reader", {"enable.auto.commit": False})
     try:
@@ -172,3 +176,87 @@ def first_record(cluster: ClusterConfig, topic: str, *, partition: int) -> Messa
                 return msg
     finally:
         consumer.close()
+
+
+def test_forged_probes_change_no_counter_and_create_no_series_with_a_signing_key(
+    clusters_config: MirrorwatchConfig,
+    write_config: Callable[..., Path],
+    start_mirror: Callable[..., MirrorProcess],
+    unique: Callable[[str], str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue #22, case 5: anyone who can write the probe topic sees the instance id at /canary. Probes with partitions
+    that do not exist, sequences not handed out, or a right-looking value without the right signature are
+    ignored: no counter moves and no series appears."""
+    topic = unique("canary")
+    create_topics(new_admin(clusters_config.clusters["source"], "source"), {topic: PARTITIONS})
+    config_path = write_config(
+        [
+            {
+                "name": "probed",
+                "source": "source",
+                "target": "target",
+                "topics": {"include": ["nothing-else"]},
+                "group_id": unique("g"),
+                "offset_commit_interval_ms": 500,
+            }
+        ],
+        canary={"interval_seconds": INTERVAL_S, "topic": topic, "sla_seconds": SLA_S, "signing_key": "k" * 24},
+    )
+    config = load_config(config_path)
+    canary = CanaryService(config.canary, config.clusters, config.links, state_path=config.state_path)
+    canary.start()
+    mirror = start_mirror("--config", str(config_path))
+    try:
+        wait_until(
+            lambda: (
+                all(p.e2e.count >= 2 for p in link_view(canary).partitions)
+                and len(link_view(canary).partitions) == PARTITIONS
+            ),
+            timeout_s=90,
+            interval_s=0.5,
+            description="signed probes measured on every partition",
+        )
+        source = clusters_config.clusters["source"]
+        real = first_record(source, topic, partition=0)
+        probe = decode_probe(real.value())
+        assert probe is not None and probe.instance == canary.instance
+        wrong_key = b"another-key-entirely-123"
+        forged = [
+            Probe(canary.instance, "probed", -7, 0, probe.created_ns),  # partitions that do not exist ...
+            Probe(canary.instance, "probed", 99999, 0, probe.created_ns),
+            Probe(canary.instance, "probed", 0, 10**9, probe.created_ns),  # ... a sequence not handed out
+        ]
+        records = [
+            Record(key=p.key(), value=p.value(), partition=0, headers=signed(p.value(), wrong_key)) for p in forged
+        ]
+        # A real probe's value again (without a key this counts as a duplicate: see the test above), signed with the
+        # wrong key, and with no signature at all
+        records.append(Record(key=real.key(), value=real.value(), partition=0, headers=signed(real.value(), wrong_key)))
+        records.append(Record(key=real.key(), value=real.value(), partition=0))
+        before = link_view(canary)
+        produce(source, "source", topic, records)
+        # Probes produced after the forged ones on the same partition arrive after them: then they were all read
+        sent_after = before.partitions[0].sent + 2
+        wait_until(
+            lambda: link_view(canary).partitions[0].received >= sent_after,
+            timeout_s=60,
+            interval_s=0.2,
+            description="real probes after the forged ones",
+        )
+        after = link_view(canary)
+        assert [p.partition for p in after.partitions] == list(range(PARTITIONS))
+        assert (after.total("duplicated"), after.total("reordered"), after.total("late")) == (0, 0, 0)
+        assert all(r["counted_as"] == "received" for r in after.recent)
+        assert "probe(s) on" in caplog.text and "without a valid signature ignored" in caplog.text
+        registry = CollectorRegistry()
+        registry.register(CanaryCollector(canary.view))
+        labels = {
+            s.labels.get("partition")
+            for f in text_string_to_metric_families(generate_latest(registry).decode())
+            for s in f.samples
+        }
+        assert labels - {None} == {"0", "1", "2"}
+    finally:
+        canary.stop()
+    assert mirror.stop() == 0

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from canary.probe import Probe, decode_probe
+from canary.probe import HEADER_SIGNATURE, Probe, decode_probe, is_signed
 from canary.tracker import LATENCY_BUCKETS_S, NS, QUANTILE_WINDOW_S, Histogram, Tracker, quantile
 
 S = 1_000_000_000
@@ -25,7 +25,7 @@ class Case:
     sent: int  # probes 0..sent-1 created at t = seq seconds, all acknowledged
     arrivals: tuple[tuple[int, float], ...]  # (sequence, arrival time in seconds)
     expected: dict[str, int]  # counters after a final tick at t = 100 s
-    kinds: tuple[str, ...] = ()  # what each arrival was counted as (when given)
+    kinds: tuple[str | None, ...] = ()  # what each arrival was counted as (when given; None: not ours)
 
 
 CASES = [
@@ -53,8 +53,9 @@ CASES = [
          ("late",) * 3 + ("received",) * 2),
     Case(8, "exactly at the SLA is on time (lost only after it)", 1, ((0, 5.0),),
          {"received": 1, "lost": 0, "duplicated": 0, "reordered": 0, "late": 0}),
-    Case(9, "a sequence never handed out counts as a duplicate, not as received", 1, ((0, 0.1), (7, 0.2)),
-         {"received": 1, "lost": 0, "duplicated": 1, "reordered": 0, "late": 0}),
+    Case(9, "a sequence never handed out is not ours: no counter moves", 1, ((0, 0.1), (7, 0.2), (-1, 0.3)),
+         {"received": 1, "lost": 0, "duplicated": 0, "reordered": 0, "late": 0},
+         ("received", None, None)),
 ]  # fmt: skip
 
 
@@ -101,6 +102,26 @@ def test_a_restarted_canary_ignores_the_previous_runs_probes_and_reports_none_lo
     assert (partition.sent, partition.received, partition.lost, partition.duplicated) == (1, 1, 0, 0)
 
 
+def test_forged_probes_with_our_public_instance_id_move_no_counter_and_create_no_series() -> None:
+    """Issue #22, case 5: partitions like -7 or 99999 created new series and moved the duplicate counters."""
+    t = tracker()
+    real = t.new_probe("L", 0, 0)
+    t.produced(real, S // 10, ok=True)
+    forged = [
+        Probe(INSTANCE, "L", -7, 0, 0),
+        Probe(INSTANCE, "L", 99999, 0, 0),
+        Probe(INSTANCE, "L", 0, 5, 0),  # a sequence not handed out yet
+        Probe(INSTANCE, "other-link", 0, 0, 0),
+    ]
+    assert [t.received_at_target(p, S) for p in forged] == [None] * 4
+    assert [t.received_at_source(p, S) for p in forged] == [False] * 4
+    (view,) = t.view(S)
+    assert [p.partition for p in view.partitions] == [0]
+    (p,) = view.partitions
+    assert (p.received, p.duplicated, p.reordered, p.late) == (0, 0, 0, 0)
+    assert view.recent == ()
+
+
 def test_probes_of_another_link_are_not_counted_at_this_links_target() -> None:
     t = Tracker(INSTANCE, ["a", "b"], interval_s=1, sla_s=5, absent_after_intervals=3, now_ns=0)
     probe = t.new_probe("b", 0, 0)
@@ -143,6 +164,20 @@ def test_latencies_produce_roundtrip_and_end_to_end_are_observed_once_each() -> 
     assert (p.roundtrip.count, round(p.roundtrip.sum, 9)) == (1, 0.004)
     assert (p.e2e.count, p.e2e.sum, p.last_e2e_seconds) == (1, 0.25, 0.25)
     assert t.view(S)[0].recent[-1]["sequence"] == 0
+
+
+def test_a_signed_probe_verifies_only_with_its_value_and_key() -> None:
+    key = b"k" * 16
+    probe = Probe(INSTANCE, "L", 0, 3, 12345)
+    headers = probe.headers(key)
+    assert [name for name, _ in headers][-1] == HEADER_SIGNATURE
+    assert is_signed(probe.value(), headers, key)
+    assert is_signed(probe.value(), [("app", b"x"), *headers], key)  # other headers (the mirror's) do not matter
+    assert not is_signed(probe.value(), headers, b"j" * 16)  # another key
+    assert not is_signed(Probe(INSTANCE, "L", 0, 4, 12345).value(), headers, key)  # another value
+    assert not is_signed(probe.value(), probe.headers(), key)  # no signature
+    assert not is_signed(probe.value(), [(HEADER_SIGNATURE, "text")], key)
+    assert not is_signed(None, headers, key) and not is_signed(probe.value(), None, key)
 
 
 def test_histogram_buckets_are_prometheus_le_buckets_from_1ms_to_10min() -> None:

@@ -339,6 +339,15 @@ def test_secrets_are_masked_in_show_and_repr_but_reach_the_client() -> None:
     }
 
 
+def test_the_canary_signing_key_comes_from_the_environment_and_is_masked() -> None:
+    config = parse_config({**doc(), "canary": {"signing_key": "${KEY}"}}, env={"KEY": "k" * 20})
+    assert config.canary.signing_key is not None and config.canary.signing_key.get_secret_value() == "k" * 20
+    assert "kkkk" not in render_config(config) + repr(config)
+    assert problems_of({**doc(), "canary": {"signing_key": "short"}}) == [
+        "canary.signing_key: Value should have at least 16 items after validation, not 5"
+    ]
+
+
 def test_spark_conf_secrets_are_masked_in_show_but_reach_spark() -> None:
     conf = {
         "spark.authenticate.secret": "hunter4",

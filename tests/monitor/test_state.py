@@ -213,6 +213,22 @@ def test_a_partition_whose_worker_is_gone_keeps_its_last_acked_position_and_its_
     assert next(p for p in later.partitions if p.partition == 0).replication_lag_seconds == 26.0
 
 
+def test_a_partition_a_live_worker_just_lost_keeps_what_it_had_acknowledged() -> None:
+    """Between a session-timeout loss and the next assignment the live worker reports the partition as released, with
+    acked 90: records below 90 are on the target, whatever the group's commit (80) says (the truth test saw 4.3 s of
+    lag too many here, from the commit, right after a 30 s freeze). A released position above the high-watermark is
+    from a topic since created again: ignored."""
+    released = sighting({"partitions": [], "released": [_position(90, committed=80)]}, T0)
+    record_times = {("source", "orders", 0, 90): T0 - 1_000, ("source", "orders", 0, 80): T0 - 5_000}
+    view = link_view(LINK, sightings=[released], snapshot=snapshot(T0, 120, 80), record_times=record_times, now_ms=T0)
+    p0 = next(p for p in view.partitions if p.partition == 0)
+    assert (p0.acked, p0.replication_lag_records, p0.replication_lag_seconds) == (90, 30, 1.0)
+    stale = sighting({"partitions": [], "released": [_position(5000, committed=80)]}, T0)
+    view = link_view(LINK, sightings=[stale], snapshot=snapshot(T0, 120, 80), record_times=record_times, now_ms=T0)
+    p0 = next(p for p in view.partitions if p.partition == 0)
+    assert (p0.acked, p0.committed, p0.replication_lag_records) == (None, 80, 40)
+
+
 def test_the_best_position_wins_and_a_position_above_the_high_watermark_is_ignored() -> None:
     """After a rebalance the new worker re-reads from the commit (85) while the gone one had 90 acknowledged: records
     below 90 are on the target. A gone worker's 5000 is from a topic since created again: ignored."""
