@@ -74,6 +74,8 @@ class Phase:
     alerts_fired: set[str] = field(default_factory=set)  # every alert seen firing during the phase (with --prometheus)
     alerts_at_end: set[str] = field(default_factory=set)  # those still firing when the phase ended
     group_statuses: list[str] = field(default_factory=list)  # the link group's Burrow status, once a second
+    # its partitions at WARN or worse when it was last read (what the status was judged on), for a failure to show
+    group_detail: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -172,6 +174,7 @@ class TruthRun:
                     "events_ms": list(phase.events_ms),
                     "group_statuses": sorted(set(phase.group_statuses)),
                     "group_status_at_end": phase.group_statuses[-1] if phase.group_statuses else None,
+                    "group_detail_at_end": phase.group_detail,
                 }
             )
         return rows
@@ -414,11 +417,24 @@ class _Harness:
         while not stop.wait(1.0):
             try:
                 with urllib.request.urlopen(url, timeout=2) as response:
-                    status = str(json.load(response)["status"]["status"])
-            except (OSError, ValueError, KeyError):
+                    body = json.load(response)["status"]
+                status = str(body["status"])
+                detail = [
+                    {
+                        "partition": p["partition"],
+                        "status": p["status"],
+                        "complete": p["complete"],
+                        "start": p["start"],
+                        "end": p["end"],
+                        "current_lag": p["current_lag"],
+                    }
+                    for p in body.get("partitions", [])
+                ]
+            except (OSError, ValueError, KeyError, TypeError):
                 continue
             if self.phases:
                 self.phases[-1].group_statuses.append(status)
+                self.phases[-1].group_detail = detail
 
     def watch_alerts(self, firing: Callable[[], set[str]], stop: threading.Event) -> None:
         while not stop.wait(1.0):

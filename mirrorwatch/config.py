@@ -300,6 +300,9 @@ class LinkConfig(_Model):
         return self.group_id or f"mirrorwatch-{self.name}"
 
 
+CompatStyle = Literal["kafka_exporter", "kafka_lag_exporter", "burrow"]
+
+
 class MonitorConfig(_Model):
     interval_seconds: Annotated[float, Field(gt=0)] = 10
     window: Annotated[int, Field(ge=2, le=1000)] = 10
@@ -316,6 +319,15 @@ class MonitorConfig(_Model):
     min_complete: Annotated[float, Field(gt=0, le=1)] = 0.5
     # Windows of groups or partitions not seen for this long are forgotten.
     expire_group_seconds: Annotated[float, Field(gt=0)] = 7 * 24 * 3600
+    # Which other exporters' metric families /metrics also serves (mirrorwatch's own are always there): the names
+    # and labels of kafka_exporter (and Grafana's fork), kafka-lag-exporter and burrow_exporter.
+    compatible_metrics: tuple[CompatStyle, ...] = ("kafka_exporter", "kafka_lag_exporter", "burrow")
+    # Where committed offsets are read: auto follows __consumer_offsets (each commit once, one request per round;
+    # needs READ on that topic) with one OffsetFetch per group as the fallback; admin_api only the latter.
+    commits_from: Literal["auto", "admin_api"] = "auto"
+    # Groups whose per-partition series the borrowed families serve (all groups keep their per-group series): trims
+    # /metrics for fleets that do not need a series per group and partition.
+    partition_series_groups: GroupSelection = GroupSelection()
 
 
 class CanaryConfig(_Model):

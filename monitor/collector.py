@@ -1,7 +1,8 @@
 """The collector (the monitor's I/O shell): one immutable snapshot of a cluster's offsets and groups.
 
-Per cluster and collection: earliest and latest offsets of every partition (two batched ListOffsets requests), every
-consumer group with its state and member count (one DescribeConsumerGroups request for all), and each group's
+Per cluster and collection: the brokers and every partition's leader, replicas and in-sync replicas (the metadata
+request), earliest and latest offsets of every partition (two batched ListOffsets requests), every consumer group with
+its state, members and their assignments (one DescribeConsumerGroups request for all), and each group's
 committed offsets (one OffsetFetch per group, as the admin API allows, all in flight at once before any is awaited:
 thousands of groups take seconds, not minutes). What fails is recorded as data: an unreachable cluster is a snapshot
 with `up = False` and the reason; a partition or group that errors has None offsets or an `error`. Nothing here
@@ -16,9 +17,10 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicP
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from mirrorwatch.kafka import error_text
-from monitor.snapshot import ClusterSnapshot, GroupInfo, PartitionOffsets
+from monitor.commit_follower import CommitFollower
+from monitor.snapshot import ClusterSnapshot, GroupInfo, Member, PartitionOffsets, Replicas
 
-__all__ = ["ClusterSnapshot", "GroupInfo", "PartitionOffsets", "collect_cluster"]
+__all__ = ["ClusterSnapshot", "GroupInfo", "Member", "PartitionOffsets", "Replicas", "collect_cluster"]
 
 TIMEOUT_S = 30.0
 LATEST: OffsetSpec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
@@ -38,8 +40,17 @@ def _offsets(admin: AdminClient, tps: list[TopicPartition], spec: OffsetSpec) ->
     return out
 
 
-def collect_cluster(admin: AdminClient, alias: str, now_ms: int, *, timeout_s: float = TIMEOUT_S) -> ClusterSnapshot:
-    """Everything the monitor needs from one cluster, now. Never raises for a Kafka failure."""
+def collect_cluster(
+    admin: AdminClient,
+    alias: str,
+    now_ms: int,
+    *,
+    timeout_s: float = TIMEOUT_S,
+    follower: CommitFollower | None = None,
+) -> ClusterSnapshot:
+    """Everything the monitor needs from one cluster, now. Never raises for a Kafka failure. With a `follower` that
+    reads `__consumer_offsets`, committed offsets come from it (one request per collection instead of one per
+    group); without one, or when it cannot answer, from the admin API."""
     started = time.monotonic()
     try:
         metadata = admin.list_topics(timeout=timeout_s)
@@ -51,8 +62,15 @@ def collect_cluster(admin: AdminClient, alias: str, now_ms: int, *, timeout_s: f
     latest = _offsets(admin, tps, LATEST)
     earliest = _offsets(admin, tps, EARLIEST)
     partitions = {key: PartitionOffsets(earliest.get(key), latest.get(key)) for key in latest}
+    brokers = {int(b.id): f"{b.host}:{b.port}" for b in metadata.brokers.values()}
+    replicas = {
+        (name, p.id): Replicas(int(p.leader), tuple(p.replicas), tuple(p.isrs))
+        for name, t in metadata.topics.items()
+        if t.error is None
+        for p in t.partitions.values()
+    }
     try:
-        groups = _collect_groups(admin)
+        groups, commits_from = _collect_groups(admin, follower, timeout_s)
     except KafkaException as exc:
         return ClusterSnapshot(
             alias,
@@ -62,6 +80,8 @@ def collect_cluster(admin: AdminClient, alias: str, now_ms: int, *, timeout_s: f
             cluster_id=metadata.cluster_id,
             partitions=partitions,
             collect_seconds=time.monotonic() - started,
+            brokers=brokers,
+            replicas=replicas,
         )
     return ClusterSnapshot(
         alias,
@@ -71,35 +91,55 @@ def collect_cluster(admin: AdminClient, alias: str, now_ms: int, *, timeout_s: f
         partitions=partitions,
         groups=groups,
         collect_seconds=time.monotonic() - started,
+        brokers=brokers,
+        replicas=replicas,
+        commits_from=commits_from,
     )
 
 
-def _collect_groups(admin: AdminClient) -> dict[str, GroupInfo]:
+def _collect_groups(
+    admin: AdminClient, follower: CommitFollower | None, timeout_s: float
+) -> tuple[dict[str, GroupInfo], str]:
     listing = admin.list_consumer_groups(request_timeout=TIMEOUT_S).result(timeout=TIMEOUT_S)
-    ids = [g.group_id for g in listing.valid]
+    listed = {g.group_id: g for g in listing.valid}
+    table = follower.table(admin, min(timeout_s, 5.0)) if follower is not None else None
+    # a group with commits that the listing missed (it raced a coordinator move) is still a group
+    ids = sorted(set(listed) | set(table or ()))
     if not ids:
-        return {}
+        return {}, "offsets-topic" if table is not None else "admin-api"
     described = admin.describe_consumer_groups(ids, request_timeout=TIMEOUT_S)
-    # One OffsetFetch per group (the admin API's limit): all submitted before any is awaited.
-    fetches = {
-        g: admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g)], request_timeout=TIMEOUT_S)[g]
-        for g in ids
-    }
+    fetches = {}
+    if table is None:  # one OffsetFetch per group (the admin API's limit): all submitted before any is awaited
+        fetches = {
+            g: admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g)], request_timeout=TIMEOUT_S)[g]
+            for g in ids
+        }
     groups: dict[str, GroupInfo] = {}
-    for listed in listing.valid:
-        group_id = listed.group_id
-        state, members, error = str(getattr(listed.state, "name", listed.state)), 0, None
+    for group_id in ids:
+        entry = listed.get(group_id)
+        state = str(getattr(entry.state, "name", entry.state)) if entry is not None else "UNKNOWN"
+        simple = bool(entry.is_simple_consumer_group) if entry is not None else False
+        members, error = 0, None
+        assignments: dict[tuple[str, int], Member] = {}
         try:
             description = described[group_id].result(timeout=TIMEOUT_S)
             state, members = str(getattr(description.state, "name", description.state)), len(description.members)
+            simple = simple or bool(description.is_simple_consumer_group)
+            for member in description.members:
+                holder = Member(member.host or "", member.member_id or "", member.client_id or "")
+                for tp in member.assignment.topic_partitions if member.assignment is not None else ():
+                    assignments[(tp.topic, tp.partition)] = holder
         except KafkaException as exc:
             error = f"describing: {error_text(exc)}"
         offsets: dict[tuple[str, int], int] = {}
-        try:
-            for tp in fetches[group_id].result(timeout=TIMEOUT_S).topic_partitions or []:
-                if tp.error is None and tp.offset >= 0:
-                    offsets[(tp.topic, tp.partition)] = tp.offset
-        except KafkaException as exc:
-            error = f"fetching offsets: {error_text(exc)}"
-        groups[group_id] = GroupInfo(group_id, state, members, bool(listed.is_simple_consumer_group), offsets, error)
-    return groups
+        if table is not None:
+            offsets = {tp: commit.offset for tp, commit in table.get(group_id, {}).items() if commit.offset >= 0}
+        else:
+            try:
+                for tp in fetches[group_id].result(timeout=TIMEOUT_S).topic_partitions or []:
+                    if tp.error is None and tp.offset >= 0:
+                        offsets[(tp.topic, tp.partition)] = tp.offset
+            except KafkaException as exc:
+                error = f"fetching offsets: {error_text(exc)}"
+        groups[group_id] = GroupInfo(group_id, state, members, simple, offsets, error, assignments)
+    return groups, "offsets-topic" if table is not None else "admin-api"

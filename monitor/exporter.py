@@ -1,9 +1,12 @@
-"""The Prometheus exporter: metrics rendered from the monitor's current state at scrape time.
+"""The Prometheus exporter: metrics rendered from the monitor's published state.
 
-Names are the ones existing dashboards query: kafka_exporter's (with a `cluster` label added), kafka-lag-exporter's
-lag in seconds (`cluster_name`, `group`), Burrow's status gauges, and mirrorwatch's own. Every configured cluster
-and link has its series from the first scrape (0 until known), so alerts never see "absent" by accident; a group or
-topic that disappears from the state disappears from the scrape. Unknown values are left out, never NaN.
+Names and labels are the ones existing dashboards and alert rules query: kafka_exporter's (and its Grafana fork's, a
+`cluster` label added), kafka-lag-exporter's (`cluster_name`, `group`, the member holding a partition),
+burrow_exporter's, and mirrorwatch's own; `monitor.compatible_metrics` chooses which of the three borrowed styles are
+served. Lag in seconds is mirrorwatch's measured age of the oldest unread record, never an extrapolation. Every
+configured cluster and link has its own series from the first scrape (0 until known), so alerts never see "absent" by
+accident; a group or topic that disappears from the state disappears from the scrape. Unknown values are left out,
+never NaN.
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ from prometheus_client.registry import Collector
 
 from mirrorwatch.histogram import Histogram
 from monitor.service import MonitorService
-from monitor.state import MonitorState
+from monitor.snapshot import ClusterSnapshot, GroupInfo, Member
+from monitor.state import GroupView, MonitorState
 
-__all__ = ["METRIC_NAMES", "MonitorCollector"]
+__all__ = ["METRIC_NAMES", "STYLES", "MonitorCollector", "series_by_style", "series_exposition"]
 
 # librdkafka statistics of each worker's clients: (metric name, ClientStats field, scale, help)
 _CLIENT_GAUGES = (
@@ -45,21 +49,59 @@ _CLIENT_COUNTERS = (
     ("rebalances", "rebalances_total", "Consumer group rebalances"),
 )
 
-METRIC_NAMES = (
+# Families per exporter whose names and labels they reproduce; `monitor.compatible_metrics` picks the styles served.
+KAFKA_EXPORTER_NAMES = (
+    "kafka_brokers",
+    "kafka_broker_info",
+    "kafka_topic_partitions",
     "kafka_topic_partition_current_offset",
     "kafka_topic_partition_oldest_offset",
+    "kafka_topic_partition_leader",
+    "kafka_topic_partition_replicas",
+    "kafka_topic_partition_in_sync_replica",
+    "kafka_topic_partition_leader_is_preferred",
+    "kafka_topic_partition_under_replicated_partition",
     "kafka_consumergroup_current_offset",
+    "kafka_consumergroup_current_offset_sum",
     "kafka_consumergroup_lag",
     "kafka_consumergroup_lag_sum",
     "kafka_consumergroup_members",
+    # Grafana's fork of kafka_exporter (the kafka-mixin dashboard, Grafana 7589)
+    "kafka_consumergroup_uncommitted_offsets",
+    "kafka_consumer_lag_millis",
+)
+LAG_EXPORTER_NAMES = (
+    "kafka_consumergroup_group_offset",
+    "kafka_consumergroup_group_lag",
     "kafka_consumergroup_group_lag_seconds",
+    "kafka_consumergroup_group_max_lag",
     "kafka_consumergroup_group_max_lag_seconds",
+    "kafka_consumergroup_group_sum_lag",
+    "kafka_consumergroup_group_topic_sum_lag",
+    "kafka_partition_latest_offset",
+    "kafka_partition_earliest_offset",
+    "kafka_consumergroup_poll_time_ms",
+)
+BURROW_NAMES = (
     "burrow_kafka_consumer_status",
     "burrow_kafka_consumer_partition_status",
     "burrow_kafka_consumer_partition_lag",
     "burrow_kafka_consumer_total_lag",
+)
+STYLES: dict[str, tuple[str, ...]] = {
+    "kafka_exporter": KAFKA_EXPORTER_NAMES,
+    "kafka_lag_exporter": LAG_EXPORTER_NAMES,
+    "burrow": BURROW_NAMES,
+}
+OWN_NAMES = (
     "mirrorwatch_cluster_up",
     "mirrorwatch_cluster_last_success_timestamp_seconds",
+    "mirrorwatch_cluster_collect_seconds",
+    "mirrorwatch_cluster_commits_from_offsets_topic",
+    "mirrorwatch_monitor_round_seconds",
+    "mirrorwatch_monitor_interval_seconds",
+    "mirrorwatch_monitor_round_overruns_total",
+    "mirrorwatch_exporter_series",
     "mirrorwatch_mirror_replication_lag_records",
     "mirrorwatch_mirror_replication_lag_seconds",
     "mirrorwatch_mirror_inflight_records",
@@ -75,6 +117,37 @@ METRIC_NAMES = (
     *(f"mirrorwatch_client_{name}" for name, _key, _scale, _help in _CLIENT_GAUGES),
     *(f"mirrorwatch_client_{name}_total" for name, _key, _help in _CLIENT_COUNTERS),
 )
+METRIC_NAMES = (*KAFKA_EXPORTER_NAMES, *LAG_EXPORTER_NAMES, *BURROW_NAMES, *OWN_NAMES)
+
+_STYLE_OF = {name: style for style, names in STYLES.items() for name in names}
+
+
+def series_by_style(text: bytes) -> dict[str, int]:
+    """Series per exporter style in a rendered exposition (mirrorwatch's own under "mirrorwatch")."""
+    counts = dict.fromkeys((*STYLES, "mirrorwatch"), 0)
+    for line in text.splitlines():
+        if line and not line.startswith(b"#"):
+            name = line.split(b"{", 1)[0].split(b" ", 1)[0].decode("ascii", errors="replace")
+            counts[_STYLE_OF.get(name, "mirrorwatch")] += 1
+    return counts
+
+
+def series_exposition(counts: dict[str, int]) -> bytes:
+    """`mirrorwatch_exporter_series{style}`: the cardinality of what /metrics serves for the monitor."""
+    lines = [
+        "# HELP mirrorwatch_exporter_series Series /metrics serves for the monitor, per exporter style",
+        "# TYPE mirrorwatch_exporter_series gauge",
+        *(f'mirrorwatch_exporter_series{{style="{style}"}} {count}' for style, count in counts.items()),
+    ]
+    return ("\n".join(lines) + "\n").encode()
+
+
+# kafka-lag-exporter's member labels for a partition no member holds
+_NO_MEMBER = Member("unknown", "unknown", "unknown")
+
+
+def _gauge(name: str, help_: str, *labels: str) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, help_, labels=list(labels))
 
 
 class MonitorCollector(Collector):
@@ -83,116 +156,252 @@ class MonitorCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         state = self._service.state  # one round for the whole scrape
+        styles = set(self._service.settings.compatible_metrics)
         yield from self._clusters(state)
-        yield from self._groups(state)
+        if "kafka_exporter" in styles:
+            yield from self._kafka_exporter(state)
+            yield from self._kafka_exporter_groups(state)
+        if "kafka_lag_exporter" in styles:
+            yield from self._lag_exporter(state)
+        if "burrow" in styles:
+            yield from self._burrow(state)
         yield from self._links(state)
 
+    def _snapshots(self, state: MonitorState | None) -> Iterator[ClusterSnapshot]:
+        """The configured clusters' snapshots that answered, in the configured order."""
+        for alias in self._service.clusters:
+            snapshot = state.clusters.get(alias) if state is not None else None
+            if snapshot is not None and snapshot.up:
+                yield snapshot
+
+    def _views(self, state: MonitorState | None) -> list[tuple[tuple[str, str], GroupView]]:
+        return sorted(state.groups.items()) if state is not None else []
+
     def _clusters(self, state: MonitorState | None) -> Iterator[Metric]:
-        up = GaugeMetricFamily(
-            "mirrorwatch_cluster_up", "1 when the last collection from the cluster succeeded", labels=["cluster"]
-        )
-        last = GaugeMetricFamily(
+        up = _gauge("mirrorwatch_cluster_up", "1 when the last collection from the cluster succeeded", "cluster")
+        last = _gauge(
             "mirrorwatch_cluster_last_success_timestamp_seconds",
             "When the cluster was last collected successfully",
-            labels=["cluster"],
+            "cluster",
         )
-        current = GaugeMetricFamily(
-            "kafka_topic_partition_current_offset",
-            "High-watermark of a partition",
-            labels=["cluster", "topic", "partition"],
+        collect = _gauge(
+            "mirrorwatch_cluster_collect_seconds", "How long the cluster's last collection took", "cluster"
         )
-        oldest = GaugeMetricFamily(
-            "kafka_topic_partition_oldest_offset",
-            "Log start offset of a partition",
-            labels=["cluster", "topic", "partition"],
+        from_topic = _gauge(
+            "mirrorwatch_cluster_commits_from_offsets_topic",
+            "1 when committed offsets are read by following __consumer_offsets, 0 with one OffsetFetch per group",
+            "cluster",
         )
         for alias in self._service.clusters:
             snapshot = state.clusters.get(alias) if state is not None else None
             up.add_metric([alias], 1 if snapshot is not None and snapshot.up else 0)
             if state is not None and alias in state.last_success_ms:
                 last.add_metric([alias], state.last_success_ms[alias] / 1000)
-            if snapshot is None or not snapshot.up:
-                continue
+            if snapshot is not None and snapshot.up:
+                collect.add_metric([alias], snapshot.collect_seconds)
+                from_topic.add_metric([alias], int(snapshot.commits_from == "offsets-topic"))
+        round_s = _gauge(
+            "mirrorwatch_monitor_round_seconds", "How long the last collection round took (all clusters, evaluated)"
+        )
+        interval = _gauge("mirrorwatch_monitor_interval_seconds", "monitor.interval_seconds")
+        overruns = CounterMetricFamily(
+            "mirrorwatch_monitor_round_overruns",
+            "Rounds that took longer than the interval (the next started at once: the interval stretched)",
+        )
+        interval.add_metric([], self._service.settings.interval_seconds)
+        overruns.add_metric([], self._service.overruns)
+        if state is not None:
+            round_s.add_metric([], state.round_seconds)
+        yield from (up, last, collect, from_topic, round_s, interval, overruns)
+
+    def _kafka_exporter(self, state: MonitorState | None) -> Iterator[Metric]:
+        """kafka_exporter's families (danielqsj/kafka_exporter and Grafana's fork), a `cluster` label added."""
+        brokers = _gauge("kafka_brokers", "Number of brokers in the cluster's metadata", "cluster")
+        broker_info = _gauge("kafka_broker_info", "1 for each broker: its address and id", "cluster", "address", "id")
+        partitions = _gauge("kafka_topic_partitions", "Number of partitions of a topic", "cluster", "topic")
+        tp = ("cluster", "topic", "partition")
+        current = _gauge("kafka_topic_partition_current_offset", "High-watermark of a partition", *tp)
+        oldest = _gauge("kafka_topic_partition_oldest_offset", "Log start offset of a partition", *tp)
+        leader = _gauge("kafka_topic_partition_leader", "Broker id of the partition's leader (-1: none)", *tp)
+        replicas = _gauge("kafka_topic_partition_replicas", "Number of replicas of a partition", *tp)
+        isr = _gauge("kafka_topic_partition_in_sync_replica", "Number of in-sync replicas of a partition", *tp)
+        preferred = _gauge(
+            "kafka_topic_partition_leader_is_preferred", "1 when the partition's leader is its preferred replica", *tp
+        )
+        under = _gauge(
+            "kafka_topic_partition_under_replicated_partition", "1 when a partition has fewer in-sync replicas", *tp
+        )
+        for snapshot in self._snapshots(state):
+            alias = snapshot.alias
+            brokers.add_metric([alias], len(snapshot.brokers))
+            for broker_id, address in sorted(snapshot.brokers.items()):
+                broker_info.add_metric([alias, address, str(broker_id)], 1)
+            for topic, count in sorted(snapshot.topics().items()):
+                partitions.add_metric([alias, topic], count)
             for (topic, partition), offsets in sorted(snapshot.partitions.items()):
                 labels = [alias, topic, str(partition)]
                 if offsets.latest is not None:
                     current.add_metric(labels, offsets.latest)
                 if offsets.earliest is not None:
                     oldest.add_metric(labels, offsets.earliest)
-        yield from (up, last, current, oldest)
+            for (topic, partition), where in sorted(snapshot.replicas.items()):
+                labels = [alias, topic, str(partition)]
+                leader.add_metric(labels, where.leader)
+                replicas.add_metric(labels, len(where.replicas))
+                isr.add_metric(labels, len(where.isr))
+                preferred.add_metric(labels, int(where.leader_is_preferred))
+                under.add_metric(labels, int(where.under_replicated))
+        yield from (brokers, broker_info, partitions, current, oldest, leader, replicas, isr, preferred, under)
 
-    def _groups(self, state: MonitorState | None) -> Iterator[Metric]:
-        g_offset = GaugeMetricFamily(
-            "kafka_consumergroup_current_offset",
-            "Committed offset of a group",
-            labels=["cluster", "consumergroup", "topic", "partition"],
+    def _kafka_exporter_groups(self, state: MonitorState | None) -> Iterator[Metric]:
+        gtp = ("cluster", "consumergroup", "topic", "partition")
+        offset = _gauge("kafka_consumergroup_current_offset", "Committed offset of a group", *gtp)
+        offset_sum = _gauge(
+            "kafka_consumergroup_current_offset_sum",
+            "Committed offsets of a group summed over a topic",
+            "cluster",
+            "consumergroup",
+            "topic",
         )
-        g_lag = GaugeMetricFamily(
-            "kafka_consumergroup_lag",
-            "High-watermark minus committed offset",
-            labels=["cluster", "consumergroup", "topic", "partition"],
+        lag = _gauge("kafka_consumergroup_lag", "High-watermark minus committed offset", *gtp)
+        lag_sum = _gauge(
+            "kafka_consumergroup_lag_sum", "Lag of a group summed over a topic", "cluster", "consumergroup", "topic"
         )
-        g_lag_sum = GaugeMetricFamily(
-            "kafka_consumergroup_lag_sum",
-            "Lag of a group summed over a topic",
-            labels=["cluster", "consumergroup", "topic"],
+        members = _gauge("kafka_consumergroup_members", "Members of a group", "cluster", "consumergroup")
+        uncommitted = _gauge(
+            "kafka_consumergroup_uncommitted_offsets",
+            "High-watermark minus committed offset (Grafana's kafka_exporter name for the lag)",
+            *gtp,
         )
-        g_members = GaugeMetricFamily(
-            "kafka_consumergroup_members", "Members of a group", labels=["cluster", "consumergroup"]
+        millis = _gauge(
+            "kafka_consumer_lag_millis",
+            "Age of the oldest record the group has not consumed, in ms (measured, not extrapolated)",
+            *gtp,
         )
-        lag_s = GaugeMetricFamily(
-            "kafka_consumergroup_group_lag_seconds",
-            "Age of the oldest record not yet consumed",
-            labels=["cluster_name", "group", "topic", "partition"],
-        )
-        max_lag_s = GaugeMetricFamily(
-            "kafka_consumergroup_group_max_lag_seconds",
-            "Largest lag in seconds of a group",
-            labels=["cluster_name", "group"],
-        )
-        status = GaugeMetricFamily(
-            "burrow_kafka_consumer_status",
-            "Burrow status of a group: 0 NOTFOUND, 1 OK, 2 WARN, 3 ERR",
-            labels=["cluster", "group"],
-        )
-        p_status = GaugeMetricFamily(
-            "burrow_kafka_consumer_partition_status",
-            "Burrow status of a partition: 0 NOTFOUND .. 6 REWIND",
-            labels=["cluster", "group", "topic", "partition"],
-        )
-        p_lag = GaugeMetricFamily(
-            "burrow_kafka_consumer_partition_lag",
-            "Current lag of a partition (Burrow)",
-            labels=["cluster", "group", "topic", "partition"],
-        )
-        total = GaugeMetricFamily(
-            "burrow_kafka_consumer_total_lag", "Total lag of a group (Burrow)", labels=["cluster", "group"]
-        )
-        for (alias, group), view in sorted((state.groups if state is not None else {}).items()):
-            evaluation = view.evaluation
-            g_members.add_metric([alias, group], view.members)
-            status.add_metric([alias, group], int(evaluation.status))
-            total.add_metric([alias, group], evaluation.total_lag)
-            sums: dict[str, int] = {}
-            seconds = []
-            for p in evaluation.partitions:
+        for (alias, group), view in self._views(state):
+            members.add_metric([alias, group], view.members)
+            lags: dict[str, int] = {}
+            offsets: dict[str, int] = {}
+            per_partition = self._per_partition(group)
+            for p in view.evaluation.partitions:
+                if p.end is not None:
+                    offsets[p.topic] = offsets.get(p.topic, 0) + p.end.offset
+                lags[p.topic] = lags.get(p.topic, 0) + p.current_lag
+                if not per_partition:
+                    continue
                 labels = [alias, group, p.topic, str(p.partition)]
                 if p.end is not None:
-                    g_offset.add_metric(labels, p.end.offset)
-                g_lag.add_metric(labels, p.current_lag)
+                    offset.add_metric(labels, p.end.offset)
+                lag.add_metric(labels, p.current_lag)
+                uncommitted.add_metric(labels, p.current_lag)
+                if p.lag_seconds is not None:
+                    millis.add_metric(labels, p.lag_seconds * 1000)
+            for topic, value in sorted(offsets.items()):
+                offset_sum.add_metric([alias, group, topic], value)
+            for topic, value in sorted(lags.items()):
+                lag_sum.add_metric([alias, group, topic], value)
+        yield from (offset, offset_sum, lag, lag_sum, members, uncommitted, millis)
+
+    def _lag_exporter(self, state: MonitorState | None) -> Iterator[Metric]:
+        """kafka-lag-exporter's families: `cluster_name`, `group`, and the member holding each partition."""
+        member_labels = ("cluster_name", "group", "topic", "partition", "member_host", "consumer_id", "client_id")
+        offset = _gauge("kafka_consumergroup_group_offset", "Committed offset of a group", *member_labels)
+        lag = _gauge("kafka_consumergroup_group_lag", "High-watermark minus committed offset", *member_labels)
+        lag_s = _gauge(
+            "kafka_consumergroup_group_lag_seconds",
+            "Age of the oldest record not yet consumed (measured, not extrapolated)",
+            *member_labels,
+        )
+        group_labels = ("cluster_name", "group", "is_simple_consumer")
+        max_lag = _gauge("kafka_consumergroup_group_max_lag", "Largest lag of a group", *group_labels)
+        max_lag_s = _gauge("kafka_consumergroup_group_max_lag_seconds", "Largest lag in seconds", *group_labels)
+        sum_lag = _gauge("kafka_consumergroup_group_sum_lag", "Lag of a group summed", "cluster_name", "group")
+        topic_sum = _gauge(
+            "kafka_consumergroup_group_topic_sum_lag",
+            "Lag of a group summed over a topic",
+            "cluster_name",
+            "group",
+            "topic",
+        )
+        for (alias, group), view in self._views(state):
+            info = self._group_info(state, alias, group)
+            assignments = info.assignments if info is not None else {}
+            simple = "true" if info is not None and info.is_simple else "false"
+            lags: dict[str, int] = {}
+            seconds: list[float] = []
+            per_partition = self._per_partition(group)
+            for p in view.evaluation.partitions:
+                lags[p.topic] = lags.get(p.topic, 0) + p.current_lag
+                if p.lag_seconds is not None:
+                    seconds.append(p.lag_seconds)
+                if not per_partition:
+                    continue
+                holder = assignments.get((p.topic, p.partition), _NO_MEMBER)
+                labels = [alias, group, p.topic, str(p.partition), holder.host, holder.consumer_id, holder.client_id]
+                if p.end is not None:
+                    offset.add_metric(labels, p.end.offset)
+                lag.add_metric(labels, p.current_lag)
+                if p.lag_seconds is not None:
+                    lag_s.add_metric(labels, p.lag_seconds)
+            if view.evaluation.partitions:
+                max_lag.add_metric([alias, group, simple], max(p.current_lag for p in view.evaluation.partitions))
+            if seconds:
+                max_lag_s.add_metric([alias, group, simple], max(seconds))
+            sum_lag.add_metric([alias, group], sum(lags.values()))
+            for topic, value in sorted(lags.items()):
+                topic_sum.add_metric([alias, group, topic], value)
+        yield from (offset, lag, lag_s, max_lag, max_lag_s, sum_lag, topic_sum)
+
+        latest = _gauge(
+            "kafka_partition_latest_offset", "High-watermark of a partition", "cluster_name", "topic", "partition"
+        )
+        earliest = _gauge(
+            "kafka_partition_earliest_offset", "Log start offset of a partition", "cluster_name", "topic", "partition"
+        )
+        poll = _gauge(
+            "kafka_consumergroup_poll_time_ms", "How long the last collection of the cluster took", "cluster_name"
+        )
+        for snapshot in self._snapshots(state):
+            poll.add_metric([snapshot.alias], snapshot.collect_seconds * 1000)
+            for (topic, partition), offsets in sorted(snapshot.partitions.items()):
+                labels = [snapshot.alias, topic, str(partition)]
+                if offsets.latest is not None:
+                    latest.add_metric(labels, offsets.latest)
+                if offsets.earliest is not None:
+                    earliest.add_metric(labels, offsets.earliest)
+        yield from (latest, earliest, poll)
+
+    def _per_partition(self, group: str) -> bool:
+        return self._service.settings.partition_series_groups.matches(group)
+
+    @staticmethod
+    def _group_info(state: MonitorState | None, alias: str, group: str) -> GroupInfo | None:
+        snapshot = state.clusters.get(alias) if state is not None else None
+        return snapshot.groups.get(group) if snapshot is not None else None
+
+    def _burrow(self, state: MonitorState | None) -> Iterator[Metric]:
+        """The families of burrow_exporter, from mirrorwatch's Burrow evaluation."""
+        status = _gauge(
+            "burrow_kafka_consumer_status",
+            "Burrow status of a group: 0 NOTFOUND, 1 OK, 2 WARN, 3 ERR",
+            "cluster",
+            "group",
+        )
+        gtp = ("cluster", "group", "topic", "partition")
+        p_status = _gauge(
+            "burrow_kafka_consumer_partition_status", "Burrow status of a partition: 0 NOTFOUND .. 6 REWIND", *gtp
+        )
+        p_lag = _gauge("burrow_kafka_consumer_partition_lag", "Current lag of a partition (Burrow)", *gtp)
+        total = _gauge("burrow_kafka_consumer_total_lag", "Total lag of a group (Burrow)", "cluster", "group")
+        for (alias, group), view in self._views(state):
+            evaluation = view.evaluation
+            status.add_metric([alias, group], int(evaluation.status))
+            total.add_metric([alias, group], evaluation.total_lag)
+            for p in evaluation.partitions if self._per_partition(group) else ():
+                labels = [alias, group, p.topic, str(p.partition)]
                 p_status.add_metric(labels, int(p.status))
                 p_lag.add_metric(labels, p.current_lag)
-                sums[p.topic] = sums.get(p.topic, 0) + p.current_lag
-                if p.lag_seconds is not None:
-                    lag_s.add_metric(
-                        [alias, group, p.topic, str(p.partition), p.lag_seconds_method or "record"], p.lag_seconds
-                    )
-                    seconds.append(p.lag_seconds)
-            for topic, lag in sorted(sums.items()):
-                g_lag_sum.add_metric([alias, group, topic], lag)
-            if seconds:
-                max_lag_s.add_metric([alias, group], max(seconds))
-        yield from (g_offset, g_lag, g_lag_sum, g_members, lag_s, max_lag_s, status, p_status, p_lag, total)
+        yield from (status, p_status, p_lag, total)
 
     def _links(self, state: MonitorState | None) -> Iterator[Metric]:
         part_labels = ["link", "topic", "partition"]
@@ -282,9 +491,7 @@ class MonitorCollector(Collector):
                 if p.replication_lag_records is not None:
                     repl.add_metric(labels, p.replication_lag_records)
                 if p.replication_lag_seconds is not None:
-                    repl_s.add_metric(
-                        [*labels, p.replication_lag_seconds_method or "record"], p.replication_lag_seconds
-                    )
+                    repl_s.add_metric(labels, p.replication_lag_seconds)
                 inflight.add_metric(labels, p.in_flight_records)
                 if p.committed_lag_records is not None:
                     committed.add_metric(labels, p.committed_lag_records)

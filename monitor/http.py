@@ -28,13 +28,14 @@ import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.registry import Collector
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from monitor.evaluator import GroupEvaluation, OffsetSample, PartitionEvaluation, Status
-from monitor.exporter import MonitorCollector
+from monitor.exporter import MonitorCollector, series_by_style, series_exposition
 from monitor.service import MonitorService
 from monitor.state import LinkView, MonitorState
 
@@ -133,9 +134,11 @@ def create_app(
     registry = CollectorRegistry(auto_describe=True)
     for collector in collectors:
         registry.register(collector)
+    rendered = _RenderedOnce(service)
 
     async def metrics(request: Request) -> Response:
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+        monitor_text = await rendered.text()
+        return Response(monitor_text + generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -146,8 +149,36 @@ def create_app(
     common = [Route("/metrics", metrics), Route("/healthz", healthz), *extra_routes]
     if service is None:
         return Starlette(routes=[*common, Route("/readyz", always_ready)])
-    registry.register(MonitorCollector(service))
     return Starlette(routes=[*_monitor_routes(service), *common])
+
+
+class _RenderedOnce:
+    """The monitor's families rendered once per published state (a collection), in a worker thread, and served as
+    bytes to every scrape until the next one: with thousands of groups a scrape costs a copy, not a rendering, and
+    never blocks the event loop that answers the API."""
+
+    def __init__(self, service: MonitorService | None) -> None:
+        self._service = service
+        self._registry = CollectorRegistry(auto_describe=False)
+        if service is not None:
+            self._registry.register(MonitorCollector(service))
+        self._lock = asyncio.Lock()
+        self._of: object = object()  # the state the cached text was rendered from
+        self._text = b""
+
+    def _render(self) -> bytes:
+        text = generate_latest(self._registry)
+        return text + series_exposition(series_by_style(text))
+
+    async def text(self) -> bytes:
+        if self._service is None:
+            return b""
+        async with self._lock:  # concurrent scrapes of a new state wait for one rendering
+            state = self._service.state
+            if state is not self._of:
+                self._text = await run_in_threadpool(self._render)
+                self._of = state
+            return self._text
 
 
 def _monitor_routes(service: MonitorService) -> list[Route]:
@@ -240,8 +271,18 @@ def _monitor_routes(service: MonitorService) -> list[Route]:
         return JSONResponse(_link(current.links[name]))
 
     async def readyz(request: Request) -> Response:
-        ready = state() is not None
-        return JSONResponse({"status": "ready" if ready else "no collection yet"}, status_code=200 if ready else 503)
+        current = state()
+        if current is None:
+            return JSONResponse({"status": "no collection yet"}, status_code=503)
+        return JSONResponse(
+            {
+                "status": "ready",
+                "round_seconds": round(current.round_seconds, 3),
+                "interval_seconds": service.settings.interval_seconds,
+                # per cluster: "offsets-topic" (following __consumer_offsets) or "admin-api" (OffsetFetch per group)
+                "commits_from": {alias: s.commits_from for alias, s in current.clusters.items() if s.up},
+            }
+        )
 
     return [
         Route("/v3/kafka", clusters),

@@ -1,21 +1,21 @@
 """The monitor service: every `monitor.interval_seconds`, collect every cluster, feed the windows, evaluate every
 group and every mirror link, and publish one immutable `MonitorState` (the HTTP API and the exporter read it).
 
-Scheduled with APScheduler 3.x: one collection at a time, missed runs coalesced, so a slow cluster delays the next
-round instead of piling rounds up. A collection that fails is logged and leaves the last state in place.
+One collection at a time on a thread of its own: a round that takes longer than the interval stretches it (the next
+round starts at once, the log says so once per overrun spell, and the duration is a metric), rounds never overlap
+and none is skipped silently. A collection that fails is logged and leaves the last state in place.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import datetime
 import functools
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 
-from apscheduler.schedulers.background import BackgroundScheduler
 from confluent_kafka.admin import AdminClient
 
 from mirrorwatch.clock import Clock, SystemClock
@@ -24,6 +24,7 @@ from mirrorwatch.kafka import new_admin
 from mirrorwatch.status_board import HOST
 from mirrorwatch.worker_status import WorkerStatus
 from monitor.collector import ClusterSnapshot, collect_cluster
+from monitor.commit_follower import CommitFollower
 from monitor.evaluator import EvaluatorConfig, OffsetSample
 from monitor.record_times import Key, RecordTimeFetcher
 from monitor.state import (
@@ -104,9 +105,13 @@ class MonitorService:
         self._round_wait_s = settings.interval_seconds / 2
         self._record_times: RecordTimeFetcher | None = None
         self._lock = threading.Lock()  # one collection at a time, also when called directly
-        self._scheduler: BackgroundScheduler | None = None
+        self._followers: dict[str, CommitFollower | None] = {}  # None: this cluster uses the admin API
+        self._loop: threading.Thread | None = None
+        self._stop = threading.Event()
         self.state: MonitorState | None = None
         self.last_success_ms: dict[str, int] = {}
+        self.round_seconds = 0.0  # how long the last round took
+        self.overruns = 0  # rounds that took longer than the interval (the interval stretched)
 
     @property
     def windows(self) -> OffsetWindows:
@@ -121,6 +126,7 @@ class MonitorService:
         running then goes on in the background and its snapshot joins the round after it. A cluster whose collection
         fails, or runs longer than an interval, is reported down with the reason."""
         with self._lock:
+            round_started = time.monotonic()
             started = self._clock.now_ms()
             for alias in self.clusters:
                 if alias not in self._running:
@@ -176,7 +182,9 @@ class MonitorService:
                 )
                 for link in self.links
             }
-            self.state = MonitorState(now, snapshots, groups, links, dict(self.last_success_ms))
+            self.state = MonitorState(
+                now, snapshots, groups, links, dict(self.last_success_ms), time.monotonic() - round_started
+            )
             return self.state
 
     def _collect_cluster(self, alias: str, now_ms: int) -> ClusterSnapshot:
@@ -185,7 +193,31 @@ class MonitorService:
             admin = self._admins[alias] = new_admin(
                 self.clusters[alias], alias, {"client.id": f"mirrorwatch-monitor-{alias}"}
             )
-        return collect_cluster(admin, alias, now_ms, timeout_s=max(5.0, self.settings.interval_seconds))
+        follower = self._follower(alias)
+        snapshot = collect_cluster(
+            admin, alias, now_ms, timeout_s=max(5.0, self.settings.interval_seconds), follower=follower
+        )
+        if follower is not None and follower.failure is not None:
+            log.warning(
+                "monitor: cluster %r: %s; reading committed offsets with one OffsetFetch per group instead",
+                alias,
+                follower.failure,
+            )
+            follower.stop()
+            self._followers[alias] = None
+        return snapshot
+
+    def _follower(self, alias: str) -> CommitFollower | None:
+        """The cluster's `__consumer_offsets` follower (started on first use), unless the config or a failure says
+        to use the admin API."""
+        if self.settings.commits_from == "admin_api" or self._stop.is_set():
+            return None
+        if alias not in self._followers:
+            follower = CommitFollower(self.clusters[alias], alias)
+            follower.start()
+            self._followers[alias] = follower
+            log.info("monitor: cluster %r: following %s for committed offsets", alias, "__consumer_offsets")
+        return self._followers[alias]
 
     def _sightings(self, statuses: Sequence[WorkerStatus], now_ms: int) -> list[WorkerSighting]:
         """Which statuses come from a worker that is alive: fresh, not failed, and (on this host) a process that is
@@ -242,24 +274,42 @@ class MonitorService:
         except Exception:  # a bug in one round must not stop the monitor; the next round tries again
             log.exception("monitor: collection failed")
 
+    def _run(self) -> None:
+        interval = self.settings.interval_seconds
+        stretched = False
+        while not self._stop.is_set():
+            started = time.monotonic()
+            self._collect_safely()
+            self.round_seconds = time.monotonic() - started
+            if self.round_seconds > interval:
+                self.overruns += 1
+                if not stretched:
+                    log.warning(
+                        "monitor: a collection took %.1f s, longer than monitor.interval_seconds (%g s): the next one "
+                        "starts now, the interval stretches until rounds are faster again",
+                        self.round_seconds,
+                        interval,
+                    )
+                stretched = True
+                continue
+            if stretched:
+                log.info("monitor: collections are within the interval again (%.1f s)", self.round_seconds)
+                stretched = False
+            self._stop.wait(interval - self.round_seconds)
+
     def start(self) -> None:
         """Collect now and then every interval, in a background thread."""
-        scheduler = BackgroundScheduler(daemon=True)
-        scheduler.add_job(
-            self._collect_safely,
-            "interval",
-            seconds=self.settings.interval_seconds,
-            coalesce=True,
-            max_instances=1,
-            next_run_time=datetime.datetime.now(datetime.UTC),
-        )
-        scheduler.start()
-        self._scheduler = scheduler
+        self._loop = threading.Thread(target=self._run, name="mirrorwatch-monitor", daemon=True)
+        self._loop.start()
 
     def stop(self) -> None:
-        if self._scheduler is not None:
-            self._scheduler.shutdown(wait=True)
-            self._scheduler = None
+        self._stop.set()
+        if self._loop is not None:
+            self._loop.join(timeout=60)
+            self._loop = None
+        for follower in self._followers.values():
+            if follower is not None:
+                follower.stop()
         self._pool.shutdown(wait=False, cancel_futures=True)
         if self._record_times is not None:
             self._record_times.close()

@@ -130,6 +130,7 @@ class MonitorState:
     groups: Mapping[tuple[str, str], GroupView]
     links: Mapping[str, LinkView]
     last_success_ms: Mapping[str, int] = field(default_factory=dict)  # per cluster: its last good collection
+    round_seconds: float = 0.0  # how long the round that made this state took
 
 
 def observe_snapshot(windows: OffsetWindows, snapshot: ClusterSnapshot) -> None:

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -126,9 +126,9 @@ def write_config(clusters_config: MirrorwatchConfig, tmp_path: Path) -> Callable
 
 
 @pytest.fixture
-def prometheus(tmp_path: Path) -> Iterator[Callable[[int, Mapping[str, str]], str]]:
-    """`prometheus(port, thresholds)`: a real Prometheus scraping 127.0.0.1:port with the shipped rules (with these
-    thresholds); its URL. Stopped at teardown."""
+def prometheus(tmp_path: Path) -> Iterator[Callable[..., str]]:
+    """`prometheus(port, thresholds, labels=None)`: a real Prometheus scraping 127.0.0.1:port with the shipped rules
+    (with these thresholds, `labels` added to the target's series); its URL. Stopped at teardown."""
     with prometheus_server(tmp_path) as start:
         yield start
 

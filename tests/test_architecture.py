@@ -31,6 +31,7 @@ PURE = {
     "monitor.evaluator",
     "monitor.windows",
     "monitor.snapshot",
+    "monitor.offsets_topic",
     "monitor.state",
     "mirror.progress",
     "mirror.topics",

@@ -9,7 +9,16 @@ from typing import Any
 
 import pytest
 
-from bench import binding_cost, canary_overhead, evaluator_scale, failover, latency, throughput
+from bench import (
+    binding_cost,
+    canary_overhead,
+    evaluator_scale,
+    exporter_scale,
+    failover,
+    latency,
+    monitor_scale,
+    throughput,
+)
 from bench.common import bench_topics
 from mirrorwatch.config import load_config
 from mirrorwatch.local import LocalClusters
@@ -36,6 +45,29 @@ def test_canary_overhead_smoke(
     result = run_bench(canary_overhead.main, ["--seconds", "3", "--interval", "1"], local_clusters, tmp_path)
     assert result["probes_sent"] >= 1 and result["cpu_seconds"] >= 0
     assert "| canary interval |" in capsys.readouterr().out
+
+
+def test_exporter_scale_smoke(
+    local_clusters: LocalClusters, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run_bench(exporter_scale.main, ["--groups", "20", "--scrapes", "2"], local_clusters, tmp_path)
+    assert result["groups_collected"] == 20
+    # every group-partition has its series in each style (20 groups x 12 partitions, 7 per-partition families)
+    assert result["series_per_style"]["kafka_lag_exporter"] >= 20 * 12 * 3
+    assert result["own_only"]["series"] < result["series"]
+    assert "| rendered per collection (now) |" in capsys.readouterr().out
+
+
+def test_monitor_scale_smoke_both_ways_list_every_group(
+    local_clusters: LocalClusters, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--groups", "30", "--rounds", "1", "--interval", "1"]
+    results = run_bench(monitor_scale.main, argv, local_clusters, tmp_path)
+    assert [(r["mode"], r["groups_listed"], r["rounds_measured"]) for r in results] == [
+        ("admin_api", 30, 1),
+        ("auto", 30, 1),
+    ]
+    assert "| groups | commits read by |" in capsys.readouterr().out
 
 
 def test_throughput_smoke_every_peer_mirrors_and_verifies(

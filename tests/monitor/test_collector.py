@@ -11,7 +11,7 @@ from mirrorwatch.config import ClusterConfig, MirrorwatchConfig
 from mirrorwatch.kafka import new_admin, new_consumer
 from mirrorwatch.processes import free_port
 from mirrorwatch.wait import wait_until
-from monitor.collector import PartitionOffsets, collect_cluster
+from monitor.collector import PartitionOffsets, Replicas, collect_cluster
 from tests.kafka_helpers import Record, produce
 
 pytestmark = pytest.mark.integration
@@ -38,6 +38,7 @@ def test_a_snapshot_has_offsets_groups_members_and_commits(
     simple.close()
     try:
         snapshot = collect_cluster(new_admin(source, "source"), "source", now_ms=123)
+        member_id = consumer.memberid()
     finally:
         consumer.close()
     assert snapshot.up and snapshot.error is None and snapshot.observed_ms == 123
@@ -48,6 +49,13 @@ def test_a_snapshot_has_offsets_groups_members_and_commits(
     group = snapshot.groups[active]
     assert (group.members, group.state, group.error) == (1, "STABLE", None)
     assert dict(group.offsets) == {(topic, 0): 7, (topic, 1): 15}
+    # who holds each partition, as the coordinator knows it (kafka-lag-exporter's member labels)
+    assert {tp: m.consumer_id for tp, m in group.assignments.items()} == {(topic, 0): member_id, (topic, 1): member_id}
+    assert all(m.host for m in group.assignments.values())
+    # the metadata: the single broker of a local cluster leads and holds every replica
+    [(broker_id, address)] = snapshot.brokers.items()
+    assert address == source.bootstrap_servers
+    assert snapshot.replicas[(topic, 1)] == Replicas(broker_id, (broker_id,), (broker_id,))
     simple_group = snapshot.groups[committed_only]
     assert (simple_group.members, dict(simple_group.offsets)) == (0, {(topic, 0): 3})
     assert snapshot.collect_seconds > 0

@@ -1,0 +1,225 @@
+"""B8: the monitor at fleet scale — 1,000 / 5,000 / 10,000 consumer groups x 12 partitions on the local cluster,
+`mirrorwatch monitor` (a real process, `interval_seconds: 10`) reading committed offsets both ways side by side.
+
+    .venv/bin/python -m bench.monitor_scale                               # 1,000, 5,000 and 10,000 groups
+    .venv/bin/python -m bench.monitor_scale --groups 500 --rounds 2       # a quick look
+
+For each size the groups commit on the 12 partitions of one topic (every tenth lags by 10 records), then, per mode
+(`admin_api`: one OffsetFetch per group; `auto`: following `__consumer_offsets`), a monitor starts and is measured
+once it reads that way: the time to its first collection (`/readyz` 200), the duration of its rounds (`/readyz`'s
+`round_seconds`, median of --rounds rounds) and whether any overran the interval, the scrape (median time and size
+of `/metrics`), its peak resident memory, and how many of the groups Burrow's group list shows.
+
+Goals on the 2-core reference machine (issue #27): 10,000 groups collected within a 10 s interval, a scrape under
+1 s, RSS under 1 GB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+from bench.common import clusters_for, exit_on_sigterm, markdown_table, median
+from mirrorwatch.config import ClusterConfig, MirrorwatchConfig
+from mirrorwatch.kafka import create_topics, new_admin, new_producer
+from mirrorwatch.processes import die_with_parent, free_port, stop_process
+
+PARTITIONS = 12
+RECORDS_PER_PARTITION = 100
+MODES = ("admin_api", "auto")
+
+
+def _get(url: str, timeout_s: float = 60) -> tuple[int, bytes, float]:
+    started = time.perf_counter()
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            return int(response.status), response.read(), time.perf_counter() - started
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read(), time.perf_counter() - started
+
+
+def _load(source: ClusterConfig, topic: str, groups: int) -> None:
+    admin = new_admin(source, "source")
+    create_topics(admin, {topic: PARTITIONS})
+    producer = new_producer(source, "source")
+    for p in range(PARTITIONS):
+        for _ in range(RECORDS_PER_PARTITION):
+            producer.produce(topic, b"x", partition=p)
+    producer.flush(60)
+    for first in range(0, groups, 2_000):  # in slices, so the coordinator's queue stays reasonable
+        futures: list[Any] = []
+        for g in range(first, min(groups, first + 2_000)):
+            end = RECORDS_PER_PARTITION - (10 if g % 10 == 0 else 0)
+            offsets = [TopicPartition(topic, p, end) for p in range(PARTITIONS)]
+            futures += admin.alter_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(f"{topic}-{g}", offsets)]
+            ).values()
+        for future in futures:
+            future.result(timeout=300)
+
+
+def _unload(source: ClusterConfig, topic: str, groups: int) -> None:
+    admin = new_admin(source, "source")
+    names = [f"{topic}-{g}" for g in range(groups)]
+    for first in range(0, len(names), 2_000):
+        for future in admin.delete_consumer_groups(names[first : first + 2_000]).values():
+            future.exception(timeout=300)
+    if topic in admin.list_topics(timeout=30).topics:
+        for future in admin.delete_topics([topic], operation_timeout=30).values():
+            future.result(timeout=60)
+
+
+def _peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def run_monitor(
+    config: MirrorwatchConfig, mode: str, topic: str, *, groups: int, rounds: int, interval_s: float, tmp: Path
+) -> dict[str, Any]:
+    port = free_port()
+    document = {
+        "clusters": {"source": {"bootstrap_servers": config.clusters["source"].bootstrap_servers}},
+        "monitor": {"interval_seconds": interval_s, "commits_from": mode},
+        "canary": {"enabled": False},
+        "http": {"host": "127.0.0.1", "port": port},
+        "state_dir": str(tmp / f"state-{mode}"),
+    }
+    path = tmp / f"monitor-{mode}.yaml"
+    path.write_text(yaml.safe_dump(document))
+    log = (tmp / f"monitor-{mode}-{groups}.log").open("wb")
+    started = time.monotonic()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mirrorwatch.cli", "monitor", "--config", str(path)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        preexec_fn=die_with_parent,  # noqa: PLW1509 -- only prctl: dies with the benchmark
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        first_s = None
+        round_s: list[float] = []
+        seen: tuple[int, str] = (-1, "")
+        deadline = time.monotonic() + 600
+        while len(round_s) < rounds and time.monotonic() < deadline:
+            try:
+                status, body, _ = _get(f"{base}/readyz", 10)
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                time.sleep(0.5)
+                continue
+            if status == 200:
+                ready = json.loads(body)
+                first_s = first_s if first_s is not None else time.monotonic() - started
+                way = ready["commits_from"].get("source", "")
+                wanted = "offsets-topic" if mode == "auto" else "admin-api"
+                key = (round(ready["round_seconds"] * 1000), way)
+                if way == wanted and key != seen:  # a new round, read the mode's way
+                    round_s.append(ready["round_seconds"])
+                seen = key
+            time.sleep(0.5)
+        scrapes = [_get(f"{base}/metrics") for _ in range(5)]
+        _, groups_body, _ = _get(f"{base}/v3/kafka/source/consumer")
+        listed = sum(1 for g in json.loads(groups_body)["consumers"] if g.startswith(topic))
+        metrics = scrapes[-1][1].decode()
+        overruns = next(
+            float(line.split()[-1])
+            for line in metrics.splitlines()
+            if line.startswith("mirrorwatch_monitor_round_overruns_total")
+        )
+        return {
+            "mode": mode,
+            "groups": groups,
+            "first_collection_seconds": first_s,
+            "round_seconds": median(round_s) if round_s else None,
+            "rounds_measured": len(round_s),
+            "overruns": overruns,
+            "scrape_seconds": median([s for _, _, s in scrapes]),
+            "scrape_bytes": len(scrapes[-1][1]),
+            "peak_rss_mb": _peak_rss_mb(process.pid),
+            "groups_listed": listed,
+        }
+    finally:
+        stop_process(process)
+        log.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--groups", default="1000,5000,10000", help="comma-separated group counts [1000,5000,10000]")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds measured per monitor [3]")
+    parser.add_argument("--interval", type=float, default=10.0, help="monitor.interval_seconds [10]")
+    parser.add_argument("--modes", default=",".join(MODES), help="admin_api,auto")
+    parser.add_argument("--clusters", type=Path, help="state dir of clusters already up (else started and stopped)")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    results: list[dict[str, Any]] = []
+    with (
+        tempfile.TemporaryDirectory(prefix="mirrorwatch-bench-") as tmp,
+        clusters_for(args.clusters, Path(tmp)) as config,
+    ):
+        source = config.clusters["source"]
+        for groups in (int(n) for n in args.groups.split(",")):
+            topic = f"bench.fleet.{groups}.{int(time.time())}"
+            try:
+                loading = time.monotonic()
+                _load(source, topic, groups)
+                print(f"{groups:,} groups committed in {time.monotonic() - loading:.0f} s", flush=True)
+                for mode in args.modes.split(","):
+                    result = run_monitor(
+                        config, mode, topic, groups=groups, rounds=args.rounds, interval_s=args.interval, tmp=Path(tmp)
+                    )
+                    print(json.dumps(result), flush=True)
+                    results.append(result)
+            finally:
+                _unload(source, topic, groups)
+    print(
+        markdown_table(
+            [
+                "groups",
+                "commits read by",
+                "first collection",
+                "round",
+                "overran",
+                "scrape",
+                "scrape MB",
+                "RSS MB",
+                "listed",
+            ],
+            [
+                [
+                    f"{r['groups']:,}",
+                    "OffsetFetch per group" if r["mode"] == "admin_api" else "__consumer_offsets",
+                    f"{r['first_collection_seconds']:.1f} s" if r["first_collection_seconds"] else "never",
+                    f"{r['round_seconds']:.1f} s" if r["round_seconds"] is not None else "not measured",
+                    f"{r['overruns']:.0f}",
+                    f"{r['scrape_seconds'] * 1000:.0f} ms",
+                    f"{r['scrape_bytes'] / 1e6:.1f}",
+                    f"{r['peak_rss_mb']:.0f}",
+                    f"{r['groups_listed']:,}",
+                ]
+                for r in results
+            ],
+        )
+    )
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    complete = all(r["groups_listed"] == r["groups"] and r["rounds_measured"] == args.rounds for r in results)
+    return 0 if complete else 1
+
+
+if __name__ == "__main__":
+    exit_on_sigterm()
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""Following `__consumer_offsets` on the real (Kafka 4) brokers: the commits it reads are the ones the test made and
+the ones the admin API returns, aborted transactional commits never count, deleted groups go away."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
+
+from mirrorwatch.config import MirrorwatchConfig
+from mirrorwatch.kafka import client_config, new_admin, new_consumer
+from mirrorwatch.wait import wait_until
+from monitor.collector import ClusterSnapshot, collect_cluster
+from monitor.commit_follower import CommitFollower
+from tests.kafka_helpers import Record, produce
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def follower(clusters_config: MirrorwatchConfig) -> Iterator[CommitFollower]:
+    following = CommitFollower(clusters_config.clusters["source"], "source")
+    following.start()
+    yield following
+    following.stop()
+
+
+def _followed(config: MirrorwatchConfig, follower: CommitFollower) -> ClusterSnapshot:
+    """A collection that used the follower's table (it may need a few rounds to read the topic from its start)."""
+    admin = new_admin(config.clusters["source"], "source")
+    snapshots: list[ClusterSnapshot] = []
+
+    def collected() -> bool:
+        snapshots.append(collect_cluster(admin, "source", int(time.time() * 1000), timeout_s=10, follower=follower))
+        return snapshots[-1].commits_from == "offsets-topic"
+
+    wait_until(collected, timeout_s=60, interval_s=0.5, description="a collection from the followed offsets topic")
+    return snapshots[-1]
+
+
+def _commit(config: MirrorwatchConfig, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    admin = new_admin(config.clusters["source"], "source")
+    tps = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+    for future in admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)]).values():
+        future.result(timeout=30)
+
+
+def test_the_followed_commits_are_the_committed_ones_and_the_admin_apis(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    unique: Callable[[str], str],
+    follower: CommitFollower,
+) -> None:
+    source = clusters_config.clusters["source"]
+    topic = make_topic("source", 3)
+    produce(source, "source", topic, [Record(value=b"x", partition=i % 3) for i in range(60)])
+    committed = {
+        unique("a"): {(topic, 0): 5, (topic, 1): 20, (topic, 2): 0},
+        unique("b"): {(topic, 1): 7},
+    }
+    for group, offsets in committed.items():
+        _commit(clusters_config, group, offsets)
+    # a live member's own commits (OffsetCommit from a consumer, not the admin API), committed twice
+    member = unique("member")
+    consumer = new_consumer(source, "source", member, {"enable.auto.commit": False})
+    consumer.commit(offsets=[TopicPartition(topic, 2, 3)], asynchronous=False)
+    consumer.commit(offsets=[TopicPartition(topic, 2, 11)], asynchronous=False)
+    consumer.close()
+    committed[member] = {(topic, 2): 11}
+
+    followed = _followed(clusters_config, follower)
+    polled = collect_cluster(new_admin(source, "source"), "source", int(time.time() * 1000), timeout_s=10)
+    assert polled.commits_from == "admin-api"
+    for group, offsets in committed.items():
+        assert dict(followed.groups[group].offsets) == offsets
+        assert dict(polled.groups[group].offsets) == offsets
+    assert follower.unparsed == 0 and follower.failure is None
+    # every group either way sees, the same (other tests' groups included)
+    assert {g for g, info in polled.groups.items() if info.offsets} <= set(followed.groups)
+
+
+def test_aborted_transactional_commits_never_count(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    unique: Callable[[str], str],
+    follower: CommitFollower,
+) -> None:
+    source = clusters_config.clusters["source"]
+    topic = make_topic("source", 1)
+    produce(source, "source", topic, [Record(value=b"x") for _ in range(20)])
+    group = unique("eos")
+    consumer = new_consumer(source, "source", group, {"enable.auto.commit": False})
+    producer = Producer(client_config(source, "source", {"transactional.id": unique("txn")}))
+    producer.init_transactions(30)
+    for offset, commit in ((8, True), (15, False)):  # the second, aborted, must never show
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction([TopicPartition(topic, 0, offset)], consumer.consumer_group_metadata(), 30)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+    consumer.close()
+    snapshot = _followed(clusters_config, follower)
+    assert dict(snapshot.groups[group].offsets) == {(topic, 0): 8}
+
+
+def test_a_deleted_group_goes_away(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    unique: Callable[[str], str],
+    follower: CommitFollower,
+) -> None:
+    topic = make_topic("source", 1)
+    group = unique("gone")
+    _commit(clusters_config, group, {(topic, 0): 0})
+    assert group in _followed(clusters_config, follower).groups
+    admin = new_admin(clusters_config.clusters["source"], "source")
+    for future in admin.delete_consumer_groups([group]).values():
+        future.result(timeout=30)
+    assert group not in _followed(clusters_config, follower).groups
