@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -89,11 +89,10 @@ def _series(text: bytes, names: tuple[str, ...] | None = None) -> int:
 
 
 def measure(service: MonitorService, scrapes: int) -> dict[str, Any]:
-    per_scrape = CollectorRegistry(auto_describe=False)
-    per_scrape.register(MonitorCollector(service))
+    collector = MonitorCollector(service)
 
-    async def rendered_per_scrape(request: Request) -> Response:  # the peer: /metrics before render-once
-        return Response(generate_latest(per_scrape), media_type=CONTENT_TYPE_LATEST)
+    async def rendered_per_scrape(request: Request) -> Response:  # the peer: a rendering per scrape
+        return Response(collector.render(), media_type=CONTENT_TYPE_LATEST)
 
     app = create_app(service, extra_routes=[Route("/metrics-per-scrape", rendered_per_scrape)])
     server = HttpServer(app, "127.0.0.1", 0)

@@ -11,12 +11,10 @@ never NaN.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
-from prometheus_client.registry import Collector
+from collections.abc import Iterable, Iterator
 
 from mirrorwatch.histogram import Histogram
+from monitor.exposition import CounterFamily, Family, GaugeFamily, HistogramFamily, render
 from monitor.service import MonitorService
 from monitor.snapshot import ClusterSnapshot, GroupInfo, Member
 from monitor.state import GroupView, MonitorState
@@ -122,13 +120,11 @@ METRIC_NAMES = (*KAFKA_EXPORTER_NAMES, *LAG_EXPORTER_NAMES, *BURROW_NAMES, *OWN_
 _STYLE_OF = {name: style for style, names in STYLES.items() for name in names}
 
 
-def series_by_style(text: bytes) -> dict[str, int]:
-    """Series per exporter style in a rendered exposition (mirrorwatch's own under "mirrorwatch")."""
+def series_by_style(families: Iterable[Family]) -> dict[str, int]:
+    """Series per exporter style (mirrorwatch's own under "mirrorwatch")."""
     counts = dict.fromkeys((*STYLES, "mirrorwatch"), 0)
-    for line in text.splitlines():
-        if line and not line.startswith(b"#"):
-            name = line.split(b"{", 1)[0].split(b" ", 1)[0].decode("ascii", errors="replace")
-            counts[_STYLE_OF.get(name, "mirrorwatch")] += 1
+    for family in families:
+        counts[_STYLE_OF.get(family.name, "mirrorwatch")] += family.samples
     return counts
 
 
@@ -146,15 +142,22 @@ def series_exposition(counts: dict[str, int]) -> bytes:
 _NO_MEMBER = Member("unknown", "unknown", "unknown")
 
 
-def _gauge(name: str, help_: str, *labels: str) -> GaugeMetricFamily:
-    return GaugeMetricFamily(name, help_, labels=list(labels))
+def _gauge(name: str, help_: str, *labels: str) -> GaugeFamily:
+    return GaugeFamily(name, help_, labels=labels)
 
 
-class MonitorCollector(Collector):
+class MonitorCollector:
+    """The monitor's families from its published state (`collect`), as exposition text (`render`)."""
+
     def __init__(self, service: MonitorService) -> None:
         self._service = service
 
-    def collect(self) -> Iterator[Metric]:
+    def render(self) -> bytes:
+        """The families as exposition text, with `mirrorwatch_exporter_series` counting what they hold."""
+        families = list(self.collect())
+        return render(families) + series_exposition(series_by_style(families))
+
+    def collect(self) -> Iterator[Family]:
         state = self._service.state  # one round for the whole scrape
         styles = set(self._service.settings.compatible_metrics)
         yield from self._clusters(state)
@@ -177,7 +180,7 @@ class MonitorCollector(Collector):
     def _views(self, state: MonitorState | None) -> list[tuple[tuple[str, str], GroupView]]:
         return sorted(state.groups.items()) if state is not None else []
 
-    def _clusters(self, state: MonitorState | None) -> Iterator[Metric]:
+    def _clusters(self, state: MonitorState | None) -> Iterator[Family]:
         up = _gauge("mirrorwatch_cluster_up", "1 when the last collection from the cluster succeeded", "cluster")
         last = _gauge(
             "mirrorwatch_cluster_last_success_timestamp_seconds",
@@ -204,7 +207,7 @@ class MonitorCollector(Collector):
             "mirrorwatch_monitor_round_seconds", "How long the last collection round took (all clusters, evaluated)"
         )
         interval = _gauge("mirrorwatch_monitor_interval_seconds", "monitor.interval_seconds")
-        overruns = CounterMetricFamily(
+        overruns = CounterFamily(
             "mirrorwatch_monitor_round_overruns",
             "Rounds that took longer than the interval (the next started at once: the interval stretched)",
         )
@@ -214,7 +217,7 @@ class MonitorCollector(Collector):
             round_s.add_metric([], state.round_seconds)
         yield from (up, last, collect, from_topic, round_s, interval, overruns)
 
-    def _kafka_exporter(self, state: MonitorState | None) -> Iterator[Metric]:
+    def _kafka_exporter(self, state: MonitorState | None) -> Iterator[Family]:
         """kafka_exporter's families (danielqsj/kafka_exporter and Grafana's fork), a `cluster` label added."""
         brokers = _gauge("kafka_brokers", "Number of brokers in the cluster's metadata", "cluster")
         broker_info = _gauge("kafka_broker_info", "1 for each broker: its address and id", "cluster", "address", "id")
@@ -253,7 +256,7 @@ class MonitorCollector(Collector):
                 under.add_metric(labels, int(where.under_replicated))
         yield from (brokers, broker_info, partitions, current, oldest, leader, replicas, isr, preferred, under)
 
-    def _kafka_exporter_groups(self, state: MonitorState | None) -> Iterator[Metric]:
+    def _kafka_exporter_groups(self, state: MonitorState | None) -> Iterator[Family]:
         gtp = ("cluster", "consumergroup", "topic", "partition")
         offset = _gauge("kafka_consumergroup_current_offset", "Committed offset of a group", *gtp)
         offset_sum = _gauge(
@@ -302,7 +305,7 @@ class MonitorCollector(Collector):
                 lag_sum.add_metric([alias, group, topic], value)
         yield from (offset, offset_sum, lag, lag_sum, members, uncommitted, millis)
 
-    def _lag_exporter(self, state: MonitorState | None) -> Iterator[Metric]:
+    def _lag_exporter(self, state: MonitorState | None) -> Iterator[Family]:
         """kafka-lag-exporter's families: `cluster_name`, `group`, and the member holding each partition."""
         member_labels = ("cluster_name", "group", "topic", "partition", "member_host", "consumer_id", "client_id")
         offset = _gauge("kafka_consumergroup_group_offset", "Committed offset of a group", *member_labels)
@@ -379,7 +382,7 @@ class MonitorCollector(Collector):
         snapshot = state.clusters.get(alias) if state is not None else None
         return snapshot.groups.get(group) if snapshot is not None else None
 
-    def _burrow(self, state: MonitorState | None) -> Iterator[Metric]:
+    def _burrow(self, state: MonitorState | None) -> Iterator[Family]:
         """The families of burrow_exporter, from mirrorwatch's Burrow evaluation."""
         status = _gauge(
             "burrow_kafka_consumer_status",
@@ -403,66 +406,66 @@ class MonitorCollector(Collector):
                 p_lag.add_metric(labels, p.current_lag)
         yield from (status, p_status, p_lag, total)
 
-    def _links(self, state: MonitorState | None) -> Iterator[Metric]:
+    def _links(self, state: MonitorState | None) -> Iterator[Family]:
         part_labels = ["link", "topic", "partition"]
-        repl = GaugeMetricFamily(
+        repl = GaugeFamily(
             "mirrorwatch_mirror_replication_lag_records",
             "Source high-watermark minus the offset the target acknowledged",
             labels=part_labels,
         )
-        repl_s = GaugeMetricFamily(
+        repl_s = GaugeFamily(
             "mirrorwatch_mirror_replication_lag_seconds",
             "Age of the oldest record not yet acknowledged by the target",
             labels=part_labels,
         )
-        inflight = GaugeMetricFamily(
+        inflight = GaugeFamily(
             "mirrorwatch_mirror_inflight_records", "Read but not yet acknowledged", labels=part_labels
         )
-        committed = GaugeMetricFamily(
+        committed = GaugeFamily(
             "mirrorwatch_mirror_committed_lag_records",
             "Source high-watermark minus the link's committed offset",
             labels=part_labels,
         )
-        records = CounterMetricFamily(
+        records = CounterFamily(
             "mirrorwatch_mirror_records",
             "Records read from the source (in) and acknowledged by the target (out)",
             labels=["link", "direction"],
         )
-        bytes_ = CounterMetricFamily(
+        bytes_ = CounterFamily(
             "mirrorwatch_mirror_bytes", "Key and value bytes in and out", labels=["link", "direction"]
         )
-        errors = CounterMetricFamily("mirrorwatch_mirror_send_errors", "Records the target refused", labels=["link"])
-        latency = HistogramMetricFamily(
+        errors = CounterFamily("mirrorwatch_mirror_send_errors", "Records the target refused", labels=["link"])
+        latency = HistogramFamily(
             "mirrorwatch_mirror_replication_latency_seconds",
             "Target acknowledgement time minus source record timestamp",
             labels=["link"],
         )
-        drift = GaugeMetricFamily(
+        drift = GaugeFamily(
             "mirrorwatch_topic_config_drift",
             "1 for each topic config that differs between source and target",
             labels=["link", "source_topic", "target_topic", "config"],
         )
-        workers = GaugeMetricFamily(
+        workers = GaugeFamily(
             "mirrorwatch_mirror_workers",
             "Live workers of the link reporting their positions (0: its engine is not running where the monitor sees "
             "it)",
             labels=["link"],
         )
-        workers_gone = GaugeMetricFamily(
+        workers_gone = GaugeFamily(
             "mirrorwatch_mirror_workers_gone",
             "Workers of the link whose last status stands but which died, froze or failed",
             labels=["link"],
         )
         client_labels = ["link", "worker", "role"]
         client_gauges = {
-            name: GaugeMetricFamily(f"mirrorwatch_client_{name}", help_, labels=client_labels)
+            name: GaugeFamily(f"mirrorwatch_client_{name}", help_, labels=client_labels)
             for name, _key, _scale, help_ in _CLIENT_GAUGES
         }
         client_counters = {
-            name: CounterMetricFamily(f"mirrorwatch_client_{name}", help_, labels=client_labels)
+            name: CounterFamily(f"mirrorwatch_client_{name}", help_, labels=client_labels)
             for name, _key, help_ in _CLIENT_COUNTERS
         }
-        spark = {name: GaugeMetricFamily(name, help_, labels=["link"]) for name, _key, help_ in _SPARK_GAUGES}
+        spark = {name: GaugeFamily(name, help_, labels=["link"]) for name, _key, help_ in _SPARK_GAUGES}
         for link in self._service.links:
             view = state.links.get(link.name) if state is not None else None
             stats = view.stats if view is not None else {}
@@ -485,7 +488,7 @@ class MonitorCollector(Collector):
             errors.add_metric([link.name], stats.get("send_errors_total", 0))
             histogram = stats.get("replication_latency_seconds")
             h = Histogram.from_counts(histogram["counts"], histogram["sum"]) if histogram else Histogram()
-            latency.add_metric([link.name], h.prometheus_buckets(), h.sum)
+            latency.add_histogram([link.name], h.prometheus_buckets(), h.sum)
             for p in view.partitions if view is not None else ():
                 labels = [link.name, p.topic, str(p.partition)]
                 if p.replication_lag_records is not None:

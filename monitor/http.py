@@ -35,7 +35,7 @@ from starlette.routing import Route
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from monitor.evaluator import GroupEvaluation, OffsetSample, PartitionEvaluation, Status
-from monitor.exporter import MonitorCollector, series_by_style, series_exposition
+from monitor.exporter import MonitorCollector
 from monitor.service import MonitorService
 from monitor.state import LinkView, MonitorState
 
@@ -153,32 +153,36 @@ def create_app(
 
 
 class _RenderedOnce:
-    """The monitor's families rendered once per published state (a collection), in a worker thread, and served as
-    bytes to every scrape until the next one: with thousands of groups a scrape costs a copy, not a rendering, and
-    never blocks the event loop that answers the API."""
+    """The monitor's families rendered once per published state (a collection) and served as bytes to every scrape
+    until the next one: rendered on the monitor's thread right after the round (so no scrape waits for it), or, for
+    a state published otherwise, by the first scrape in a worker thread (never on the event loop that answers the
+    API)."""
 
     def __init__(self, service: MonitorService | None) -> None:
         self._service = service
-        self._registry = CollectorRegistry(auto_describe=False)
+        self._collector = MonitorCollector(service) if service is not None else None
+        self._lock = asyncio.Lock()  # concurrent scrapes of a new state wait for one rendering
+        self._cached: tuple[object, bytes] = (object(), b"")  # the state the text was rendered from, the text
         if service is not None:
-            self._registry.register(MonitorCollector(service))
-        self._lock = asyncio.Lock()
-        self._of: object = object()  # the state the cached text was rendered from
-        self._text = b""
+            service.on_publish.append(self._prerender)
 
-    def _render(self) -> bytes:
-        text = generate_latest(self._registry)
-        return text + series_exposition(series_by_style(text))
+    def _render(self) -> tuple[object, bytes]:
+        assert self._service is not None and self._collector is not None
+        state = self._service.state  # read before rendering: a newer state published meanwhile renders again
+        return state, self._collector.render()
+
+    def _prerender(self, state: MonitorState) -> None:
+        self._cached = self._render()
 
     async def text(self) -> bytes:
         if self._service is None:
             return b""
-        async with self._lock:  # concurrent scrapes of a new state wait for one rendering
-            state = self._service.state
-            if state is not self._of:
-                self._text = await run_in_threadpool(self._render)
-                self._of = state
-            return self._text
+        async with self._lock:
+            state, text = self._cached
+            if state is not self._service.state:
+                self._cached = await run_in_threadpool(self._render)
+                state, text = self._cached
+            return text
 
 
 def _monitor_routes(service: MonitorService) -> list[Route]:

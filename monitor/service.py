@@ -110,6 +110,7 @@ class MonitorService:
         self._stop = threading.Event()
         self.state: MonitorState | None = None
         self.last_success_ms: dict[str, int] = {}
+        self.on_publish: list[Callable[[MonitorState], None]] = []  # called on the monitor's thread after each round
         self.round_seconds = 0.0  # how long the last round took
         self.overruns = 0  # rounds that took longer than the interval (the interval stretched)
 
@@ -270,7 +271,9 @@ class MonitorService:
 
     def _collect_safely(self) -> None:
         try:
-            self.collect()
+            state = self.collect()
+            for listener in self.on_publish:  # e.g. /metrics rendered now, so no scrape waits for it
+                listener(state)
         except Exception:  # a bug in one round must not stop the monitor; the next round tries again
             log.exception("monitor: collection failed")
 

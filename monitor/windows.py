@@ -41,11 +41,14 @@ class OffsetWindows:
         self._moved_ms: dict[WindowKey, int] = {}  # when the offset last moved (unknown before the first move seen)
         self._gaps: dict[WindowKey, deque[int]] = {}  # the last times between two moves
         self._outliers: dict[WindowKey, list[int]] = {}  # long gaps in a row, not (yet) the cadence
+        # (cluster, group) -> its partitions with a window: a group's partitions without a scan of every window
+        self._by_group: dict[tuple[str, str], set[tuple[str, int]]] = {}
 
     def observe(self, key: WindowKey, sample: OffsetSample) -> None:
         window = self._windows.get(key)
         if window is None:
             window = self._windows[key] = deque(maxlen=self.size)
+            self._by_group.setdefault((key[0], key[1]), set()).add((key[2], key[3]))
         if window and sample.observed_ms < window[-1].observed_ms:
             return  # late news: the window is ordered by observation time
         if sample.has_members or (window and window[-1].had_members):
@@ -95,10 +98,10 @@ class OffsetWindows:
         return iter(list(self._windows))
 
     def groups(self, cluster: str) -> set[str]:
-        return {group for c, group, _, _ in self._windows if c == cluster}
+        return {group for c, group in self._by_group if c == cluster}
 
     def partitions(self, cluster: str, group: str) -> list[tuple[str, int]]:
-        return sorted((t, p) for c, g, t, p in self._windows if c == cluster and g == group)
+        return sorted(self._by_group.get((cluster, group), ()))
 
     def expire(self, now_ms: int) -> list[WindowKey]:
         """Forget windows whose last observation is older than `expire_after_ms`; returns what was forgotten."""
@@ -109,10 +112,15 @@ class OffsetWindows:
 
     def _forget(self, key: WindowKey) -> None:
         del self._windows[key]
+        partitions = self._by_group.get((key[0], key[1]))
+        if partitions is not None:
+            partitions.discard((key[2], key[3]))
+            if not partitions:
+                del self._by_group[(key[0], key[1])]
         self._moved_ms.pop(key, None)
         self._gaps.pop(key, None)
         self._outliers.pop(key, None)
 
     def forget_group(self, cluster: str, group: str) -> None:
-        for key in [k for k in self._windows if k[0] == cluster and k[1] == group]:
-            self._forget(key)
+        for topic, partition in list(self._by_group.get((cluster, group), ())):
+            self._forget((cluster, group, topic, partition))

@@ -1,7 +1,8 @@
 """Consumer groups that stop, on the real clusters with the monitor at its default settings (interval 10 s, window
 10): a consumer that closes with lag and one that stays in its group but stops committing read WARN soon after they
 stop, never OK again, and STOP / STALL within 60 s, while producers go on. A consumer committing every 60 s (as
-MirrorMaker 1 did) and an idle caught-up group read OK throughout."""
+MirrorMaker 1 did) and an idle caught-up group read OK throughout. Two monitors watch side by side, one following
+`__consumer_offsets` and one asking the admin API for each group's offsets: both must see the same."""
 
 from __future__ import annotations
 
@@ -84,9 +85,13 @@ def test_stopped_consumers_are_never_ok_and_stop_within_a_minute_while_a_60s_com
     threads = [threading.Thread(target=c.run, name=f"test-{n}", daemon=True) for n, c in groups.items()]
     producer = threading.Thread(target=traffic, name="test-traffic", daemon=True)
     config = session_config(clusters_config)
-    service = MonitorService(config.monitor, config.clusters, config.links)  # the default monitor settings
-    assert service.settings.interval_seconds == INTERVAL_S
-    seen: dict[str, list[tuple[float, Status]]] = {name: [] for name in groups}
+    services = {  # the default monitor settings, committed offsets read either way
+        mode: MonitorService(config.monitor.model_copy(update={"commits_from": mode}), config.clusters, config.links)
+        for mode in ("auto", "admin_api")
+    }
+    assert config.monitor.interval_seconds == INTERVAL_S and config.monitor.commits_from == "auto"
+    seen: dict[str, dict[str, list[tuple[float, Status]]]] = {mode: {name: [] for name in groups} for mode in services}
+    read_from: dict[str, set[str]] = {mode: set() for mode in services}
     producer.start()
     for thread in threads:
         thread.start()
@@ -96,12 +101,14 @@ def test_stopped_consumers_are_never_ok_and_stop_within_a_minute_while_a_60s_com
 
         def collect_until(deadline: float) -> None:
             while time.monotonic() < deadline:
-                state = service.collect()
                 at = time.monotonic()
-                for name, c in groups.items():
-                    view = state.groups.get(("source", c.group))
-                    if view is not None and view.evaluation.partitions:
-                        seen[name].append((at, view.evaluation.partitions[0].status))
+                for mode, service in services.items():
+                    state = service.collect()
+                    read_from[mode].add(state.clusters["source"].commits_from)
+                    for name, c in groups.items():
+                        view = state.groups.get(("source", c.group))
+                        if view is not None and view.evaluation.partitions:
+                            seen[mode][name].append((at, view.evaluation.partitions[0].status))
                 time.sleep(max(0.0, INTERVAL_S - (time.monotonic() - at)))
 
         collect_until(started + WARMUP_S)
@@ -118,8 +125,11 @@ def test_stopped_consumers_are_never_ok_and_stop_within_a_minute_while_a_60s_com
             thread.join(timeout=30)
         for name in ("goes quiet", "commits every 60 s", "idle, caught up"):
             groups[name].consumer.close()
-        service.stop()
-    assert_statuses(seen, started, stopped_at)
+        for service in services.values():
+            service.stop()
+    assert "offsets-topic" in read_from["auto"] and read_from["admin_api"] == {"admin-api"}, read_from
+    for mode in services:
+        assert_statuses(seen[mode], started, stopped_at)
 
 
 def assert_statuses(seen: dict[str, list[tuple[float, Status]]], started: float, stopped_at: float) -> None:
