@@ -6,9 +6,11 @@
 
 For each size the groups commit on the 12 partitions of one topic (every tenth lags by 10 records), then, per mode
 (`admin_api`: one OffsetFetch per group; `auto`: following `__consumer_offsets`), a monitor starts and is measured
-once it reads that way: the time to its first collection (`/readyz` 200), the duration of its rounds (`/readyz`'s
-`round_seconds`, median of --rounds rounds) and whether any overran the interval, the scrape (median time and size
-of `/metrics`), its peak resident memory, and how many of the groups Burrow's group list shows.
+once it reads that way: the time to its first collection (`/readyz` 200), how long collecting the cluster takes
+(`mirrorwatch_cluster_collect_seconds`), the duration of its rounds (`/readyz`'s `round_seconds`: collection,
+windows, evaluation; median of --rounds rounds) and whether any round with its rendering overran the interval, the
+scrape (median time and size of `/metrics`), its peak resident memory, and how many of the groups Burrow's group list
+shows. `--compatible-metrics` sets the borrowed styles served (fleets trim them: README).
 
 Goals on the 2-core reference machine (issue #27): 10,000 groups collected within a 10 s interval, a scrape under
 1 s, RSS under 1 GB.
@@ -88,12 +90,24 @@ def _peak_rss_mb(pid: int) -> float:
 
 
 def run_monitor(
-    config: MirrorwatchConfig, mode: str, topic: str, *, groups: int, rounds: int, interval_s: float, tmp: Path
+    config: MirrorwatchConfig,
+    mode: str,
+    topic: str,
+    *,
+    groups: int,
+    rounds: int,
+    interval_s: float,
+    tmp: Path,
+    compatible: list[str] | None = None,
 ) -> dict[str, Any]:
     port = free_port()
     document = {
         "clusters": {"source": {"bootstrap_servers": config.clusters["source"].bootstrap_servers}},
-        "monitor": {"interval_seconds": interval_s, "commits_from": mode},
+        "monitor": {
+            "interval_seconds": interval_s,
+            "commits_from": mode,
+            **({"compatible_metrics": compatible} if compatible is not None else {}),
+        },
         "canary": {"enabled": False},
         "http": {"host": "127.0.0.1", "port": port},
         "state_dir": str(tmp / f"state-{mode}"),
@@ -133,17 +147,20 @@ def run_monitor(
         scrapes = [_get(f"{base}/metrics") for _ in range(5)]
         _, groups_body, _ = _get(f"{base}/v3/kafka/source/consumer")
         listed = sum(1 for g in json.loads(groups_body)["consumers"] if g.startswith(topic))
-        metrics = scrapes[-1][1].decode()
-        overruns = next(
-            float(line.split()[-1])
-            for line in metrics.splitlines()
-            if line.startswith("mirrorwatch_monitor_round_overruns_total")
+
+        def figure(text: bytes, prefix: str) -> float:
+            return next(float(line.split()[-1]) for line in text.decode().splitlines() if line.startswith(prefix))
+
+        overruns = figure(scrapes[-1][1], "mirrorwatch_monitor_round_overruns_total")
+        collect_s = median(
+            [figure(body, 'mirrorwatch_cluster_collect_seconds{cluster="source"}') for _, body, _ in scrapes]
         )
         return {
             "mode": mode,
             "groups": groups,
             "first_collection_seconds": first_s,
             "round_seconds": median(round_s) if round_s else None,
+            "collect_seconds": collect_s,
             "rounds_measured": len(round_s),
             "overruns": overruns,
             "scrape_seconds": median([s for _, _, s in scrapes]),
@@ -161,6 +178,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--groups", default="1000,5000,10000", help="comma-separated group counts [1000,5000,10000]")
     parser.add_argument("--rounds", type=int, default=3, help="rounds measured per monitor [3]")
     parser.add_argument("--interval", type=float, default=10.0, help="monitor.interval_seconds [10]")
+    parser.add_argument(
+        "--compatible-metrics",
+        help="monitor.compatible_metrics, comma-separated ('' for none) [the default: all three styles]",
+    )
     parser.add_argument("--modes", default=",".join(MODES), help="admin_api,auto")
     parser.add_argument("--clusters", type=Path, help="state dir of clusters already up (else started and stopped)")
     parser.add_argument("--json", type=Path)
@@ -178,8 +199,16 @@ def main(argv: list[str] | None = None) -> int:
                 _load(source, topic, groups)
                 print(f"{groups:,} groups committed in {time.monotonic() - loading:.0f} s", flush=True)
                 for mode in args.modes.split(","):
+                    compatible = None if args.compatible_metrics is None else args.compatible_metrics.split(",")
                     result = run_monitor(
-                        config, mode, topic, groups=groups, rounds=args.rounds, interval_s=args.interval, tmp=Path(tmp)
+                        config,
+                        mode,
+                        topic,
+                        groups=groups,
+                        rounds=args.rounds,
+                        interval_s=args.interval,
+                        tmp=Path(tmp),
+                        compatible=[c for c in compatible if c] if compatible is not None else None,
                     )
                     print(json.dumps(result), flush=True)
                     results.append(result)
@@ -203,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"{r['groups']:,}",
                     "OffsetFetch per group" if r["mode"] == "admin_api" else "__consumer_offsets",
                     f"{r['first_collection_seconds']:.1f} s" if r["first_collection_seconds"] else "never",
+                    f"{r['collect_seconds']:.1f} s",
                     f"{r['round_seconds']:.1f} s" if r["round_seconds"] is not None else "not measured",
                     f"{r['overruns']:.0f}",
                     f"{r['scrape_seconds'] * 1000:.0f} ms",

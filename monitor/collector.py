@@ -71,12 +71,12 @@ def collect_cluster(
     }
     try:
         groups, commits_from = _collect_groups(admin, follower, timeout_s)
-    except KafkaException as exc:
+    except (KafkaException, TimeoutError) as exc:  # a frozen coordinator: the futures time out
         return ClusterSnapshot(
             alias,
             now_ms,
             up=False,
-            error=f"listing consumer groups: {error_text(exc)}",
+            error=f"listing consumer groups: {error_text(exc) or 'no answer'}",
             cluster_id=metadata.cluster_id,
             partitions=partitions,
             collect_seconds=time.monotonic() - started,
@@ -129,8 +129,8 @@ def _collect_groups(
                 holder = Member(member.host or "", member.member_id or "", member.client_id or "")
                 for tp in member.assignment.topic_partitions if member.assignment is not None else ():
                     assignments[(tp.topic, tp.partition)] = holder
-        except KafkaException as exc:
-            error = f"describing: {error_text(exc)}"
+        except (KafkaException, TimeoutError) as exc:
+            error = f"describing: {error_text(exc) or 'no answer'}"
         offsets: dict[tuple[str, int], int] = {}
         if table is not None:
             offsets = {tp: commit.offset for tp, commit in table.get(group_id, {}).items() if commit.offset >= 0}
@@ -139,7 +139,7 @@ def _collect_groups(
                 for tp in fetches[group_id].result(timeout=TIMEOUT_S).topic_partitions or []:
                     if tp.error is None and tp.offset >= 0:
                         offsets[(tp.topic, tp.partition)] = tp.offset
-            except KafkaException as exc:
-                error = f"fetching offsets: {error_text(exc)}"
+            except (KafkaException, TimeoutError) as exc:
+                error = f"fetching offsets: {error_text(exc) or 'no answer'}"
         groups[group_id] = GroupInfo(group_id, state, members, simple, offsets, error, assignments)
     return groups, "offsets-topic" if table is not None else "admin-api"

@@ -11,15 +11,15 @@ never NaN.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 from mirrorwatch.histogram import Histogram
-from monitor.exposition import CounterFamily, Family, GaugeFamily, HistogramFamily, render
+from monitor.exposition import CounterFamily, Family, GaugeFamily, HistogramFamily
 from monitor.service import MonitorService
 from monitor.snapshot import ClusterSnapshot, GroupInfo, Member
 from monitor.state import GroupView, MonitorState
 
-__all__ = ["METRIC_NAMES", "STYLES", "MonitorCollector", "series_by_style", "series_exposition"]
+__all__ = ["METRIC_NAMES", "STYLES", "MonitorCollector", "series_exposition"]
 
 # librdkafka statistics of each worker's clients: (metric name, ClientStats field, scale, help)
 _CLIENT_GAUGES = (
@@ -120,14 +120,6 @@ METRIC_NAMES = (*KAFKA_EXPORTER_NAMES, *LAG_EXPORTER_NAMES, *BURROW_NAMES, *OWN_
 _STYLE_OF = {name: style for style, names in STYLES.items() for name in names}
 
 
-def series_by_style(families: Iterable[Family]) -> dict[str, int]:
-    """Series per exporter style (mirrorwatch's own under "mirrorwatch")."""
-    counts = dict.fromkeys((*STYLES, "mirrorwatch"), 0)
-    for family in families:
-        counts[_STYLE_OF.get(family.name, "mirrorwatch")] += family.samples
-    return counts
-
-
 def series_exposition(counts: dict[str, int]) -> bytes:
     """`mirrorwatch_exporter_series{style}`: the cardinality of what /metrics serves for the monitor."""
     lines = [
@@ -154,8 +146,12 @@ class MonitorCollector:
 
     def render(self) -> bytes:
         """The families as exposition text, with `mirrorwatch_exporter_series` counting what they hold."""
-        families = list(self.collect())
-        return render(families) + series_exposition(series_by_style(families))
+        counts = dict.fromkeys((*STYLES, "mirrorwatch"), 0)
+        parts = []
+        for family in self.collect():  # one family's lines at a time, not all of them at once
+            counts[_STYLE_OF.get(family.name, "mirrorwatch")] += family.samples
+            parts.append(family.text())
+        return b"".join(parts) + series_exposition(counts)
 
     def collect(self) -> Iterator[Family]:
         state = self._service.state  # one round for the whole scrape

@@ -19,10 +19,10 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-@functools.lru_cache(maxsize=1 << 18)
+@functools.lru_cache(maxsize=4096)
 def _pairs(labels: tuple[str, ...], values: tuple[str, ...]) -> str:
-    """`a="x",b="y"`: cached, since several families share a label set (a group's partition in four families) and
-    the next round asks for the same ones again."""
+    """`a="x",b="y"`: cached, since several families take the same labels one after the other (a group's partition
+    in four families); small, so that a fleet's labels are not all kept between rounds."""
     return ",".join(f'{label}="{_escape(v)}"' for label, v in zip(labels, values, strict=True))
 
 
@@ -64,9 +64,9 @@ class Family:
         """How many series it holds (a histogram's buckets, count and sum each count)."""
         return len(self._lines)
 
-    def text(self) -> str:
+    def text(self) -> bytes:
         head = f"# HELP {self.name} {_help(self.documentation)}\n# TYPE {self.name} {self.kind}\n"
-        return head + "".join(line + "\n" for line in self._lines)
+        return (head + "\n".join(self._lines) + ("\n" if self._lines else "")).encode()
 
 
 class GaugeFamily(Family):
@@ -95,4 +95,4 @@ class HistogramFamily(Family):
 
 
 def render(families: Iterable[Family]) -> bytes:
-    return "".join(family.text() for family in families).encode()
+    return b"".join(family.text() for family in families)
