@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -169,6 +170,10 @@ class TruthRun:
                     ),
                     "no_figure": len(mine) - len(known),
                     "served_age_max_seconds": max(((s.poll_ms - s.observed_ms) / 1000 for s in mine), default=None),
+                    # the longest the monitor went without a new figure (a round held up shows here)
+                    "figure_gap_max_seconds": max(
+                        ((b.observed_ms - a.observed_ms) / 1000 for a, b in itertools.pairwise(mine)), default=None
+                    ),
                     "alerts_fired": sorted(phase.alerts_fired),
                     "alerts_at_end": sorted(phase.alerts_at_end),
                     "events_ms": list(phase.events_ms),

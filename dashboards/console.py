@@ -85,7 +85,9 @@ def link_health(link: dict[str, Any]) -> str:
         return f"🔴 down: {gone} worker(s) dead or frozen, lag measured from their last acknowledged positions"
     if not link.get("engine_running"):
         return "⚪ not running (positions from the group's commits)"
-    lag_s = link.get("replication_lag_seconds") or 0
+    lag_s = link.get("replication_lag_seconds")
+    if lag_s is None:
+        return "⚪ running, lag in seconds not known yet"
     return "🟢 healthy" if lag_s < 60 else "🟠 lagging"
 
 

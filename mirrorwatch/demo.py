@@ -234,11 +234,13 @@ def _progress_line(t: _Traffic, worker: WorkerBase, running: Running, elapsed_s:
     assert canary is not None
     in_flight = sum(p["in_flight_records"] for p in worker.positions())
     view = monitor.state.links.get(LINK) if monitor.state is not None else None
-    lag = (
-        f"replication lag {view.replication_lag_records} records, {view.replication_lag_seconds:.1f}s"
-        if view
-        else "lag: not measured yet"
-    )
+    if view is None:
+        lag = "lag: not measured yet"
+    else:
+        seconds = view.replication_lag_seconds
+        lag = f"replication lag {view.replication_lag_records} records, " + (
+            f"{seconds:.1f}s" if seconds is not None else "age not known yet"
+        )
     (probes,) = canary.view()
     latency = max((p.last_e2e_seconds or 0 for p in probes.partitions), default=0)
     return (

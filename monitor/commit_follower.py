@@ -8,8 +8,9 @@ it cannot parse are skipped and counted (`monitor.offsets_topic`): the topic is 
 
 `table(until)` answers once the follower has read everything the topic held when the collection began (its last
 stable offsets, asked at that moment), so a collection never reads commits older than the admin API would have
-returned. A principal without READ on the topic makes the follower fail with the reason; the collector then falls
-back to one OffsetFetch per group, and `/readyz` and the log say which mode runs.
+returned. Until the follower has read the topic's history once, a collection does not wait for it (the admin API
+answers those rounds). A principal without READ on the topic makes the follower fail with the reason; the
+collector then falls back to one OffsetFetch per group, and `/readyz` and the log say which mode runs.
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ class CommitFollower:
         self._positions: dict[int, int] = {}  # partition of the offsets topic -> next offset to read
         self._assigned: int | None = None  # partitions of the offsets topic once assigned
         self.failure: str | None = None  # why the follower cannot read the topic (then the admin API is used)
+        self.caught_up = False  # has read a whole history once: until then collections do not wait for it
+        self._started = time.monotonic()
         self.records = 0
         self.unparsed = 0
         self._stop = threading.Event()
@@ -149,10 +152,25 @@ class CommitFollower:
             stable = {tp.partition: int(f.result(timeout=timeout_s).offset) for tp, f in futures.items()}
         except (KafkaException, TimeoutError):
             return None
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and self.failure is None:
+        # Reading the history the first time can take minutes on a big cluster: until it is done, a collection asks
+        # the admin API at once instead of waiting `timeout_s` for the follower every round.
+        deadline = time.monotonic() + (timeout_s if self.caught_up else 0.0)
+        while self.failure is None:
             with self._lock:
                 if all(self._positions.get(p, 0) >= end for p, end in stable.items() if end > 0):
+                    if not self.caught_up:
+                        self.caught_up = True
+                        log.info(
+                            "monitor: cluster %r: read %s's history (%d records, %d groups) in %.1f s; commits "
+                            "come from it from now on",
+                            self.alias,
+                            OFFSETS_TOPIC,
+                            self.records,
+                            len(self._commits),
+                            time.monotonic() - self._started,
+                        )
                     return {group: dict(commits) for group, commits in self._commits.items()}
+            if time.monotonic() >= deadline:
+                return None
             time.sleep(0.01)
         return None

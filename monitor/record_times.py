@@ -34,9 +34,12 @@ class RecordTimeFetcher:
         self._clusters = clusters
         self._consumers: dict[str, Consumer] = {}
         self._cache: OrderedDict[Key, int | None] = OrderedDict()
+        self._slow: set[str] = set()  # clusters whose last fetch left records unread
 
-    def times(self, wanted: Iterable[Key]) -> dict[Key, int | None]:
-        """The timestamp (ms) of each wanted record; keys that could not be read in time are left out."""
+    def times(self, wanted: Iterable[Key], budget_s: float | None = None) -> dict[Key, int | None]:
+        """The timestamp (ms) of each wanted record; keys that could not be read within `budget_s` per cluster
+        (default FETCH_TIMEOUT_S) are left out: their lag in seconds is unknown for this round, asked again the next."""
+        budget_s = FETCH_TIMEOUT_S if budget_s is None else budget_s
         out: dict[Key, int | None] = {}
         missing: dict[str, list[Key]] = {}
         for key in wanted:
@@ -46,11 +49,29 @@ class RecordTimeFetcher:
             else:
                 missing.setdefault(key[0], []).append(key)
         for alias, keys in missing.items():
-            for key, timestamp in self._fetch(alias, keys).items():
+            found, at_end = self._fetch(alias, keys, time.monotonic() + budget_s)
+            for key, timestamp in found.items():
                 out[key] = self._cache[key] = timestamp
+            self._report(alias, len(keys) - len(found) - len(at_end), len(keys), budget_s)
         while len(self._cache) > CACHE_SIZE:
             self._cache.popitem(last=False)
         return out
+
+    def _report(self, alias: str, unread: int, wanted: int, budget_s: float) -> None:
+        """One warning when a cluster's records stop coming back in time, one line when they do again."""
+        if unread and alias not in self._slow:
+            self._slow.add(alias)
+            log.warning(
+                "monitor: cluster %r: %d of %d records not read within %g s; their lag in seconds is unknown until "
+                "they are",
+                alias,
+                unread,
+                wanted,
+                budget_s,
+            )
+        elif not unread and alias in self._slow:
+            self._slow.discard(alias)
+            log.info("monitor: cluster %r: records are read in time again", alias)
 
     def _consumer(self, alias: str) -> Consumer:
         consumer = self._consumers.get(alias)
@@ -70,12 +91,14 @@ class RecordTimeFetcher:
             )
         return consumer
 
-    def _fetch(self, alias: str, keys: list[Key]) -> dict[Key, int | None]:
-        """Every key's timestamp: one offset per partition per pass (an assignment holds one position per
-        partition), as many passes as a partition has wanted offsets (a group's and a link's, say)."""
+    def _fetch(self, alias: str, keys: list[Key], deadline: float) -> tuple[dict[Key, int | None], set[Key]]:
+        """Every key's timestamp read by `deadline` (monotonic): one offset per partition per pass (an assignment
+        holds one position per partition), as many passes as a partition has wanted offsets (a group's and a link's,
+        say). Also returns the keys with nothing but transaction markers after them."""
         found: dict[Key, int | None] = {}
+        at_end: set[Key] = set()
         remaining = sorted(keys)
-        while remaining:
+        while remaining and time.monotonic() < deadline:
             by_tp: dict[tuple[str, int], Key] = {}
             later: list[Key] = []
             for key in remaining:
@@ -83,16 +106,19 @@ class RecordTimeFetcher:
                     later.append(key)
                 else:
                     by_tp[(key[1], key[2])] = key
-            found.update(self._fetch_pass(alias, by_tp))
+            read, ended = self._fetch_pass(alias, by_tp, deadline)
+            found.update(read)
+            at_end |= ended
             remaining = later
-        return found
+        return found, at_end
 
-    def _fetch_pass(self, alias: str, by_tp: Mapping[tuple[str, int], Key]) -> dict[Key, int | None]:
+    def _fetch_pass(
+        self, alias: str, by_tp: Mapping[tuple[str, int], Key], deadline: float
+    ) -> tuple[dict[Key, int | None], set[Key]]:
         consumer = self._consumer(alias)
         consumer.assign([TopicPartition(t, p, k[3]) for (t, p), k in by_tp.items()])
         found: dict[Key, int | None] = {}
         at_end: set[Key] = set()  # nothing but markers from its offset to the end: no record to time
-        deadline = time.monotonic() + FETCH_TIMEOUT_S
         try:
             while len(found) + len(at_end) < len(by_tp) and time.monotonic() < deadline:
                 for msg in consumer.consume(num_messages=len(by_tp), timeout=0.2):
@@ -108,15 +134,7 @@ class RecordTimeFetcher:
                         at_end.add(key)
         finally:
             consumer.unassign()
-        if len(found) + len(at_end) < len(by_tp):
-            log.debug(
-                "record times: %d of %d records not read within %gs on %s",
-                len(by_tp) - len(found) - len(at_end),
-                len(by_tp),
-                FETCH_TIMEOUT_S,
-                alias,
-            )
-        return found
+        return found, at_end
 
     def close(self) -> None:
         for consumer in self._consumers.values():

@@ -116,7 +116,11 @@ class LinkView:
         return sum(p.replication_lag_records or 0 for p in self.partitions)
 
     @property
-    def replication_lag_seconds(self) -> float:
+    def replication_lag_seconds(self) -> float | None:
+        """The largest partition's; None while a partition that is behind (or may be) has no known age: never 0
+        while records wait."""
+        if any(p.replication_lag_seconds is None and p.replication_lag_records != 0 for p in self.partitions):
+            return None
         return max((p.replication_lag_seconds or 0.0 for p in self.partitions), default=0.0)
 
 

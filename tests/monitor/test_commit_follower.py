@@ -3,6 +3,7 @@ the ones the admin API returns, aborted transactional commits never count, delet
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -120,3 +121,36 @@ def test_a_deleted_group_goes_away(
     for future in admin.delete_consumer_groups([group]).values():
         future.result(timeout=30)
     assert group not in _followed(clusters_config, follower).groups
+
+
+class _NeverReads(CommitFollower):
+    """Assigned to the topic but reading nothing: a follower still in the middle of a long history."""
+
+    def _run(self) -> None:
+        self._assign()
+        self._stop.wait()
+
+
+def test_a_follower_still_reading_its_history_does_not_hold_collections(
+    clusters_config: MirrorwatchConfig, make_topic: Callable[..., str], unique: Callable[[str], str]
+) -> None:
+    """Reading __consumer_offsets from its start can take minutes on a big cluster; until it has been done once, a
+    collection must go to the admin API at once, not wait for the follower every round (it waited 5 s a round)."""
+    topic = make_topic("source", 1)
+    group = unique("seen")
+    _commit(clusters_config, group, {(topic, 0): 0})  # the offsets topic exists and holds something
+    follower = _NeverReads(clusters_config.clusters["source"], "source")
+    follower.start()
+    admin = new_admin(clusters_config.clusters["source"], "source")
+    try:
+        wait_until(lambda: follower._assigned is not None, timeout_s=30, description="the follower assigned")
+        answer: list[object] = []
+        asking = threading.Thread(target=lambda: answer.append(follower.table(admin, 3600)), daemon=True)
+        asking.start()
+        asking.join(timeout=30)  # before the fix: an hour
+        assert answer == [None] and not follower.caught_up
+        # a collection meanwhile reads the commits through the admin API
+        snapshot = collect_cluster(admin, "source", int(time.time() * 1000), timeout_s=3600, follower=follower)
+        assert snapshot.commits_from == "admin-api" and dict(snapshot.groups[group].offsets) == {(topic, 0): 0}
+    finally:
+        follower.stop()

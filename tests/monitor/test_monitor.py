@@ -63,6 +63,18 @@ def service_for(clusters_config: MirrorwatchConfig) -> Iterator[Callable[..., Mo
         service.stop()
 
 
+def observe_source_after(service: MonitorService, moment_ms: float) -> int:
+    """Collect until a round holds a collection of the source that began after `moment_ms` (a round publishes the
+    newest finished one, which is older when a collection outlasts the round's wait); its moment."""
+
+    def observed() -> bool:
+        source = service.collect().clusters["source"]
+        return source.up and source.observed_ms >= moment_ms
+
+    wait_until(observed, timeout_s=30, interval_s=0.05, description="the source collected")
+    return service.state.clusters["source"].observed_ms  # type: ignore[union-attr]
+
+
 def test_groups_are_evaluated_stop_stall_rewind_catching_up_idle_and_lag_seconds(
     clusters_config: MirrorwatchConfig,
     make_topic: Callable[..., str],
@@ -84,18 +96,18 @@ def test_groups_are_evaluated_stop_stall_rewind_catching_up_idle_and_lag_seconds
         idle.close()  # caught up, then gone: an idle partition
         commit(stuck, topic, 100)
         commit(rewinder, topic, 500)
-        for round_ in range(3):  # three observations of progress, one monitor interval (1 s) apart
+        last_ms = 0
+        for round_ in range(3):  # three observations of progress, at least one monitor interval (1 s) apart
+            wait_until(
+                lambda last_ms=last_ms: time.time() * 1000 - last_ms >= 1000,  # type: ignore[misc]
+                timeout_s=5,
+                interval_s=0.05,
+                description="one monitor interval",
+            )
             commit(stopper, topic, 100 + round_ * 100)
             commit(catcher, topic, 400 + round_ * 200)
             commit(stuck, topic, 100)
-            if service.state is not None:
-                last_ms = service.state.observed_ms
-
-                def one_interval_later(last_ms: int = last_ms) -> bool:
-                    return time.time() * 1000 - last_ms >= 1000
-
-                wait_until(one_interval_later, timeout_s=5, interval_s=0.05, description="one monitor interval")
-            service.collect()
+            last_ms = observe_source_after(service, time.time() * 1000)
         catching_up = service.state.groups[("source", g["catcher"])].evaluation  # type: ignore[union-attr]
         assert (catching_up.status, catching_up.complete) == (Status.OK, 1.0)  # lag 600, 400, 200: not WARN
         stopper.close()  # stops committing and leaves: nobody consumes
@@ -168,9 +180,12 @@ def test_mirror_replication_lag_rises_while_the_target_is_down_and_returns_to_ze
         def lag() -> int:
             return service.collect().links["watched"].replication_lag_records
 
-        wait_until(lambda: lag() == 500, timeout_s=60, description="replication lag to count all 500 records")
+        def lagging() -> bool:  # all 500 counted, and their age read from the source (known once it is collected)
+            return lag() == 500 and service.state.links["watched"].replication_lag_seconds is not None  # type: ignore[union-attr]
+
+        wait_until(lagging, timeout_s=60, description="replication lag to count all 500 records, with their age")
         view = service.state.links["watched"]  # type: ignore[union-attr]
-        assert view.replication_lag_seconds > 0
+        assert view.replication_lag_seconds is not None and view.replication_lag_seconds > 0
         assert all(p.committed_lag_records == 250 for p in view.partitions)
         local_clusters.up(["target"], tie_to_parent=owns_clusters)
         wait_until(lambda: lag() == 0, timeout_s=120, description="replication lag back to 0")

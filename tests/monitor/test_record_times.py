@@ -70,3 +70,34 @@ def test_an_offset_with_only_transaction_markers_after_it_is_answered_at_once_no
         }
     finally:
         fetcher.close()
+
+
+def test_records_that_do_not_come_back_in_time_are_left_out_within_the_budget(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The monitor's round waits for record times: a cluster that answers slowly (a broker just thawed from a
+    freeze) must cost the round at most the budget, not FETCH_TIMEOUT_S per pass, and say so once."""
+    source = clusters_config.clusters["source"]
+    topic = make_topic("source", 1)
+    produce(source, "source", topic, [Record(value=b"x", partition=0, timestamp_ms=1_700_000_000_000)])
+    monkeypatch.setattr(record_times, "FETCH_TIMEOUT_S", 3600.0)  # without the budget the test would hang
+    fetcher = RecordTimeFetcher(clusters_config.clusters)
+    never = ("source", topic, 7, 0)  # a partition the topic does not have: nothing ever comes back for it
+    readable = ("source", topic, 0, 0)
+    try:
+        with caplog.at_level("INFO", logger="mirrorwatch.monitor"):
+            assert fetcher.times([never, readable], budget_s=0.5) == {readable: 1_700_000_000_000}
+            assert fetcher.times([never], budget_s=0.5) == {}
+            warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+            assert warnings == [
+                "monitor: cluster 'source': 1 of 2 records not read within 0.5 s; their lag in seconds is unknown "
+                "until they are"
+            ]
+            assert fetcher.times([readable], budget_s=0.5) == {readable: 1_700_000_000_000}  # cached
+            assert fetcher.times([("source", topic, 0, 1)], budget_s=0.5) == {}  # the end: not unread, not waited
+            assert "monitor: cluster 'source': records are read in time again" in caplog.messages
+    finally:
+        fetcher.close()

@@ -146,6 +146,7 @@ def test_a_link_view_without_the_engine_uses_the_groups_commits() -> None:
     p0 = next(p for p in view.partitions if p.partition == 0)
     assert (p0.acked, p0.committed, p0.replication_lag_records, p0.committed_lag_records) == (None, 70, 30, 30)
     assert p0.replication_lag_seconds is None  # the record's age is not known: unknown, not 0
+    assert view.replication_lag_seconds is None  # ... and so is the link's: never 0 while 30 records wait
     assert not view.engine_running
 
 
