@@ -10,32 +10,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["DEFAULT_THRESHOLDS", "METRICS_USED", "build_rules", "parse_overrides", "render"]
+from mirrorwatch.alert_thresholds import DEFAULT_THRESHOLDS, THRESHOLDS
 
-# name -> (default, meaning). Durations are Prometheus durations ("5m"), numbers are plain.
-THRESHOLDS: dict[str, tuple[str, str]] = {
-    "replication_lag_seconds": ("120", "age of the oldest record the target has not acknowledged, per link"),
-    "replication_lag_for": ("5m", "how long the replication lag must stay above it"),
-    "mirror_stalled_for": ("10m", "no record mirrored while the replication lag grows, for this long"),
-    "mirror_down_for": ("2m", "a link with no worker reporting, for this long"),
-    "cluster_down_for": ("2m", "a cluster the monitor cannot collect, for this long"),
-    "consumer_group_error_for": ("5m", "a consumer group at Burrow status ERR (STOP, STALL, REWIND), for this long"),
-    "consumer_lag_seconds": ("600", "a consumer group's largest lag in seconds"),
-    "consumer_lag_for": ("10m", "how long the consumer lag must stay above it"),
-    "canary_p99_seconds": ("30", "p99 of the canary's end-to-end latency over canary_window, per link"),
-    "canary_latency_for": ("10m", "how long the canary p99 must stay above it"),
-    "canary_window": ("10m", "window of the canary latency and loss expressions"),
-    "canary_lost_probes": ("0", "probes lost within canary_window above which the loss alert fires"),
-    "canary_absent_for": ("1m", "a link the canary reports absent, for this long"),
-    "drift_for": ("15m", "a topic config or partition count differing between source and target, for this long"),
-    "rate_window": ("5m", "window of rate() in the recording rules and the stall check"),
-    "checkpoint_stale_intervals": (
-        "3",
-        "checkpoint intervals without a good round after which a link's standby is stale",
-    ),
-    "checkpoint_stale_for": ("2m", "how long the standby must stay stale"),
-}
-DEFAULT_THRESHOLDS: dict[str, str] = {name: default for name, (default, _meaning) in THRESHOLDS.items()}
+__all__ = ["DEFAULT_THRESHOLDS", "METRICS_USED", "THRESHOLDS", "build_rules", "parse_overrides", "render"]
+
+# The thresholds and their defaults are shared with the monitor's own evaluation (monitor.own_alerts).
 
 _DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
 _NUMBER = re.compile(r"^\d+(\.\d+)?$")

@@ -2,8 +2,10 @@
 
     mirrorwatch console --config F          (or: streamlit run dashboards/console.py -- --api http://host:8000)
 
-Pages: Overview (each link's health, replication lag, in-flight, throughput, canary latency and last probe),
-Consumer groups (Burrow status table with a filter, drill-down to partitions and their offset window), Canary
+Pages: Overview (each link's health and since when, replication lag, in-flight, throughput, canary latency and last
+probe, with charts of lag and throughput over the monitor's history), Consumer groups (every group from one request,
+sorted by status, lag or lag growth, with a filter; drill-down to partitions, their offset window and the group's lag
+over time), Events (what changed, newest first, filtered by link, group or cluster), Canary
 (latency over time per partition, loss and duplicates), Topics (source vs target partition counts, config drift),
 Failover (per standby group of each link with a checkpoint: section: ready or not and why, what a failover now
 would read twice or not find, the translated offsets).
@@ -26,7 +28,13 @@ import pandas as pd
 import streamlit as st
 
 DEFAULT_API = "http://127.0.0.1:8000"
-PAGES = ("Overview", "Consumer groups", "Canary", "Topics", "Failover")
+PAGES = ("Overview", "Consumer groups", "Events", "Alerts", "Canary", "Topics", "Failover")
+SORTS = {  # how the groups table is ordered: worst status first, most lag first, fastest-growing lag first
+    "status (worst first)": "_rank",
+    "total lag": "total lag",
+    "lag growth": "lag change / min",
+}
+STATUS_RANK = {"ERR": 0, "WARN": 1, "NOTFOUND": 2, "OK": 3}
 STATUS_ICONS = {"OK": "🟢", "WARN": "🟠", "ERR": "🔴", "STOP": "🔴", "STALL": "🔴", "REWIND": "🔴", "NOTFOUND": "⚪"}
 
 
@@ -113,17 +121,16 @@ def overview(api: Api) -> None:
         st.info("No mirror links yet: the monitor has not collected, or the config has no links.")
         return
     canary = api.get("/canary")
-    rates: dict[str, tuple[float, float]] = st.session_state.setdefault("records_out", {})
-    now = time.monotonic()
     for link in links:
         name = link["link"]
-        out_total = float(link.get("stats", {}).get("records_out_total", 0))
-        previous = rates.get(name)
-        rate = (out_total - previous[1]) / (now - previous[0]) if previous and now > previous[0] else None
-        rates[name] = (now, out_total)
+        history = (api.get(f"/mirror/history/links/{_q(name)}") or {}).get("series", {})
+        rate = _last(history.get("records_out_per_second"))
         in_flight = sum(p.get("in_flight_records") or 0 for p in link["partitions"])
         st.subheader(f"{name}: {link['source']} → {link['target']}")
-        st.caption(f"{link_health(link)} · consumer group {link['consumer_group']} · workers {link.get('workers', 0)}")
+        st.caption(
+            f"{link_health(link)} {since(api, name)} · consumer group {link['consumer_group']} · "
+            f"workers {link.get('workers', 0)}"
+        )
         if link.get("failure"):
             st.error(link["failure"])
         cols = st.columns(5)
@@ -134,57 +141,93 @@ def overview(api: Api) -> None:
         probes = canary_of(canary, name)
         if probes is None:
             cols[4].metric("Canary", "no canary")
-            continue
-        p99 = worst([p["e2e_latency"]["p99_seconds"] for p in probes["partitions"]])
-        last = probes.get("last_received_ns")
-        age = None if last is None else max(0.0, time.time() - last / 1e9)
-        cols[4].metric(
-            "Canary p99 / last probe",
-            seconds(p99),
-            delta="ABSENT" if probes["absent"] else f"{seconds(age)} ago",
-            delta_color="inverse" if probes["absent"] else "off",
-        )
+        else:
+            p99 = worst([p["e2e_latency"]["p99_seconds"] for p in probes["partitions"]])
+            last = probes.get("last_received_ns")
+            age = None if last is None else max(0.0, time.time() - last / 1e9)
+            cols[4].metric(
+                "Canary p99 / last probe",
+                seconds(p99),
+                delta="ABSENT" if probes["absent"] else f"{seconds(age)} ago",
+                delta_color="inverse" if probes["absent"] else "off",
+            )
+        history_charts(history)
+
+
+def _last(points: list[list[float]] | None) -> float | None:
+    return points[-1][1] if points else None
+
+
+def since(api: Api, link: str) -> str:
+    """How long the link has been in its state: from its newest state change among the monitor's events."""
+    events = (api.get(f"/mirror/events?link={_q(link)}&limit=200") or {}).get("events", [])
+    change = next((e for e in events if e["kind"] == "link"), None)
+    if change is None:
+        return "(since the monitor started)"
+    return f"for {seconds(max(0.0, time.time() - change['at_ms'] / 1000))} (was {change['before']})"
+
+
+def history_charts(history: dict[str, list[list[float]]]) -> None:
+    """Lag (records, seconds) and throughput (records/s in and out) over the monitor's history."""
+    if not history:
+        st.caption("No history yet (the monitor keeps monitor.history_seconds of its rounds).")
+        return
+
+    def frame(names: dict[str, str]) -> pd.DataFrame:
+        columns = {
+            label: pd.Series({pd.to_datetime(t, unit="ms"): v for t, v in history.get(name, [])}, dtype=float)
+            for name, label in names.items()
+        }
+        return pd.DataFrame(columns)
+
+    cols = st.columns(3)
+    cols[0].line_chart(frame({"replication_lag_records": "lag (records)"}), height=160)
+    cols[1].line_chart(frame({"replication_lag_seconds": "lag (seconds)"}), height=160)
+    cols[2].line_chart(
+        frame({"records_in_per_second": "in (rec/s)", "records_out_per_second": "out (rec/s)"}), height=160
+    )
 
 
 def consumer_groups(api: Api) -> None:
-    clusters = (api.get("/v3/kafka") or {}).get("clusters", [])
-    if not clusters:
-        st.info("No clusters collected yet.")
+    document = api.get("/mirror/groups") or {}
+    groups = document.get("groups", [])
+    if not groups:
+        st.info("No consumer groups found yet (the monitor has not collected, or no group has committed).")
         return
-    rows = []
-    for cluster in clusters:
-        for group in (api.get(f"/v3/kafka/{_q(cluster)}/consumer") or {}).get("consumers", []):
-            status = (api.get(f"/v3/kafka/{_q(cluster)}/consumer/{_q(group)}/lag") or {}).get("status")
-            if status is None:
-                continue
-            maxlag = status.get("maxlag") or {}
-            rows.append(
-                {
-                    "cluster": cluster,
-                    "group": group,
-                    "status": f"{STATUS_ICONS.get(status['status'], '')} {status['status']}",
-                    "total lag": status["totallag"],
-                    "worst partition": f"{maxlag.get('topic', '')}[{maxlag.get('partition', '')}]" if maxlag else "",
-                    "complete": status["complete"],
-                    "partitions": status["partition_count"],
-                    "_status": status,
-                }
-            )
-    if not rows:
-        st.info("No consumer groups found.")
+    rows = [
+        {
+            "cluster": g["cluster"],
+            "group": g["group"],
+            "status": f"{STATUS_ICONS.get(g['status'], '')} {g['status']}",
+            "total lag": g["total_lag"],
+            "lag change / min": g["lag_change_per_minute"],
+            "worst lag": seconds(g["max_lag_seconds"]),
+            "members": g["members"],
+            "complete": g["complete"],
+            "partitions": g["partitions"],
+            "_rank": STATUS_RANK.get(g["status"], 2),
+        }
+        for g in groups
+    ]
+    cols = st.columns(2)
+    wanted = cols[0].text_input("Filter groups", placeholder="part of a group name")
+    order = cols[1].selectbox("Sort by", list(SORTS))
+    column = SORTS[order]
+    table = pd.DataFrame([r for r in rows if wanted.lower() in r["group"].lower()])
+    if table.empty:
+        st.info("No group matches the filter.")
         return
-    wanted = st.text_input("Filter groups", placeholder="part of a group name")
-    shown = [r for r in rows if wanted.lower() in r["group"].lower()]
-    st.dataframe(
-        pd.DataFrame([{k: v for k, v in r.items() if not k.startswith("_")} for r in shown]),
-        hide_index=True,
-        width="stretch",
-    )
-    if not shown:
-        return
+    ascending = column == "_rank"  # the worst status has the lowest rank; lag and growth: largest first
+    table = table.sort_values([column, "group"], ascending=[ascending, True], na_position="last")
+    st.caption(f"lag change: records per minute over the last {document.get('trend_seconds', 300):g} s")
+    st.dataframe(table.drop(columns=["_rank"]), hide_index=True, width="stretch")
+    shown = table.to_dict("records")
     choice = st.selectbox("Partitions of", [f"{r['cluster']} / {r['group']}" for r in shown])
     row = next(r for r in shown if f"{r['cluster']} / {r['group']}" == choice)
-    status = row["_status"]
+    status = (api.get(f"/v3/kafka/{_q(row['cluster'])}/consumer/{_q(row['group'])}/lag") or {}).get("status")
+    if status is None:
+        st.info("That group is gone.")
+        return
     st.dataframe(
         pd.DataFrame(
             [
@@ -220,6 +263,73 @@ def consumer_groups(api: Api) -> None:
         st.caption("Offset window: lag at each observed commit")
         frame = pd.DataFrame(points).pivot_table(index="time", columns="partition", values="lag", aggfunc="last")
         st.line_chart(frame)
+    path = f"/mirror/history/groups/{_q(row['cluster'])}/{_q(row['group'])}"
+    total = (api.get(path) or {}).get("series", {}).get("total_lag", [])
+    if total:
+        st.caption("Total lag over the monitor's history")
+        st.line_chart(pd.DataFrame({"total lag": {pd.to_datetime(t, unit="ms"): v for t, v in total}}), height=200)
+
+
+def events_page(api: Api) -> None:
+    cols = st.columns(3)
+    filters = {
+        "link": cols[0].text_input("Link", placeholder="a link's name"),
+        "group": cols[1].text_input("Group", placeholder="a group id"),
+        "cluster": cols[2].text_input("Cluster", placeholder="a cluster alias"),
+    }
+    query = urllib.parse.urlencode({k: v.strip() for k, v in filters.items() if v.strip()} | {"limit": 500})
+    events = (api.get(f"/mirror/events?{query}") or {}).get("events", [])
+    if not events:
+        st.info("No events: nothing has changed since the monitor started (or nothing matches the filter).")
+        return
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "time": pd.to_datetime(e["at_ms"], unit="ms"),
+                    "what": e["kind"],
+                    "about": e["subject"],
+                    "cluster": e["cluster"],
+                    "event": e["text"],
+                }
+                for e in events
+            ]
+        ),
+        hide_index=True,
+        width="stretch",
+    )
+
+
+def alerts_page(api: Api) -> None:
+    document = api.get("/mirror/alerts")
+    if document is None:
+        st.info("This monitor does not evaluate alerts.")
+        return
+    st.caption(
+        f"Evaluated by {document['evaluated_by']}. With Prometheus, its own alerts "
+        "(alerts/mirrorwatch.rules.yml) are the reference."
+    )
+    firing = document["alerts"]
+    if not firing:
+        st.success("No alert is firing.")
+    else:
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {
+                        "alert": a["alert"],
+                        "on": ", ".join(f"{k}={v}" for k, v in sorted(a["labels"].items())),
+                        "severity": a["severity"],
+                        "since": pd.to_datetime(a["since_ms"], unit="ms"),
+                        "summary": a["summary"],
+                    }
+                    for a in firing
+                ]
+            ),
+            hide_index=True,
+            width="stretch",
+        )
+    st.caption("not judged here (Prometheus only): " + ", ".join(document["not_judged"]))
 
 
 def canary_page(api: Api) -> None:
@@ -355,6 +465,8 @@ def _q(part: str) -> str:
 RENDER = {
     "Overview": overview,
     "Consumer groups": consumer_groups,
+    "Events": events_page,
+    "Alerts": alerts_page,
     "Canary": canary_page,
     "Topics": topics,
     "Failover": failover_page,

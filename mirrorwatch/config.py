@@ -328,6 +328,9 @@ class MonitorConfig(_Model):
     # Groups whose per-partition series the borrowed families serve (all groups keep their per-group series): trims
     # /metrics for fleets that do not need a series per group and partition.
     partition_series_groups: GroupSelection = GroupSelection()
+    # Kept in memory: `history_seconds` of the monitor's own figures (0: none), the newest `events` transitions.
+    history_seconds: Annotated[float, Field(ge=0, le=7 * 24 * 3600)] = 3600
+    events: Annotated[int, Field(ge=0, le=1_000_000)] = 10_000
 
 
 class CanaryConfig(_Model):

@@ -16,11 +16,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import resource
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -36,8 +37,10 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from monitor.evaluator import GroupEvaluation, OffsetSample, PartitionEvaluation, Status
 from monitor.exporter import MonitorCollector
+from monitor.history import History
+from monitor.own_alerts import NOT_JUDGED, firing
 from monitor.service import MonitorService
-from monitor.state import LinkView, MonitorState
+from monitor.state import GroupView, LinkView, MonitorState
 
 __all__ = ["FIRST_REQUEST_TIMEOUT_S", "MAX_CONNECTIONS", "HttpServer", "create_app"]
 
@@ -149,7 +152,7 @@ def create_app(
     common = [Route("/metrics", metrics), Route("/healthz", healthz), *extra_routes]
     if service is None:
         return Starlette(routes=[*common, Route("/readyz", always_ready)])
-    return Starlette(routes=[*_monitor_routes(service), *common])
+    return Starlette(routes=[*_monitor_routes(service), *common], exception_handlers={_BadQuery: _bad_query})
 
 
 class _RenderedOnce:
@@ -183,6 +186,67 @@ class _RenderedOnce:
                 self._cached = await run_in_threadpool(self._render)
                 state, text = self._cached
             return text
+
+
+def _memory_routes(service: MonitorService) -> list[Route]:
+    """What the monitor remembers (monitor.history): every group at once with its trend, figures over time, events."""
+
+    async def all_groups(request: Request) -> Response:
+        """Every group of every cluster in one answer (the console's table), with its lag trend from the history."""
+        current = service.state
+        if current is None:
+            return JSONResponse({"error": True, "message": "no collection yet"}, status_code=503)
+        trend_ms = int(_number(request, "trend_seconds", 300.0) * 1000)
+        return JSONResponse(
+            {
+                "observed_ms": current.observed_ms,
+                "trend_seconds": trend_ms / 1000,
+                "groups": [_group_row(view, service.history, trend_ms) for view in current.groups.values()],
+            }
+        )
+
+    async def link_history(request: Request) -> Response:
+        name = request.path_params["link"]
+        if all(link.name != name for link in service.links):
+            return JSONResponse({"error": True, "message": "link not found"}, status_code=404)
+        series = service.history.link(name, int(_number(request, "since_ms", 0)))
+        return JSONResponse(_history(service, {"link": name, "series": _pairs(series)}))
+
+    async def group_history(request: Request) -> Response:
+        cluster_name, group = request.path_params["cluster"], request.path_params["group"]
+        series = service.history.group(cluster_name, group, int(_number(request, "since_ms", 0)))
+        if not series:
+            return JSONResponse({"error": True, "message": "no history for this cluster and group"}, status_code=404)
+        return JSONResponse(_history(service, {"cluster": cluster_name, "group": group, "series": _pairs(series)}))
+
+    async def events(request: Request) -> Response:
+        q = request.query_params
+        found = service.events.query(
+            link=q.get("link"),
+            group=q.get("group"),
+            cluster=q.get("cluster"),
+            limit=int(min(10_000, max(1, _number(request, "limit", 500)))),
+        )
+        return JSONResponse({"events": [e.as_dict() for e in found]})
+
+    async def alerts(request: Request) -> Response:
+        current = service.state
+        now = current.observed_ms if current is not None else 0
+        return JSONResponse(
+            {
+                "evaluated_by": "the monitor on its own history (not Prometheus), the shipped rules' thresholds",
+                "alerts": [a.as_dict() for a in firing(service.history, now)] if current is not None else [],
+                "not_judged": list(NOT_JUDGED),
+            }
+        )
+
+    return [
+        Route("/mirror/alerts", alerts),
+        Route("/mirror/groups", all_groups),
+        Route("/mirror/history/links/{link}", link_history),
+        Route("/mirror/history/groups/{cluster}/{group}", group_history),
+        Route("/mirror/events", events),
+    ]
 
 
 def _monitor_routes(service: MonitorService) -> list[Route]:
@@ -289,6 +353,7 @@ def _monitor_routes(service: MonitorService) -> list[Route]:
         )
 
     return [
+        *_memory_routes(service),
         Route("/v3/kafka", clusters),
         Route("/v3/kafka/{cluster}", cluster),
         Route("/v3/kafka/{cluster}/topic", topics),
@@ -301,6 +366,58 @@ def _monitor_routes(service: MonitorService) -> list[Route]:
         Route("/mirror/links/{link}", link),
         Route("/readyz", readyz),
     ]
+
+
+class _BadQuery(ValueError):
+    pass
+
+
+def _number(request: Request, name: str, default: float) -> float:
+    """A numeric query parameter; a value that is not a finite number answers 400 (see `_bad_query`)."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise _BadQuery(f"{name} must be a number, not {raw[:40]!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise _BadQuery(f"{name} must be a finite number >= 0, not {raw[:40]!r}")
+    return value
+
+
+async def _bad_query(request: Request, exc: Exception) -> Response:
+    return JSONResponse({"error": True, "message": str(exc)}, status_code=400)
+
+
+def _pairs(series: Mapping[str, list[tuple[int, float]]]) -> dict[str, list[list[float]]]:
+    return {name: [[at, value] for at, value in points] for name, points in series.items()}
+
+
+def _history(service: MonitorService, body: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **body,
+        "span_seconds": service.settings.history_seconds,
+        "interval_seconds": service.settings.interval_seconds,
+    }
+
+
+def _group_row(view: GroupView, history: History, trend_ms: int) -> dict[str, Any]:
+    worst = view.evaluation.max_lag
+    return {
+        "cluster": view.cluster,
+        "group": view.group,
+        "state": view.state,
+        "members": view.members,
+        "status": view.evaluation.status.name,
+        "complete": view.evaluation.complete,
+        "total_lag": view.evaluation.total_lag,
+        "partitions": len(view.evaluation.partitions),
+        "max_lag_seconds": worst.lag_seconds if worst is not None else None,
+        # records of lag gained (positive) or worked off (negative) per minute over the trend span; null until the
+        # history holds two rounds of the group
+        "lag_change_per_minute": history.change_per_minute(("group", view.cluster, view.group, "total_lag"), trend_ms),
+    }
 
 
 class _Guarded(H11Protocol):

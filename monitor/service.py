@@ -26,6 +26,7 @@ from mirrorwatch.worker_status import WorkerStatus
 from monitor.collector import ClusterSnapshot, collect_cluster
 from monitor.commit_follower import CommitFollower
 from monitor.evaluator import EvaluatorConfig, OffsetSample
+from monitor.history import Events, History, transitions
 from monitor.record_times import Key, RecordTimeFetcher
 from monitor.state import (
     MonitorState,
@@ -111,6 +112,8 @@ class MonitorService:
         self.state: MonitorState | None = None
         self.last_success_ms: dict[str, int] = {}
         self.on_publish: list[Callable[[MonitorState], None]] = []  # called on the monitor's thread after each round
+        self.history = History(int(settings.history_seconds * 1000), int(settings.interval_seconds * 1000))
+        self.events = Events(settings.events)
         self.round_seconds = 0.0  # how long the last round took
         self.overruns = 0  # rounds that took longer than the interval (the interval stretched)
 
@@ -183,9 +186,15 @@ class MonitorService:
                 )
                 for link in self.links
             }
-            self.state = MonitorState(
-                now, snapshots, groups, links, dict(self.last_success_ms), time.monotonic() - round_started
+            previous, self.state = (
+                self.state,
+                MonitorState(
+                    now, snapshots, groups, links, dict(self.last_success_ms), time.monotonic() - round_started
+                ),
             )
+            self.events.extend(transitions(previous, self.state))
+            if self.settings.history_seconds > 0:
+                self.history.record(self.state)
             return self.state
 
     def _collect_cluster(self, alias: str, now_ms: int) -> ClusterSnapshot:

@@ -19,15 +19,20 @@ from canary.service import canary_json
 from canary.tracker import Tracker
 from failover.standby import GroupStandby, StandbyView
 from failover.translate import Translation
-from mirrorwatch.config import parse_config
-from monitor.http import HttpServer, _link
-from monitor.state import LinkPartitionView, LinkView
+from mirrorwatch.config import ClusterConfig, LinkConfig, MonitorConfig, parse_config
+from monitor.evaluator import GroupEvaluation, Status
+from monitor.history import transitions
+from monitor.http import HttpServer, _link, _memory_routes
+from monitor.service import MonitorService
+from monitor.snapshot import ClusterSnapshot
+from monitor.state import GroupView, LinkPartitionView, LinkView, MonitorState
 
 S = 1_000_000_000
 NOW_NS = 1_800_000_000 * S
 
 
-def links_document() -> dict[str, Any]:
+def link_view(records_out_total: int = 12345, workers: int = 2) -> LinkView:
+    """The link, mirroring with `workers` workers (none: not running)."""
     partitions = tuple(
         LinkPartitionView(
             topic="orders",
@@ -45,14 +50,14 @@ def links_document() -> dict[str, Any]:
         )
         for p in range(2)
     )
-    view = LinkView(
+    return LinkView(
         link="dc1-to-dc2",
         source="dc1",
         target="dc2",
         consumer_group="mirrorwatch-dc1-to-dc2",
-        engine_running=True,
+        engine_running=workers > 0,
         partitions=partitions,
-        stats={"records_out_total": 12345},
+        stats={"records_out_total": records_out_total, "records_in_total": records_out_total + 42},
         config_drift=(
             {
                 "source_topic": "orders",
@@ -62,9 +67,46 @@ def links_document() -> dict[str, Any]:
                 "target_value": "86400000",
             },
         ),
-        workers=2,
+        workers=workers,
     )
-    return {"links": [_link(view)]}
+
+
+def links_document() -> dict[str, Any]:
+    return {"links": [_link(link_view())]}
+
+
+HISTORY_T0 = 1_800_000_000_000
+
+
+def remembering_service() -> MonitorService:
+    """A monitor that has recorded three rounds, a minute apart (its history and events, served by the real routes):
+    the link's throughput 100 records/s, its workers stopped for a round and started again, fraud-detector going
+    OK -> WARN -> ERR with its lag growing 60 records a round, dc2 not answering all along (an alert by now)."""
+    service = MonitorService(
+        MonitorConfig(interval_seconds=60),
+        {"dc1": ClusterConfig(bootstrap_servers="dc1:9092"), "dc2": ClusterConfig(bootstrap_servers="dc2:9092")},
+        [LinkConfig(name="dc1-to-dc2", source="dc1", target="dc2")],
+    )
+    previous = None
+    for i, (fraud, workers) in enumerate(((Status.OK, 2), (Status.WARN, 0), (Status.ERR, 2))):
+        at = HISTORY_T0 + i * 60_000
+        groups = {
+            ("dc1", "billing"): GroupView("dc1", "billing", "Stable", 2, GroupEvaluation(Status.OK, 1.0, (), None, 0)),
+            ("dc1", "fraud-detector"): GroupView(
+                "dc1", "fraud-detector", "Stable", 1, GroupEvaluation(fraud, 1.0, (), None, 300 + 60 * i)
+            ),
+        }
+        link = link_view(12345 + 6000 * i, workers)
+        clusters = {
+            "dc1": ClusterSnapshot("dc1", at, up=True),
+            "dc2": ClusterSnapshot("dc2", at, up=False, error="no answer"),
+        }
+        state = MonitorState(at, clusters, groups, {"dc1-to-dc2": link})
+        service.state = state
+        service.history.record(state)
+        service.events.extend(transitions(previous, state))
+        previous = state
+    return service
 
 
 def canary_document() -> dict[str, Any]:
@@ -130,7 +172,7 @@ def checkpoints_document() -> dict[str, Any]:
     return StandbyView("dc1-to-dc2", 10.0, True, int(time.time() * 1000), 0.2, None, groups, 4).as_json()
 
 
-def app() -> Starlette:
+def app(service: MonitorService) -> Starlette:
     async def links(_: Request) -> Response:
         return JSONResponse(links_document())
 
@@ -169,6 +211,7 @@ def app() -> Starlette:
 
     return Starlette(
         routes=[
+            *_memory_routes(service),
             Route("/mirror/links", links),
             Route("/mirror/links/{link}/checkpoints", checkpoints),
             Route("/canary", canary),
@@ -183,9 +226,11 @@ def app() -> Starlette:
 
 @contextlib.contextmanager
 def serving() -> Iterator[str]:
-    server = HttpServer(app(), "127.0.0.1", 0)
+    service = remembering_service()
+    server = HttpServer(app(service), "127.0.0.1", 0)
     server.start()
     try:
         yield f"http://127.0.0.1:{server.port}"
     finally:
         server.stop()
+        service.stop()

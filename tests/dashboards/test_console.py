@@ -53,22 +53,43 @@ def test_overview_shows_each_links_health_lag_and_canary(api: str) -> None:
     assert metrics["Replication lag (records)"] == "42"
     assert metrics["Replication lag (seconds)"] == "1.5 s"
     assert metrics["In flight"] == "42"
-    assert metrics["Throughput"] == "n/a"  # a rate needs two refreshes
+    assert metrics["Throughput"] == "100 rec/s"  # the monitor's history: 6,000 records more every minute
     assert metrics["Canary p99 / last probe"] == "40 ms"  # the probes' own p99 (their 50 ms bucket's bound was shown)
+    # its newest change of state among the monitor's events: from "not running"
+    assert "healthy for " in texts(app) and "(was not running)" in texts(app)
+    assert len(app.get("vega_lite_chart")) == 3  # lag in records, in seconds, throughput: over the history
 
 
 def test_consumer_groups_table_filter_and_drill_down(api: str) -> None:
     app = open_page(console(), "Consumer groups")
-    table = app.dataframe[0].value
-    assert list(table["group"]) == ["billing", "fraud-detector"]
-    assert [s.split()[-1] for s in table["status"]] == ["OK", "ERR"]
+    table = app.dataframe[0].value  # one request for every group, the worst first
+    assert list(table["group"]) == ["fraud-detector", "billing"]
+    assert [s.split()[-1] for s in table["status"]] == ["ERR", "OK"]
+    assert list(table["lag change / min"]) == [60.0, 0.0]  # 60 records more every minute
+    app.selectbox[0].set_value("total lag").run()
+    assert list(app.dataframe[0].value["total lag"]) == [420, 0]
     app.text_input[0].set_value("fraud").run()
     assert list(app.dataframe[0].value["group"]) == ["fraud-detector"]
     partitions = app.dataframe[1].value
     assert list(partitions["status"]) == ["STALL"] and list(partitions["current lag"]) == [420]
-    assert "Offset window" in texts(app)
-    chart = app.get("vega_lite_chart")
-    assert chart, "the offset window is drawn"
+    assert "Offset window" in texts(app) and "Total lag over the monitor's history" in texts(app)
+    assert len(app.get("vega_lite_chart")) == 2, "the offset window and the group's lag over time are drawn"
+
+
+def test_events_newest_first_and_filtered(api: str) -> None:
+    app = open_page(console(), "Events")
+    assert list(app.dataframe[0].value["event"]) == [
+        "group fraud-detector on dc1: WARN -> ERR",
+        "link dc1-to-dc2: a worker joined (0 -> 2 live)",
+        "link dc1-to-dc2: not running -> running",
+        "group fraud-detector on dc1: OK -> WARN",
+        "link dc1-to-dc2: a worker left (2 -> 0 live)",
+        "link dc1-to-dc2: running -> not running",
+    ]
+    app.text_input[1].set_value("fraud-detector").run()
+    assert list(app.dataframe[0].value["what"]) == ["group", "group"]
+    app.text_input[1].set_value("nobody").run()
+    assert "No events" in texts(app)
 
 
 def test_canary_page_counts_and_latency(api: str) -> None:
@@ -95,7 +116,7 @@ def test_topics_page_compares_partition_counts_and_shows_drift(api: str) -> None
 def test_an_unreachable_monitor_is_said_plainly(monkeypatch: pytest.MonkeyPatch) -> None:
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     monkeypatch.setenv("MIRRORWATCH_API", url)
-    for page in ("Overview", "Consumer groups", "Canary", "Topics"):
+    for page in ("Overview", "Consumer groups", "Events", "Alerts", "Canary", "Topics"):
         app = open_page(console(), page)
         errors = [str(e.value) for e in app.error]
         assert len(errors) == 1 and errors[0].startswith(f"monitor unreachable at {url} ("), (page, errors)
@@ -143,3 +164,11 @@ def test_failover_page_shows_each_standby_group_ready_or_why_not(api: str) -> No
     assert rows["billing"]["ready"] == "✅" and rows["billing"]["why not"] == ""
     assert rows["fraud-detector"]["ready"] == "❌" and "in use on the target" in rows["fraud-detector"]["why not"]
     assert rows["billing"]["offsets"] == "dc1.orders[0]@977 exact"
+
+
+def test_alerts_judged_by_the_monitor_are_labelled_as_such(api: str) -> None:
+    app = open_page(console(), "Alerts")
+    assert "Evaluated by the monitor on its own history (not Prometheus)" in texts(app)
+    rows = app.dataframe[0].value.to_dict("records")
+    assert [(r["alert"], r["on"]) for r in rows] == [("MirrorwatchClusterDown", "cluster=dc2")]
+    assert "not judged here" in texts(app) and "MirrorwatchCanaryAbsent" in texts(app)

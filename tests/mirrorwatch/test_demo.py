@@ -76,6 +76,7 @@ def test_demo_mirrors_sample_traffic_and_stops_cleanly_on_ctrl_c(tmp_path: Path)
             (probed,) = json.load(response)["links"]
         assert probed["link"] == "demo" and probed["received_total"] > 0
         _check_standby(api, seen, progress_shows_mirrored_records)
+        _check_memory(api.replace("/mirror/links/demo", ""), config_group="mirrorwatch-demo")
         console = next(line for line in seen if line.startswith("console: ")).split()[1]
         wait_for_http(f"{console}/_stcore/health", description="the demo's console to serve")
         demo.send_signal(signal.SIGINT)
@@ -97,6 +98,16 @@ def test_demo_mirrors_sample_traffic_and_stops_cleanly_on_ctrl_c(tmp_path: Path)
     )
     assert "source: stopped (pid" in output and "target: stopped (pid" in output
     assert _kafka_pids(state_dir) == []
+
+
+def _check_memory(base: str, config_group: str) -> None:
+    """The monitor remembers: the link's lag and throughput over its rounds, every group in one answer."""
+    with urllib.request.urlopen(base + "/mirror/history/links/demo", timeout=5) as response:
+        series = json.load(response)["series"]
+    assert len(series["replication_lag_records"]) >= 2 and any(v > 0 for _, v in series["records_out_per_second"])
+    with urllib.request.urlopen(base + "/mirror/groups", timeout=5) as response:
+        groups = {(g["cluster"], g["group"]) for g in json.load(response)["groups"]}
+    assert ("source", config_group) in groups and ("source", "demo-billing") in groups, groups
 
 
 def _check_standby(api: str, seen: list[str], more_lines: Callable[[], bool]) -> None:

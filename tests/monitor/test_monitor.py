@@ -174,6 +174,7 @@ def test_mirror_replication_lag_rises_while_the_target_is_down_and_returns_to_ze
     with running_worker(config) as worker:
         service = service_for(config, link_statuses=lambda: {"watched": [worker.worker_status()]})
         wait_until(lambda: len(worker.positions()) == 2, timeout_s=60, description="the link to own its partitions")
+        wait_until(lambda: service.collect().clusters["target"].up, timeout_s=60, description="the target collected")
         local_clusters.kill("target")
         produce(source, "source", topic, [Record(value=b"x", partition=i % 2) for i in range(500)])
 
@@ -190,6 +191,14 @@ def test_mirror_replication_lag_rises_while_the_target_is_down_and_returns_to_ze
         local_clusters.up(["target"], tie_to_parent=owns_clusters)
         wait_until(lambda: lag() == 0, timeout_s=120, description="replication lag back to 0")
         assert service.state.links["watched"].replication_lag_seconds == 0.0  # type: ignore[union-attr]
+        wait_until(
+            lambda: service.collect().clusters["target"].up, timeout_s=60, description="the target collected again"
+        )
+    # what the monitor remembers of the outage: the target going down and coming back, the lag's rise and fall
+    changes = [(e.before, e.after) for e in reversed(service.events.query(cluster="target"))]
+    assert changes[:1] == [("up", "down")] and changes[-1] == ("down", "up"), changes
+    lag_history = [v for _, v in service.history.link("watched")["replication_lag_records"]]
+    assert 500 in lag_history and lag_history[-1] == 0
 
 
 BURROW_REQUEST = {"type": "object", "required": ["url", "host"]}
