@@ -15,14 +15,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import KafkaException
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mirrorwatch.config import MirrorwatchConfig, load_config
-from mirrorwatch.kafka import new_admin
+from mirrorwatch.config import ClusterConfig, MirrorwatchConfig, load_config
+from mirrorwatch.kafka import create_topics, new_admin, new_producer
 from mirrorwatch.local import LocalClusters
 from mirrorwatch.processes import stop_process
 
@@ -291,3 +292,25 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> s
 
 def wait_seconds(deadline: float) -> float:
     return max(0.0, deadline - time.monotonic())
+
+
+def load_groups(source: ClusterConfig, topic: str, groups: int, partitions: int, records: int) -> None:
+    """A topic with `records` records on each of its `partitions`, and `groups` groups committed on all of them
+    (`<topic>-<n>`): caught up, but every tenth 10 records behind (the monitor benchmarks' fleet)."""
+    admin = new_admin(source, "source")
+    create_topics(admin, {topic: partitions})
+    producer = new_producer(source, "source")
+    for p in range(partitions):
+        for _ in range(records):
+            producer.produce(topic, b"x", partition=p)
+    producer.flush(60)
+    for first in range(0, groups, 2_000):  # in slices, so the coordinator's queue stays reasonable
+        futures: list[Future[None]] = []
+        for g in range(first, min(groups, first + 2_000)):  # one request per group (the API's limit)
+            end = records - (10 if g % 10 == 0 else 0)
+            offsets = [TopicPartition(topic, p, end) for p in range(partitions)]
+            futures += admin.alter_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(f"{topic}-{g}", offsets)]
+            ).values()
+        for future in futures:
+            future.result(timeout=300)

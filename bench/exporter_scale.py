@@ -27,38 +27,20 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from bench.common import clusters_for, exit_on_sigterm, markdown_table, median
+from bench.common import clusters_for, exit_on_sigterm, load_groups, markdown_table, median
 from mirrorwatch.config import ClusterConfig, MonitorConfig
-from mirrorwatch.kafka import create_topics, new_admin, new_producer
+from mirrorwatch.kafka import new_admin
 from monitor.exporter import STYLES, MonitorCollector
 from monitor.http import HttpServer, create_app
 from monitor.service import MonitorService
 
 PARTITIONS = 12
 RECORDS_PER_PARTITION = 100
-
-
-def _load(source: ClusterConfig, topic: str, groups: int) -> None:
-    admin = new_admin(source, "source")
-    create_topics(admin, {topic: PARTITIONS})
-    producer = new_producer(source, "source")
-    for p in range(PARTITIONS):
-        for _ in range(RECORDS_PER_PARTITION):
-            producer.produce(topic, b"x", partition=p)
-    producer.flush(60)
-    futures: list[Any] = []
-    for g in range(groups):  # one request per group (the API's limit), all in flight at once
-        end = RECORDS_PER_PARTITION - (10 if g % 10 == 0 else 0)
-        offsets = [TopicPartition(topic, p, end) for p in range(PARTITIONS)]
-        futures += admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(f"{topic}-{g}", offsets)]).values()
-    for future in futures:
-        future.result(timeout=120)
 
 
 def _unload(source: ClusterConfig, topic: str, groups: int) -> None:
@@ -141,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         topic = f"bench.exporter.{int(time.time())}"
         service = MonitorService(MonitorConfig(interval_seconds=10), {"source": source})
         try:
-            _load(source, topic, args.groups)
+            load_groups(source, topic, args.groups, PARTITIONS, RECORDS_PER_PARTITION)
             service.collect()
             time.sleep(1)
             state = service.collect()  # two observations per group-partition, as after one interval

@@ -30,11 +30,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
-from bench.common import clusters_for, exit_on_sigterm, markdown_table, median
+from bench.common import clusters_for, exit_on_sigterm, load_groups, markdown_table, median
 from mirrorwatch.config import ClusterConfig, MirrorwatchConfig
-from mirrorwatch.kafka import create_topics, new_admin, new_producer
+from mirrorwatch.kafka import new_admin
 from mirrorwatch.processes import die_with_parent, free_port, stop_process
 
 PARTITIONS = 12
@@ -49,26 +48,6 @@ def _get(url: str, timeout_s: float = 60) -> tuple[int, bytes, float]:
             return int(response.status), response.read(), time.perf_counter() - started
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read(), time.perf_counter() - started
-
-
-def _load(source: ClusterConfig, topic: str, groups: int) -> None:
-    admin = new_admin(source, "source")
-    create_topics(admin, {topic: PARTITIONS})
-    producer = new_producer(source, "source")
-    for p in range(PARTITIONS):
-        for _ in range(RECORDS_PER_PARTITION):
-            producer.produce(topic, b"x", partition=p)
-    producer.flush(60)
-    for first in range(0, groups, 2_000):  # in slices, so the coordinator's queue stays reasonable
-        futures: list[Any] = []
-        for g in range(first, min(groups, first + 2_000)):
-            end = RECORDS_PER_PARTITION - (10 if g % 10 == 0 else 0)
-            offsets = [TopicPartition(topic, p, end) for p in range(PARTITIONS)]
-            futures += admin.alter_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(f"{topic}-{g}", offsets)]
-            ).values()
-        for future in futures:
-            future.result(timeout=300)
 
 
 def _unload(source: ClusterConfig, topic: str, groups: int) -> None:
@@ -196,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
             topic = f"bench.fleet.{groups}.{int(time.time())}"
             try:
                 loading = time.monotonic()
-                _load(source, topic, groups)
+                load_groups(source, topic, groups, PARTITIONS, RECORDS_PER_PARTITION)
                 print(f"{groups:,} groups committed in {time.monotonic() - loading:.0f} s", flush=True)
                 for mode in args.modes.split(","):
                     compatible = None if args.compatible_metrics is None else args.compatible_metrics.split(",")
