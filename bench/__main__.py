@@ -5,7 +5,8 @@
 B1 and B2 (bench.throughput: python engine with 1 and 2 workers, spark engine, kcat pipe, MirrorMaker 2 with
 defaults and tuned; 3 interleaved runs each), B3 (bench.latency: steady-rate end-to-end latency, same peers but
 spark), B4 (bench.evaluator_scale), B7 (bench.exporter_scale: /metrics with 1,000 groups), B8
-(bench.monitor_scale: 1,000 to 10,000 groups, both ways of reading commits), B6 (bench.failover: plan
+(bench.monitor_scale: 1,000 to 10,000 groups, both ways of reading commits), B9 (bench.history_memory: the monitor's
+history for 100 links and 10,000 groups over an hour), B6 (bench.failover: plan
 at scale, and against MirrorMaker 2), the canary's overhead (bench.canary_overhead) and what one Python thread can
 move through confluent-kafka (bench.binding_cost, the python engine's ceiling). On the 2-core reference machine this
 takes well over an hour; each module also runs alone, B1 first, so partial results come early.
@@ -24,6 +25,7 @@ from bench import (
     evaluator_scale,
     exporter_scale,
     failover,
+    history_memory,
     latency,
     monitor_scale,
     throughput,
@@ -54,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
                 evaluator_scale.main([*common, *out("b4")]),
                 exporter_scale.main([*common, *out("b7")]),
                 monitor_scale.main([*common, *out("b8")]),
+                history_memory.main(out("b9")),
                 failover.main(["--bench", "scale", *common, *out("b6-scale")]),
                 failover.main(["--bench", "mm2", *common, *out("b6-mm2")]),
                 canary_overhead.main([*common, *out("canary")]),
