@@ -6,18 +6,15 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
-from mirrorwatch.alert_thresholds import DEFAULT_THRESHOLDS, THRESHOLDS
+from mirrorwatch.alert_thresholds import DEFAULT_THRESHOLDS, THRESHOLDS, check_threshold
 
 __all__ = ["DEFAULT_THRESHOLDS", "METRICS_USED", "THRESHOLDS", "build_rules", "parse_overrides", "render"]
 
 # The thresholds and their defaults are shared with the monitor's own evaluation (monitor.own_alerts).
 
-_DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
-_NUMBER = re.compile(r"^\d+(\.\d+)?$")
 
 # Every metric the rules read (the test checks each is exported).
 METRICS_USED = (
@@ -45,10 +42,7 @@ def parse_overrides(pairs: list[str]) -> dict[str, str]:
         if not sep or name not in THRESHOLDS:
             known = ", ".join(THRESHOLDS)
             raise ValueError(f"{pair!r}: expected NAME=VALUE with NAME one of {known}")
-        pattern = _DURATION if name.endswith(("_for", "_window")) else _NUMBER
-        if not pattern.match(value):
-            kind = "a Prometheus duration like 5m" if pattern is _DURATION else "a number"
-            raise ValueError(f"{name}={value!r}: must be {kind}")
+        check_threshold(name, value)
         out[name] = value
     return out
 

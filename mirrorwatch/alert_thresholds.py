@@ -3,7 +3,15 @@ evaluation of them on its history (monitor.own_alerts), so the two never disagre
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_THRESHOLDS", "THRESHOLDS"]
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator
+
+__all__ = ["DEFAULT_THRESHOLDS", "THRESHOLDS", "AlertThresholds", "check_threshold"]
+
+_DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
+_NUMBER = re.compile(r"^\d+(\.\d+)?$")
 
 # name -> (default, meaning). Durations are Prometheus durations ("5m"), numbers are plain.
 THRESHOLDS: dict[str, tuple[str, str]] = {
@@ -29,3 +37,23 @@ THRESHOLDS: dict[str, tuple[str, str]] = {
     "checkpoint_stale_for": ("2m", "how long the standby must stay stale"),
 }
 DEFAULT_THRESHOLDS: dict[str, str] = {name: default for name, (default, _meaning) in THRESHOLDS.items()}
+
+
+def check_threshold(name: str, value: str) -> None:
+    """Raises ValueError naming what is wrong: an unknown threshold, or a value of the wrong kind."""
+    if name not in THRESHOLDS:
+        raise ValueError(f"{name!r} is not a threshold; one of {', '.join(THRESHOLDS)}")
+    is_duration = name.endswith(("_for", "_window"))
+    if not (_DURATION if is_duration else _NUMBER).match(value):
+        kind = "a Prometheus duration like 5m" if is_duration else "a number"
+        raise ValueError(f"{name}={value!r}: must be {kind}")
+
+
+def _checked(thresholds: dict[str, str]) -> dict[str, str]:
+    for name, value in thresholds.items():
+        check_threshold(name, value)
+    return thresholds
+
+
+# A config field of threshold overrides (NAME: VALUE), each checked like `alerts build --set NAME=VALUE`.
+AlertThresholds = Annotated[dict[str, str], AfterValidator(_checked)]

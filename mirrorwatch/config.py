@@ -31,6 +31,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from mirrorwatch.alert_thresholds import AlertThresholds
 from mirrorwatch.errors import ConfigError, ConfigProblem
 from mirrorwatch.patterns import PatternError, compile_pattern
 
@@ -319,18 +320,17 @@ class MonitorConfig(_Model):
     min_complete: Annotated[float, Field(gt=0, le=1)] = 0.5
     # Windows of groups or partitions not seen for this long are forgotten.
     expire_group_seconds: Annotated[float, Field(gt=0)] = 7 * 24 * 3600
-    # Which other exporters' metric families /metrics also serves (mirrorwatch's own are always there): the names
-    # and labels of kafka_exporter (and Grafana's fork), kafka-lag-exporter and burrow_exporter.
+    # Other exporters' families /metrics also serves, with their names and labels (mirrorwatch's own always).
     compatible_metrics: tuple[CompatStyle, ...] = ("kafka_exporter", "kafka_lag_exporter", "burrow")
     # Where committed offsets are read: auto follows __consumer_offsets (each commit once, one request per round;
     # needs READ on that topic) with one OffsetFetch per group as the fallback; admin_api only the latter.
     commits_from: Literal["auto", "admin_api"] = "auto"
-    # Groups whose per-partition series the borrowed families serve (all groups keep their per-group series): trims
-    # /metrics for fleets that do not need a series per group and partition.
+    # Groups whose per-partition series the borrowed families serve (all keep their per-group series).
     partition_series_groups: GroupSelection = GroupSelection()
     # Kept in memory: `history_seconds` of the monitor's own figures (0: none), the newest `events` transitions.
     history_seconds: Annotated[float, Field(ge=0, le=7 * 24 * 3600)] = 3600
     events: Annotated[int, Field(ge=0, le=1_000_000)] = 10_000
+    alert_thresholds: AlertThresholds = {}  # /mirror/alerts judges with these (as `alerts build --set` NAME=VALUE)
 
 
 class CanaryConfig(_Model):

@@ -234,8 +234,14 @@ def _memory_routes(service: MonitorService) -> list[Route]:
         now = current.observed_ms if current is not None else 0
         return JSONResponse(
             {
-                "evaluated_by": "the monitor on its own history (not Prometheus), the shipped rules' thresholds",
-                "alerts": [a.as_dict() for a in firing(service.history, now)] if current is not None else [],
+                "evaluated_by": (
+                    "the monitor on its own history (not Prometheus), the rules' thresholds (monitor.alert_thresholds)"
+                ),
+                "alerts": (
+                    [a.as_dict() for a in firing(service.history, now, service.settings.alert_thresholds)]
+                    if current is not None
+                    else []
+                ),
                 "not_judged": list(NOT_JUDGED),
             }
         )

@@ -528,3 +528,15 @@ def test_link_defaults() -> None:
     assert only.consumer_group == "mirrorwatch-l"
     assert (only.partitioning, only.offset_commit_interval_ms, only.num_streams) == ("preserve", 5000, 1)
     assert (only.dead_letter_topic, only.handler, only.start_from) == (None, None, "earliest")
+
+
+def test_alert_thresholds_are_checked_like_alerts_build_set() -> None:
+    config = parse_config(
+        doc(monitor={"alert_thresholds": {"replication_lag_for": "1m", "replication_lag_seconds": "30"}})
+    )
+    assert config.monitor.alert_thresholds == {"replication_lag_for": "1m", "replication_lag_seconds": "30"}
+    [unknown] = problems_of(doc(monitor={"alert_thresholds": {"lag_for": "1m"}}))
+    assert unknown.startswith("monitor.alert_thresholds: 'lag_for' is not a threshold; one of ")
+    assert problems_of(doc(monitor={"alert_thresholds": {"replication_lag_for": "soon"}})) == [
+        "monitor.alert_thresholds: replication_lag_for='soon': must be a Prometheus duration like 5m"
+    ]

@@ -19,8 +19,12 @@ from tests.monitor.test_history import T0, _group, _link, _state
 
 @pytest.fixture
 def client() -> Iterator[TestClient]:
+    yield from _client(MonitorConfig(interval_seconds=10))
+
+
+def _client(settings: MonitorConfig) -> Iterator[TestClient]:
     service = MonitorService(
-        MonitorConfig(interval_seconds=10),
+        settings,
         {"source": ClusterConfig(bootstrap_servers="b1:9092"), "target": ClusterConfig(bootstrap_servers="b2:9092")},
         [LinkConfig(name="dr", source="source", target="target")],
     )
@@ -107,3 +111,15 @@ def test_alerts_judged_by_the_monitor_say_so_and_what_they_cannot_judge(client: 
     assert body["evaluated_by"].startswith("the monitor on its own history (not Prometheus)")
     assert body["alerts"] == []  # 20 s of history: no rule's duration has passed
     assert "MirrorwatchCanaryAbsent" in body["not_judged"]
+
+
+def test_alerts_are_judged_with_the_configured_thresholds() -> None:
+    """monitor.alert_thresholds, as given to `alerts build --set`: the link's lag (0, 0.4, 1.0 s) is above 0.3 s for
+    the last 10 s."""
+    settings = MonitorConfig(
+        interval_seconds=10, alert_thresholds={"replication_lag_seconds": "0.3", "replication_lag_for": "10s"}
+    )
+    for client in _client(settings):
+        [alert] = client.get("/mirror/alerts").json()["alerts"]
+        assert alert["alert"] == "MirrorwatchReplicationLagHigh" and alert["since_ms"] == T0 + 10_000
+        assert alert["labels"] == {"link": "dr"} and alert["summary"] == "link dr is more than 0.3 s behind its source"
