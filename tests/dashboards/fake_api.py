@@ -11,9 +11,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from canary.service import canary_json
 from canary.tracker import Tracker
@@ -220,8 +222,22 @@ def app(service: MonitorService) -> Starlette:
             Route("/v3/kafka/{cluster}/consumer/{group}", consumer),
             Route("/v3/kafka/{cluster}/consumer/{group}/lag", lag),
             Route("/v3/kafka/{cluster}/topic/{topic}", topic),
-        ]
+        ],
+        middleware=[Middleware(_Counted)],
     )
+
+
+ASKED: list[str] = []  # every path the console asked for, in order (tests clear it)
+
+
+class _Counted:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            ASKED.append(scope["path"])
+        await self.app(scope, receive, send)
 
 
 @contextlib.contextmanager

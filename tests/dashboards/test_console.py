@@ -15,7 +15,7 @@ from dashboards.launch import CONSOLE_SCRIPT
 from mirrorwatch.processes import free_port
 from mirrorwatch.wait import wait_until
 from tests.dashboards.browser import headless_chromium
-from tests.dashboards.fake_api import serving
+from tests.dashboards.fake_api import ASKED, serving
 from tests.processes import wait_for_http
 
 
@@ -74,6 +74,21 @@ def test_consumer_groups_table_filter_and_drill_down(api: str) -> None:
     assert list(partitions["status"]) == ["STALL"] and list(partitions["current lag"]) == [420]
     assert "Offset window" in texts(app) and "Total lag over the monitor's history" in texts(app)
     assert len(app.get("vega_lite_chart")) == 2, "the offset window and the group's lag over time are drawn"
+
+
+def test_the_groups_page_asks_for_every_group_at_once(api: str) -> None:
+    """One request for the table whatever the number of groups (it once asked twice per group), and three for the
+    group picked for the drill-down."""
+    app = console()
+    ASKED.clear()
+    open_page(app, "Consumer groups")
+    assert ASKED.count("/mirror/groups") == 1
+    per_group = [path for path in ASKED if "/consumer/" in path or "/history/groups/" in path]
+    assert sorted(per_group) == [
+        "/mirror/history/groups/dc1/fraud-detector",
+        "/v3/kafka/dc1/consumer/fraud-detector",
+        "/v3/kafka/dc1/consumer/fraud-detector/lag",
+    ]
 
 
 def test_events_newest_first_and_filtered(api: str) -> None:
