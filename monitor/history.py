@@ -20,17 +20,14 @@ from __future__ import annotations
 import math
 from array import array
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-from monitor.evaluator import Status
 from monitor.state import LinkView, MonitorState
 
 __all__ = [
-    "CLUSTER_SERIES",
     "GROUP_SERIES",
     "LINK_SERIES",
-    "STATUS_NAMES",
     "Event",
     "Events",
     "History",
@@ -49,8 +46,6 @@ LINK_SERIES = (
     "workers",
 )
 GROUP_SERIES = ("total_lag", "status")
-CLUSTER_SERIES = ("up",)
-STATUS_NAMES: Mapping[int, str] = {int(s): s.name for s in Status}
 _NAN = float("nan")
 
 
@@ -128,22 +123,12 @@ class History:
             if ("group", cluster, group, s) in self._series
         }
 
-    def cluster(self, alias: str, since_ms: int = 0) -> dict[str, list[Point]]:
-        return {
-            s: self._points(("cluster", alias, s), since_ms)
-            for s in CLUSTER_SERIES
-            if ("cluster", alias, s) in self._series
-        }
-
     def keys(self, kind: str) -> list[Key]:
         """The keys of every series of one kind ("link", "group", "cluster")."""
         return sorted(k for k in self._series if k[0] == kind)
 
     def points(self, key: Key, since_ms: int = 0) -> list[Point]:
         return self._points(key, since_ms)
-
-    def groups(self) -> Iterator[tuple[str, str]]:
-        return iter(sorted({(k[1], k[2]) for k in self._series if k[0] == "group"}))
 
     def change_per_minute(self, key: Key, over_ms: int) -> float | None:
         """How fast a series moved over the last `over_ms` (newest minus the oldest point in that time, per minute);

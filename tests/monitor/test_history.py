@@ -52,7 +52,7 @@ def test_the_history_keeps_a_span_of_rounds_with_rates_from_the_counters() -> No
     assert history.link("dr", since_ms=T0 + 40_000)["in_flight_records"] == [(T0 + 40_000, 3.0), (T0 + 50_000, 3.0)]
     assert history.change_per_minute(("group", "source", "billing", "total_lag"), 20_000) == 6.0  # 2 in 20 s
     # compact: one time per round, one float32 per round and series, whatever has been recorded
-    assert history.cluster("source")["up"][-1] == (T0 + 50_000, 1.0)
+    assert history.points(("cluster", "source", "up"))[-1] == (T0 + 50_000, 1.0)
     assert history.link("dr")["workers"][-1] == (T0 + 50_000, 1.0)
     assert (history.capacity, history.series) == (4, 6 + 2 + 1)  # link, group, cluster series
     assert history.bytes == 4 * (8 + 4 * 9)
@@ -91,7 +91,7 @@ def test_series_of_a_group_that_is_gone_are_dropped_after_a_whole_ring() -> None
         history.record(replace(_state(T0 + i * 10_000, _link(0, 0), _group(Status.OK, 0)), groups={}))
         kept = {"total_lag": [(T0, 0.0)], "status": [(T0, float(int(Status.OK)))]}  # within the span still
         assert history.group("source", "billing") == ({} if i == 3 else kept)
-    assert list(history.groups()) == [] and history.series == 6 + 1
+    assert history.keys("group") == [] and history.series == 6 + 1
 
 
 def test_transitions_between_two_rounds() -> None:
