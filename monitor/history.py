@@ -18,6 +18,7 @@ A bounded ring, newest last.
 from __future__ import annotations
 
 import math
+import threading
 from array import array
 from collections import deque
 from collections.abc import Iterator
@@ -50,6 +51,8 @@ _NAN = float("nan")
 
 
 class History:
+    """Written by the monitor's thread once a round, read by the HTTP API's: every access holds one lock."""
+
     def __init__(self, span_ms: int, interval_ms: int) -> None:
         self.span_ms = span_ms
         self.capacity = max(2, span_ms // max(1, interval_ms) + 1)  # rounds held
@@ -58,41 +61,45 @@ class History:
         self._series: dict[Key, array[float]] = {}
         self._written: dict[Key, int] = {}  # the last round each series had a figure in
         self._previous: MonitorState | None = None
+        self._lock = threading.Lock()
 
     def record(self, state: MonitorState) -> None:
         """Add one round's figures (a state not newer than the last one recorded is ignored)."""
         previous = self._previous
         if previous is not None and state.observed_ms <= previous.observed_ms:
             return
-        now, slot = state.observed_ms, self._rounds % self.capacity
-        self._times[slot] = now
-        for values in self._series.values():  # what this round does not say stays unknown
-            values[slot] = _NAN
+        now = state.observed_ms
         seconds = (now - previous.observed_ms) / 1000 if previous is not None else 0.0
+        links: dict[Key, float | None] = {}
         for name, view in state.links.items():
             before = previous.links.get(name) if previous is not None else None
-            figures: dict[str, float | None] = {
+            for series, value in {
                 "replication_lag_records": float(view.replication_lag_records),
                 "replication_lag_seconds": view.replication_lag_seconds,
                 "in_flight_records": float(sum(p.in_flight_records or 0 for p in view.partitions)),
                 "workers": float(view.workers),
                 **_rates(before, view, seconds),
-            }
-            for series, value in figures.items():
-                self._put(("link", name, series), slot, value)
-        for alias, snapshot in state.clusters.items():
-            self._put(("cluster", alias, "up"), slot, 1.0 if snapshot.up else 0.0)
-        for (cluster, group), group_view in state.groups.items():
-            self._put(("group", cluster, group, "total_lag"), slot, float(group_view.evaluation.total_lag))
-            self._put(("group", cluster, group, "status"), slot, float(int(group_view.evaluation.status)))
+            }.items():
+                links["link", name, series] = value
+        with self._lock:  # the groups written straight in: a fleet's round is 20,000 series
+            slot = self._rounds % self.capacity
+            self._times[slot] = now
+            for values in self._series.values():  # what this round does not say stays unknown
+                values[slot] = _NAN
+            for key, value in links.items():
+                if value is not None:
+                    self._put(key, slot, value)
+            for alias, snapshot in state.clusters.items():
+                self._put(("cluster", alias, "up"), slot, 1.0 if snapshot.up else 0.0)
+            for (cluster, group), group_view in state.groups.items():
+                self._put(("group", cluster, group, "total_lag"), slot, float(group_view.evaluation.total_lag))
+                self._put(("group", cluster, group, "status"), slot, float(int(group_view.evaluation.status)))
+            self._rounds += 1
+            for key in [k for k, last in self._written.items() if self._rounds - last > self.capacity]:
+                del self._series[key], self._written[key]
         self._previous = state
-        self._rounds += 1
-        for key in [k for k, last in self._written.items() if self._rounds - last > self.capacity]:
-            del self._series[key], self._written[key]
 
-    def _put(self, key: Key, slot: int, value: float | None) -> None:
-        if value is None:
-            return
+    def _put(self, key: Key, slot: int, value: float) -> None:
         values = self._series.get(key)
         if values is None:
             values = self._series[key] = array("f", [_NAN]) * self.capacity
@@ -100,44 +107,53 @@ class History:
         self._written[key] = self._rounds
 
     def _points(self, key: Key, since_ms: int) -> list[Point]:
+        """Oldest first; walks back from the newest round only as far as `since_ms` (or the span)."""
         values = self._series.get(key)
         if values is None or not self._rounds:
             return []
         newest = self._times[(self._rounds - 1) % self.capacity]
         since_ms = max(since_ms, newest - self.span_ms)
         out = []
-        for r in range(max(0, self._rounds - self.capacity), self._rounds):
+        for r in range(self._rounds - 1, max(0, self._rounds - self.capacity) - 1, -1):
             slot = r % self.capacity
             at, value = self._times[slot], values[slot]
-            if at >= since_ms and not math.isnan(value):
+            if at < since_ms:
+                break
+            if not math.isnan(value):
                 out.append((at, value))
+        out.reverse()
         return out
 
     def link(self, name: str, since_ms: int = 0) -> dict[str, list[Point]]:
-        return {s: self._points(("link", name, s), since_ms) for s in LINK_SERIES if ("link", name, s) in self._series}
+        with self._lock:
+            return {
+                s: self._points(("link", name, s), since_ms) for s in LINK_SERIES if ("link", name, s) in self._series
+            }
 
     def group(self, cluster: str, group: str, since_ms: int = 0) -> dict[str, list[Point]]:
-        return {
-            s: self._points(("group", cluster, group, s), since_ms)
-            for s in GROUP_SERIES
-            if ("group", cluster, group, s) in self._series
-        }
+        with self._lock:
+            return {
+                s: self._points(("group", cluster, group, s), since_ms)
+                for s in GROUP_SERIES
+                if ("group", cluster, group, s) in self._series
+            }
 
     def keys(self, kind: str) -> list[Key]:
         """The keys of every series of one kind ("link", "group", "cluster")."""
-        return sorted(k for k in self._series if k[0] == kind)
+        with self._lock:
+            return sorted(k for k in self._series if k[0] == kind)
 
     def points(self, key: Key, since_ms: int = 0) -> list[Point]:
-        return self._points(key, since_ms)
+        with self._lock:
+            return self._points(key, since_ms)
 
     def change_per_minute(self, key: Key, over_ms: int) -> float | None:
         """How fast a series moved over the last `over_ms` (newest minus the oldest point in that time, per minute);
         None with fewer than two points."""
-        values = self._series.get(key)
-        if values is None or not self._rounds:
-            return None
-        newest = self._times[(self._rounds - 1) % self.capacity]
-        points = self._points(key, newest - over_ms)
+        with self._lock:
+            if not self._rounds:
+                return None
+            points = self._points(key, self._times[(self._rounds - 1) % self.capacity] - over_ms)
         if len(points) < 2 or points[-1][0] == points[0][0]:
             return None
         return (points[-1][1] - points[0][1]) * 60_000 / (points[-1][0] - points[0][0])

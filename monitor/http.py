@@ -197,11 +197,15 @@ def _memory_routes(service: MonitorService) -> list[Route]:
         if current is None:
             return JSONResponse({"error": True, "message": "no collection yet"}, status_code=503)
         trend_ms = int(_number(request, "trend_seconds", 300.0) * 1000)
+
+        def rows() -> list[dict[str, Any]]:  # thousands of groups: off the event loop that answers /healthz
+            return [_group_row(view, service.history, trend_ms) for view in current.groups.values()]
+
         return JSONResponse(
             {
                 "observed_ms": current.observed_ms,
                 "trend_seconds": trend_ms / 1000,
-                "groups": [_group_row(view, service.history, trend_ms) for view in current.groups.values()],
+                "groups": await run_in_threadpool(rows),
             }
         )
 
@@ -232,16 +236,13 @@ def _memory_routes(service: MonitorService) -> list[Route]:
     async def alerts(request: Request) -> Response:
         current = service.state
         now = current.observed_ms if current is not None else 0
+        judged = await run_in_threadpool(firing, service.history, now, service.settings.alert_thresholds)
         return JSONResponse(
             {
                 "evaluated_by": (
                     "the monitor on its own history (not Prometheus), the rules' thresholds (monitor.alert_thresholds)"
                 ),
-                "alerts": (
-                    [a.as_dict() for a in firing(service.history, now, service.settings.alert_thresholds)]
-                    if current is not None
-                    else []
-                ),
+                "alerts": [a.as_dict() for a in judged] if current is not None else [],
                 "not_judged": list(NOT_JUDGED),
             }
         )
