@@ -3,6 +3,7 @@ or config. Errors mirrorwatch raises on purpose are printed as one clear message
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import logging
 import os
@@ -537,6 +538,9 @@ cli.add_command(migrate)
 
 
 def main() -> None:
+    # A crash inside the native Kafka client (a librdkafka bug, not ours to catch) would otherwise end the process
+    # without a word in its log: say so, with every Python thread's stack.
+    faulthandler.enable()
     cli()
 
 

@@ -7,6 +7,12 @@ committed offsets (one OffsetFetch per group, as the admin API allows, all in fl
 thousands of groups take seconds, not minutes). What fails is recorded as data: an unreachable cluster is a snapshot
 with `up = False` and the reason; a partition or group that errors has None offsets or an `error`. Nothing here
 raises for a Kafka failure.
+
+Once a cluster's `__consumer_offsets` follower has answered, a round it cannot answer (the topic's leaders moving: a
+broker restarting, a frozen one thawing) is a snapshot with `up = False` naming the topic, not a round of admin
+OffsetFetches: those go to the same moving coordinators, and librdkafka's admin client dereferences a null group
+handle on the NOT_COORDINATOR answer such a moment brings (confluentinc/librdkafka#5040, a segfault that killed the
+monitor in a target-thaw incident).
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicP
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from mirrorwatch.kafka import error_text
-from monitor.commit_follower import CommitFollower
+from monitor.commit_follower import OFFSETS_TOPIC, CommitFollower
 from monitor.snapshot import ClusterSnapshot, GroupInfo, Member, PartitionOffsets, Replicas
 
 __all__ = ["ClusterSnapshot", "GroupInfo", "Member", "PartitionOffsets", "Replicas", "collect_cluster"]
@@ -25,6 +31,10 @@ __all__ = ["ClusterSnapshot", "GroupInfo", "Member", "PartitionOffsets", "Replic
 TIMEOUT_S = 30.0
 LATEST: OffsetSpec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
 EARLIEST: OffsetSpec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
+
+
+class _CommitsUnreadable(Exception):
+    """The cluster's follower answered before and cannot now: the commits are unknown for this round."""
 
 
 def _offsets(admin: AdminClient, tps: list[TopicPartition], spec: OffsetSpec) -> dict[tuple[str, int], int | None]:
@@ -71,12 +81,14 @@ def collect_cluster(
     }
     try:
         groups, commits_from = _collect_groups(admin, follower, timeout_s)
-    except (KafkaException, TimeoutError) as exc:  # a frozen coordinator: the futures time out
+    except (KafkaException, TimeoutError, _CommitsUnreadable) as exc:  # a frozen coordinator: the futures time out
         return ClusterSnapshot(
             alias,
             now_ms,
             up=False,
-            error=f"listing consumer groups: {error_text(exc) or 'no answer'}",
+            error=str(exc)
+            if isinstance(exc, _CommitsUnreadable)
+            else f"listing consumer groups: {error_text(exc) or 'no answer'}",
             cluster_id=metadata.cluster_id,
             partitions=partitions,
             collect_seconds=time.monotonic() - started,
@@ -102,7 +114,10 @@ def _collect_groups(
 ) -> tuple[dict[str, GroupInfo], str]:
     listing = admin.list_consumer_groups(request_timeout=TIMEOUT_S).result(timeout=TIMEOUT_S)
     listed = {g.group_id: g for g in listing.valid}
-    table = follower.table(admin, min(timeout_s, 5.0)) if follower is not None else None
+    wait_s = min(timeout_s, 5.0)
+    table = follower.table(admin, wait_s) if follower is not None else None
+    if table is None and follower is not None and follower.failure is None and follower.caught_up:
+        raise _CommitsUnreadable(f"{OFFSETS_TOPIC} not read up to its end within {wait_s:g} s (commits unknown)")
     # a group with commits that the listing missed (it raced a coordinator move) is still a group
     ids = sorted(set(listed) | set(table or ()))
     if not ids:

@@ -146,3 +146,16 @@ def test_mirror_usage_errors_exit_2(args: list[str], message: str) -> None:
     result = CliRunner().invoke(cli, ["mirror", *args])
     assert result.exit_code == 2
     assert message in result.stderr
+
+
+def test_a_crash_inside_the_native_client_is_said_in_the_log() -> None:
+    """librdkafka bugs segfault the process (confluentinc/librdkafka#5040 killed a monitor): the process's stderr,
+    its log, must say so and show where each Python thread was, not end mid-line."""
+    crash = (
+        "import os, signal; from mirrorwatch import cli; "
+        "cli.cli = lambda: os.kill(os.getpid(), signal.SIGSEGV); cli.main()"
+    )
+    result = subprocess.run([sys.executable, "-c", crash], check=False, capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert "Fatal Python error: Segmentation fault" in result.stderr, result.stderr
+    assert "Current thread" in result.stderr or "Thread 0x" in result.stderr, result.stderr

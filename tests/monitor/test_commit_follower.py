@@ -6,9 +6,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.kafka import client_config, new_admin, new_consumer
@@ -154,3 +156,42 @@ def test_a_follower_still_reading_its_history_does_not_hold_collections(
         assert snapshot.commits_from == "admin-api" and dict(snapshot.groups[group].offsets) == {(topic, 0): 0}
     finally:
         follower.stop()
+
+
+class _CountingAdmin(AdminClient):
+    """A real admin client that counts the OffsetFetches it is asked for."""
+
+    def __init__(self, conf: dict[str, Any]) -> None:
+        super().__init__(conf)
+        self.offset_fetches = 0
+
+    def list_consumer_group_offsets(self, *args: Any, **kwargs: Any) -> Any:
+        self.offset_fetches += 1
+        return super().list_consumer_group_offsets(*args, **kwargs)
+
+
+def test_a_follower_that_falls_behind_makes_the_commits_unknown_and_asks_no_admin_offset_fetch(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    unique: Callable[[str], str],
+    follower: CommitFollower,
+) -> None:
+    """A follower that has answered and then cannot (the offsets topic's leaders moving, as after a broker thaws):
+    the round's commits are unknown (the cluster reads down, naming the topic), and no admin OffsetFetch goes to the
+    moving coordinators, whose NOT_COORDINATOR answer segfaults librdkafka's admin client (librdkafka#5040; it killed
+    the monitor once in the truth test's target thaw)."""
+    source = clusters_config.clusters["source"]
+    topic = make_topic("source", 1)
+    group = unique("behind")
+    _commit(clusters_config, group, {(topic, 0): 0})
+    assert dict(_followed(clusters_config, follower).groups[group].offsets) == {(topic, 0): 0}
+    follower.stop()  # it reads nothing more: every later commit is ahead of it
+    _commit(clusters_config, group, {(topic, 0): 1})
+    admin = _CountingAdmin(client_config(source, "source"))
+    snapshot = collect_cluster(admin, "source", int(time.time() * 1000), timeout_s=10, follower=follower)
+    assert not snapshot.up and snapshot.error is not None and "__consumer_offsets" in snapshot.error, snapshot
+    assert admin.offset_fetches == 0
+    # without a follower (the admin-API mode) the same admin client is asked, once per group
+    polled = collect_cluster(admin, "source", int(time.time() * 1000), timeout_s=10)
+    assert polled.up and dict(polled.groups[group].offsets) == {(topic, 0): 1}
+    assert admin.offset_fetches == len(polled.groups)
