@@ -109,7 +109,7 @@ def collector_bench(existing: Path | None, groups: int, repeat: int) -> dict[str
         found = 0
         for _ in range(repeat):
             started = time.perf_counter()
-            snapshot = collect_cluster(admin, "source", int(time.time() * 1000), timeout_s=60)
+            snapshot = collect_cluster(admin, "source", int(time.time() * 1000), cluster=source, timeout_s=60)
             times.append(time.perf_counter() - started)
             found = sum(1 for g in snapshot.groups if g.startswith(prefix))
         return {"groups": groups, "groups_collected": found, "collect_seconds": median(times)}

@@ -401,6 +401,7 @@ class _Harness:
         self.phases: list[Phase] = []
         self.stack = contextlib.ExitStack()
         self.engine: subprocess.Popen[bytes] | None = None
+        self.monitor: subprocess.Popen[bytes] | None = None  # None when the engine's process monitors too
 
     def command(self, name: str) -> list[str]:
         return [sys.executable, "-m", "mirrorwatch.cli", name, "--config", str(self.config_path)]
@@ -478,6 +479,12 @@ class _Harness:
         except WaitTimeout:
             raise WaitTimeout(f"the target to catch up ({self.missing_summary()})", 180, False) from None
         time.sleep(recover_s)
+        self.check_alive()
+
+    def check_alive(self) -> None:
+        check_alive(
+            {"monitor": self.monitor, "engine": self.engine}, self.phases[-1].name if self.phases else "the start"
+        )
 
     def missing_summary(self) -> str:
         with self.truth.lock:
@@ -513,6 +520,16 @@ class _Harness:
             with contextlib.suppress(Exception):
                 admin = new_admin(self.config.clusters[alias], alias)
                 admin.delete_topics([self.traffic.topic])[self.traffic.topic].result(30)
+
+
+def check_alive(processes: dict[str, subprocess.Popen[bytes] | None], phase: str) -> None:
+    """Every process outlived the phase: one that died (a native crash says nothing in its own log) would otherwise
+    show only as stale figures and statuses."""
+    for name, process in processes.items():
+        code = None if process is None else process.poll()
+        if code is not None:
+            how = signal.Signals(-code).name if code < 0 else f"exit code {code}"
+            raise RuntimeError(f"the {name} process ended ({how}) during {phase!r}; its log says the rest")
 
 
 Fault = tuple[str, Callable[[], object], Callable[[], object], float]  # name, inject, remove, how long it holds
@@ -594,7 +611,7 @@ def run_truth(
         readers.append(threading.Thread(target=h.watch_alerts, args=(firing, stop_reading)))
     with h.stack:
         if not one_process:
-            h.stack.enter_context(_process(h.command("monitor"), work / "monitor.log"))
+            h.monitor = h.stack.enter_context(_process(h.command("monitor"), work / "monitor.log"))
         h.start_engine()
         for thread in (producer, *readers):
             thread.start()

@@ -254,11 +254,12 @@ def _previous_positions(
     if previous.kind != "mm1":
         return _connect_positions(config, previous)
     assert previous.group is not None
-    admin = new_admin(config.clusters[link.source], link.source)
-    positions = committed_offsets(admin, link.source, [previous.group])[previous.group]
+    source = config.clusters[link.source]
+    admin = new_admin(source, link.source)
+    positions = committed_offsets(source, link.source, [previous.group])[previous.group]
     if not positions:
         raise FailoverUsageError(f"MirrorMaker 1's group {previous.group!r} has no commits on {link.source}")
-    (theirs,) = target_groups(admin, link.source, [previous.group]).values()
+    (theirs,) = target_groups(admin, source, link.source, [previous.group]).values()
     if theirs.members:
         migration.refusals.append(
             f"MirrorMaker 1's group {previous.group!r} has {theirs.members} active member(s): stop it first"
@@ -298,7 +299,9 @@ def plan_migration(
     if wrong:
         raise FailoverUsageError(wrong)
     tps = [(t, p) for t in topics for p in sorted(on_source[t].partitions)]
-    ours = target_groups(source_admin, link.source, [link.consumer_group])[link.consumer_group]
+    ours = target_groups(source_admin, config.clusters[link.source], link.source, [link.consumer_group])[
+        link.consumer_group
+    ]
     if ours.members:
         migration.refusals.append(f"the link's group {link.consumer_group!r} has {ours.members} active member(s)")
     src = watermarks(source_admin, tps)
@@ -363,10 +366,12 @@ def export_to_mm2(
     previous = previous_for(link, "mm2", alias=alias, topic=topic)
     source_admin = new_admin(config.clusters[link.source], link.source)
     migration = Migration("to-mm2", link.name, link.consumer_group)
-    positions = committed_offsets(source_admin, link.source, [link.consumer_group])[link.consumer_group]
+    positions = committed_offsets(config.clusters[link.source], link.source, [link.consumer_group])[link.consumer_group]
     if not positions:
         raise FailoverUsageError(f"the link's group {link.consumer_group!r} has no commits on {link.source}")
-    ours = target_groups(source_admin, link.source, [link.consumer_group])[link.consumer_group]
+    ours = target_groups(source_admin, config.clusters[link.source], link.source, [link.consumer_group])[
+        link.consumer_group
+    ]
     if ours.members:
         migration.refusals.append(f"the link's group {link.consumer_group!r} has {ours.members} active member(s)")
     names, wrong = _target_names(previous, link, sorted({t for t, _ in positions}))

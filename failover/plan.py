@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from failover.by_time import read_record_at, translate_by_time
@@ -23,6 +23,8 @@ from failover.scan import TargetScans, Watermarks, echo_offsets, scan_target, wa
 from failover.translate import SourcePartition, SourceProgress, TargetLog, Translation, source_progress, translate
 from mirrorwatch.config import ClusterConfig, LinkConfig, MirrorwatchConfig
 from mirrorwatch.errors import MirrorwatchError
+from mirrorwatch.group_offsets import FetchError
+from mirrorwatch.group_offsets import committed_offsets as fetch_committed
 from mirrorwatch.kafka import kafka_error, new_admin
 from mirrorwatch.patterns import PatternError, compile_pattern
 from mirrorwatch.rename import rename_policy
@@ -156,27 +158,23 @@ def select_groups(
     return sorted(g for g in existing if g not in exclude)
 
 
-def committed_offsets(admin: AdminClient, alias: str, groups: list[str]) -> dict[str, dict[tuple[str, int], int]]:
-    """Each group's committed offsets (one OffsetFetch per group, as the admin API allows, all in flight at once)."""
-    futures = {
-        g: admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g)], request_timeout=TIMEOUT_S)[g]
-        for g in groups
-    }
+def committed_offsets(cluster: ClusterConfig, alias: str, groups: list[str]) -> dict[str, dict[tuple[str, int], int]]:
+    """Each group's committed offsets (one OffsetFetch per group, as the admin API allows, all in flight at once, in
+    the child process of `mirrorwatch.group_offsets`: librdkafka's admin OffsetFetch can crash the asking process
+    when a coordinator moves, and a standby round runs inside the monitor)."""
     out: dict[str, dict[tuple[str, int], int]] = {}
-    for group, future in futures.items():
-        try:
-            found = future.result(timeout=TIMEOUT_S).topic_partitions or []
-        except KafkaException as exc:
-            raise kafka_error(exc, f"fetching the offsets of group {group!r} on {alias}") from None
-        out[group] = {(tp.topic, tp.partition): tp.offset for tp in found if tp.error is None and tp.offset >= 0}
+    for group, found in fetch_committed(cluster, alias, groups, TIMEOUT_S).items():
+        if isinstance(found, FetchError):
+            raise found.exception(f"fetching the offsets of group {group!r} on {alias}")
+        out[group] = found
     return out
 
 
-def target_groups(admin: AdminClient, alias: str, groups: list[str]) -> dict[str, TargetGroup]:
+def target_groups(admin: AdminClient, cluster: ClusterConfig, alias: str, groups: list[str]) -> dict[str, TargetGroup]:
     if not groups:
         return {}
     described = admin.describe_consumer_groups(groups, request_timeout=TIMEOUT_S)
-    offsets = committed_offsets(admin, alias, groups)
+    offsets = committed_offsets(cluster, alias, groups)
     out: dict[str, TargetGroup] = {}
     for group in groups:
         try:
@@ -224,7 +222,7 @@ def make_plan(
     source_id = _cluster_id(source_admin, link.source)
     own = {ln.consumer_group for ln in config.links}
     selected = select_groups(source_admin, link.source, groups, pattern, own, select=select)
-    commits = committed_offsets(source_admin, link.source, selected)
+    commits = committed_offsets(source_cluster, link.source, selected)
     named = list(groups)
     empty = [g for g in named if not commits.get(g)]
     if empty:
@@ -257,7 +255,7 @@ def make_plan(
         logs = scan_target(target_cluster, link.target, ends, source_id, floors, progress=progress, echo=echo)
 
     mapping = group_map or {}
-    targets = target_groups(target_admin, link.target, sorted({mapping.get(g, g) for g in commits}))
+    targets = target_groups(target_admin, target_cluster, link.target, sorted({mapping.get(g, g) for g in commits}))
     plans: list[GroupPlan] = []
     for group in sorted(commits):
         target = targets[mapping.get(group, group)]

@@ -3,25 +3,28 @@
 Per cluster and collection: the brokers and every partition's leader, replicas and in-sync replicas (the metadata
 request), earliest and latest offsets of every partition (two batched ListOffsets requests), every consumer group with
 its state, members and their assignments (one DescribeConsumerGroups request for all), and each group's
-committed offsets (one OffsetFetch per group, as the admin API allows, all in flight at once before any is awaited:
-thousands of groups take seconds, not minutes). What fails is recorded as data: an unreachable cluster is a snapshot
-with `up = False` and the reason; a partition or group that errors has None offsets or an `error`. Nothing here
-raises for a Kafka failure.
+committed offsets: from the cluster's `__consumer_offsets` follower, or else one OffsetFetch per group, as the admin
+API allows, all in flight at once before any is awaited (thousands of groups take seconds, not minutes), asked in a
+child process (`mirrorwatch.group_offsets`: librdkafka's admin OffsetFetch can crash the process that asks). What
+fails is recorded as data: an unreachable cluster is a snapshot with `up = False` and the reason; a partition or
+group that errors has None offsets or an `error`. Nothing here raises for a Kafka failure.
 
-Once a cluster's `__consumer_offsets` follower has answered, a round it cannot answer (the topic's leaders moving: a
-broker restarting, a frozen one thawing) is a snapshot with `up = False` naming the topic, not a round of admin
-OffsetFetches: those go to the same moving coordinators, and librdkafka's admin client dereferences a null group
-handle on the NOT_COORDINATOR answer such a moment brings (confluentinc/librdkafka#5040, a segfault that killed the
-monitor in a target-thaw incident).
+Once a cluster's follower has answered, a round it cannot answer (the topic's leaders moving: a broker restarting, a
+frozen one thawing) is a snapshot with `up = False` naming the topic, not a round of admin OffsetFetches to the same
+moving coordinators (whose NOT_COORDINATOR answers are what crash librdkafka's admin client, confluentinc/librdkafka
+#5040: it killed the monitor in a target-thaw incident before either guard). A round whose OffsetFetches got no
+answer at all (the child crashed) reads the cluster down the same way.
 """
 
 from __future__ import annotations
 
 import time
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from mirrorwatch.config import ClusterConfig
+from mirrorwatch.group_offsets import FetchError, GroupOffsetsUnknown, committed_offsets
 from mirrorwatch.kafka import error_text
 from monitor.commit_follower import OFFSETS_TOPIC, CommitFollower
 from monitor.snapshot import ClusterSnapshot, GroupInfo, Member, PartitionOffsets, Replicas
@@ -55,6 +58,7 @@ def collect_cluster(
     alias: str,
     now_ms: int,
     *,
+    cluster: ClusterConfig,
     timeout_s: float = TIMEOUT_S,
     follower: CommitFollower | None = None,
 ) -> ClusterSnapshot:
@@ -80,15 +84,15 @@ def collect_cluster(
         for p in t.partitions.values()
     }
     try:
-        groups, commits_from = _collect_groups(admin, follower, timeout_s)
-    except (KafkaException, TimeoutError, _CommitsUnreadable) as exc:  # a frozen coordinator: the futures time out
+        groups, commits_from = _collect_groups(admin, cluster, alias, follower, timeout_s)
+    except (KafkaException, TimeoutError, _CommitsUnreadable, GroupOffsetsUnknown) as exc:  # e.g. frozen: time-outs
         return ClusterSnapshot(
             alias,
             now_ms,
             up=False,
-            error=str(exc)
-            if isinstance(exc, _CommitsUnreadable)
-            else f"listing consumer groups: {error_text(exc) or 'no answer'}",
+            error=f"listing consumer groups: {error_text(exc) or 'no answer'}"
+            if isinstance(exc, (KafkaException, TimeoutError))
+            else str(exc),
             cluster_id=metadata.cluster_id,
             partitions=partitions,
             collect_seconds=time.monotonic() - started,
@@ -110,7 +114,7 @@ def collect_cluster(
 
 
 def _collect_groups(
-    admin: AdminClient, follower: CommitFollower | None, timeout_s: float
+    admin: AdminClient, cluster: ClusterConfig, alias: str, follower: CommitFollower | None, timeout_s: float
 ) -> tuple[dict[str, GroupInfo], str]:
     listing = admin.list_consumer_groups(request_timeout=TIMEOUT_S).result(timeout=TIMEOUT_S)
     listed = {g.group_id: g for g in listing.valid}
@@ -123,12 +127,8 @@ def _collect_groups(
     if not ids:
         return {}, "offsets-topic" if table is not None else "admin-api"
     described = admin.describe_consumer_groups(ids, request_timeout=TIMEOUT_S)
-    fetches = {}
-    if table is None:  # one OffsetFetch per group (the admin API's limit): all submitted before any is awaited
-        fetches = {
-            g: admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g)], request_timeout=TIMEOUT_S)[g]
-            for g in ids
-        }
+    # one OffsetFetch per group (the admin API's limit), in the child, while the descriptions are on their way
+    fetched = committed_offsets(cluster, alias, ids, TIMEOUT_S) if table is None else {}
     groups: dict[str, GroupInfo] = {}
     for group_id in ids:
         entry = listed.get(group_id)
@@ -150,11 +150,10 @@ def _collect_groups(
         if table is not None:
             offsets = {tp: commit.offset for tp, commit in table.get(group_id, {}).items() if commit.offset >= 0}
         else:
-            try:
-                for tp in fetches[group_id].result(timeout=TIMEOUT_S).topic_partitions or []:
-                    if tp.error is None and tp.offset >= 0:
-                        offsets[(tp.topic, tp.partition)] = tp.offset
-            except (KafkaException, TimeoutError) as exc:
-                error = f"fetching offsets: {error_text(exc) or 'no answer'}"
+            found = fetched.get(group_id, FetchError("no answer"))
+            if isinstance(found, FetchError):
+                error = f"fetching offsets: {found}"
+            else:
+                offsets = found
         groups[group_id] = GroupInfo(group_id, state, members, simple, offsets, error, assignments)
     return groups, "offsets-topic" if table is not None else "admin-api"

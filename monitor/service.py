@@ -205,7 +205,12 @@ class MonitorService:
             )
         follower = self._follower(alias)
         snapshot = collect_cluster(
-            admin, alias, now_ms, timeout_s=max(5.0, self.settings.interval_seconds), follower=follower
+            admin,
+            alias,
+            now_ms,
+            cluster=self.clusters[alias],
+            timeout_s=max(5.0, self.settings.interval_seconds),
+            follower=follower,
         )
         if follower is not None and follower.failure is not None:
             log.warning(

@@ -3,9 +3,13 @@ micro-batch engine may read while a batch runs (above the truth only, bounded by
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
-from bench.monitor_truth import FOLLOWER_LATENCY_MS, Phase, Sample, TruthRun, _Truth, spark_batches
+import pytest
+
+from bench.monitor_truth import FOLLOWER_LATENCY_MS, Phase, Sample, TruthRun, _Truth, check_alive, spark_batches
 
 T0 = 1_800_000_000_000
 
@@ -84,3 +88,17 @@ def test_the_truth_is_a_range_as_wide_as_the_followers_own_latency() -> None:
     assert not run(caught_up).is_outside(caught_up)
     assert sample(at, 12.0, 9.9, low=0.0).error_s() == 12.0 - 9.9
     assert sample(at + 500, 0.0, 10.4, low=10.4).error_s() == -10.4  # later than that, 0 is wrong
+
+
+def test_a_process_that_died_during_a_phase_is_named_with_its_signal() -> None:
+    """The truth test once failed on stale statuses while the real cause, the monitor's segfault, was only in dmesg."""
+    crashed = subprocess.Popen([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"])
+    running = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        crashed.wait(30)
+        check_alive({"engine": running, "monitor": None}, "steady")  # alive, or not ours to watch: fine
+        with pytest.raises(RuntimeError, match=r"the monitor process ended \(SIGSEGV\) during 'target broker SIGSTOP'"):
+            check_alive({"engine": running, "monitor": crashed}, "target broker SIGSTOP")
+    finally:
+        running.kill()
+        running.wait(30)

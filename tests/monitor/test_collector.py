@@ -37,7 +37,7 @@ def test_a_snapshot_has_offsets_groups_members_and_commits(
     simple.commit(offsets=[TopicPartition(topic, 0, 3)], asynchronous=False)
     simple.close()
     try:
-        snapshot = collect_cluster(new_admin(source, "source"), "source", now_ms=123)
+        snapshot = collect_cluster(new_admin(source, "source"), "source", now_ms=123, cluster=source)
         member_id = consumer.memberid()
     finally:
         consumer.close()
@@ -63,6 +63,8 @@ def test_a_snapshot_has_offsets_groups_members_and_commits(
 
 def test_an_unreachable_cluster_is_a_snapshot_that_says_so() -> None:
     nowhere = ClusterConfig(bootstrap_servers=f"127.0.0.1:{free_port()}")
-    snapshot = collect_cluster(new_admin(nowhere, "nowhere", {"log_level": 0}), "nowhere", 5, timeout_s=2)
+    snapshot = collect_cluster(
+        new_admin(nowhere, "nowhere", {"log_level": 0}), "nowhere", 5, cluster=nowhere, timeout_s=2
+    )
     assert not snapshot.up
     assert snapshot.error is not None and snapshot.partitions == {} and snapshot.groups == {}

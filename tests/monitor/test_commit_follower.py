@@ -6,12 +6,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
 
+from mirrorwatch import group_offsets
 from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.kafka import client_config, new_admin, new_consumer
 from mirrorwatch.wait import wait_until
@@ -32,11 +31,14 @@ def follower(clusters_config: MirrorwatchConfig) -> Iterator[CommitFollower]:
 
 def _followed(config: MirrorwatchConfig, follower: CommitFollower) -> ClusterSnapshot:
     """A collection that used the follower's table (it may need a few rounds to read the topic from its start)."""
-    admin = new_admin(config.clusters["source"], "source")
+    source = config.clusters["source"]
+    admin = new_admin(source, "source")
     snapshots: list[ClusterSnapshot] = []
 
     def collected() -> bool:
-        snapshots.append(collect_cluster(admin, "source", int(time.time() * 1000), timeout_s=10, follower=follower))
+        snapshots.append(
+            collect_cluster(admin, "source", int(time.time() * 1000), cluster=source, timeout_s=10, follower=follower)
+        )
         return snapshots[-1].commits_from == "offsets-topic"
 
     wait_until(collected, timeout_s=60, interval_s=0.5, description="a collection from the followed offsets topic")
@@ -74,7 +76,9 @@ def test_the_followed_commits_are_the_committed_ones_and_the_admin_apis(
     committed[member] = {(topic, 2): 11}
 
     followed = _followed(clusters_config, follower)
-    polled = collect_cluster(new_admin(source, "source"), "source", int(time.time() * 1000), timeout_s=10)
+    polled = collect_cluster(
+        new_admin(source, "source"), "source", int(time.time() * 1000), cluster=source, timeout_s=10
+    )
     assert polled.commits_from == "admin-api"
     for group, offsets in committed.items():
         assert dict(followed.groups[group].offsets) == offsets
@@ -138,6 +142,7 @@ def test_a_follower_still_reading_its_history_does_not_hold_collections(
 ) -> None:
     """Reading __consumer_offsets from its start can take minutes on a big cluster; until it has been done once, a
     collection must go to the admin API at once, not wait for the follower every round (it waited 5 s a round)."""
+    source = clusters_config.clusters["source"]
     topic = make_topic("source", 1)
     group = unique("seen")
     _commit(clusters_config, group, {(topic, 0): 0})  # the offsets topic exists and holds something
@@ -152,32 +157,22 @@ def test_a_follower_still_reading_its_history_does_not_hold_collections(
         asking.join(timeout=30)  # before the fix: an hour
         assert answer == [None] and not follower.caught_up
         # a collection meanwhile reads the commits through the admin API
-        snapshot = collect_cluster(admin, "source", int(time.time() * 1000), timeout_s=3600, follower=follower)
+        snapshot = collect_cluster(
+            admin, "source", int(time.time() * 1000), cluster=source, timeout_s=3600, follower=follower
+        )
         assert snapshot.commits_from == "admin-api" and dict(snapshot.groups[group].offsets) == {(topic, 0): 0}
     finally:
         follower.stop()
 
 
-class _CountingAdmin(AdminClient):
-    """A real admin client that counts the OffsetFetches it is asked for."""
-
-    def __init__(self, conf: dict[str, Any]) -> None:
-        super().__init__(conf)
-        self.offset_fetches = 0
-
-    def list_consumer_group_offsets(self, *args: Any, **kwargs: Any) -> Any:
-        self.offset_fetches += 1
-        return super().list_consumer_group_offsets(*args, **kwargs)
-
-
-def test_a_follower_that_falls_behind_makes_the_commits_unknown_and_asks_no_admin_offset_fetch(
+def test_a_follower_that_falls_behind_makes_the_commits_unknown_and_asks_no_offset_fetch(
     clusters_config: MirrorwatchConfig,
     make_topic: Callable[..., str],
     unique: Callable[[str], str],
     follower: CommitFollower,
 ) -> None:
     """A follower that has answered and then cannot (the offsets topic's leaders moving, as after a broker thaws):
-    the round's commits are unknown (the cluster reads down, naming the topic), and no admin OffsetFetch goes to the
+    the round's commits are unknown (the cluster reads down, naming the topic), and no OffsetFetch goes to the
     moving coordinators, whose NOT_COORDINATOR answer segfaults librdkafka's admin client (librdkafka#5040; it killed
     the monitor once in the truth test's target thaw)."""
     source = clusters_config.clusters["source"]
@@ -187,11 +182,14 @@ def test_a_follower_that_falls_behind_makes_the_commits_unknown_and_asks_no_admi
     assert dict(_followed(clusters_config, follower).groups[group].offsets) == {(topic, 0): 0}
     follower.stop()  # it reads nothing more: every later commit is ahead of it
     _commit(clusters_config, group, {(topic, 0): 1})
-    admin = _CountingAdmin(client_config(source, "source"))
-    snapshot = collect_cluster(admin, "source", int(time.time() * 1000), timeout_s=10, follower=follower)
+    admin, asking = new_admin(source, "source"), group_offsets.fetcher(source, "source")
+    asked = asking.asks
+    snapshot = collect_cluster(
+        admin, "source", int(time.time() * 1000), cluster=source, timeout_s=10, follower=follower
+    )
     assert not snapshot.up and snapshot.error is not None and "__consumer_offsets" in snapshot.error, snapshot
-    assert admin.offset_fetches == 0
-    # without a follower (the admin-API mode) the same admin client is asked, once per group
-    polled = collect_cluster(admin, "source", int(time.time() * 1000), timeout_s=10)
+    assert asking.asks == asked
+    # without a follower (the admin-API mode) the OffsetFetches are asked, all in one ask of the child
+    polled = collect_cluster(admin, "source", int(time.time() * 1000), cluster=source, timeout_s=10)
     assert polled.up and dict(polled.groups[group].offsets) == {(topic, 0): 1}
-    assert admin.offset_fetches == len(polled.groups)
+    assert asking.asks == asked + 1

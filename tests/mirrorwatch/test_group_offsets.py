@@ -1,0 +1,76 @@
+"""The child process that asks for committed offsets (librdkafka's admin OffsetFetch can segfault the asker,
+confluentinc/librdkafka#5040): a crash there is an answer that says so, the next ask gets a new child, and no child
+outlives its parent. No broker is needed: an address nobody listens on keeps a request in flight as long as asked."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from mirrorwatch import group_offsets
+from mirrorwatch.config import ClusterConfig
+from mirrorwatch.group_offsets import FetchError, GroupOffsetsUnknown
+from mirrorwatch.processes import free_port
+from mirrorwatch.wait import wait_until
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as stat:  # a zombie has ended too
+        return stat.read().split(")")[-1].split()[0] != "Z"
+
+
+def test_a_crashed_child_is_an_answer_that_says_so_and_the_next_ask_gets_a_new_one() -> None:
+    nowhere = ClusterConfig(bootstrap_servers=f"127.0.0.1:{free_port()}", properties={"log_level": "0"})
+    asking = group_offsets.fetcher(nowhere, "nowhere")
+    outcome: list[object] = []
+
+    def ask() -> None:
+        try:
+            outcome.append(group_offsets.committed_offsets(nowhere, "nowhere", ["g1", "g2"], timeout_s=60))
+        except GroupOffsetsUnknown as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=ask)
+    thread.start()
+    wait_until(
+        lambda: asking._process is not None and asking._process.pid is not None, timeout_s=30, description="the child"
+    )
+    child = asking._process.pid
+    time.sleep(2)  # the request is in the child's hands (the cluster never answers)
+    os.kill(child, signal.SIGSEGV)
+    thread.join(timeout=30)
+    [crash] = outcome
+    assert isinstance(crash, GroupOffsetsUnknown), crash
+    assert "SIGSEGV" in str(crash) and "nowhere" in str(crash) and crash.retriable
+    assert asking.crashes == 1 and not _alive(child)
+    # the next ask: a new child, an answer per group (here: why each is unknown)
+    answer = group_offsets.committed_offsets(nowhere, "nowhere", ["g1", "g2"], timeout_s=2)
+    assert set(answer) == {"g1", "g2"} and all(isinstance(a, FetchError) for a in answer.values()), answer
+    assert asking._process.pid != child
+    asking.close()
+
+
+@pytest.mark.parametrize("ending", ["SIGKILL", "exit"])
+def test_no_child_outlives_its_parent(ending: str) -> None:
+    parent = f"""
+import os, signal, sys
+from mirrorwatch import group_offsets
+from mirrorwatch.config import ClusterConfig
+nowhere = ClusterConfig(bootstrap_servers="127.0.0.1:{free_port()}", properties={{"log_level": "0"}})
+group_offsets.committed_offsets(nowhere, "nowhere", ["g"], timeout_s=1)
+print(group_offsets.fetcher(nowhere, "nowhere")._process.pid, flush=True)
+os.kill(os.getpid(), signal.SIGKILL) if {ending == "SIGKILL"} else sys.exit(0)
+"""
+    result = subprocess.run([sys.executable, "-c", parent], check=False, capture_output=True, text=True, timeout=120)
+    child = int(result.stdout.split()[0])
+    wait_until(lambda: not _alive(child), timeout_s=30, description="the child to end with its parent")
