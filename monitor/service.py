@@ -43,6 +43,11 @@ __all__ = ["LinkStatuses", "MonitorService", "evaluator_config", "is_process_run
 
 log = logging.getLogger("mirrorwatch.monitor")
 
+# How long a just-started monitor's first round waits for each cluster's first answer (the first collection also
+# waits for the commit follower to catch up): until then it publishes nothing (the API answers 503 "no collection
+# yet") rather than figures without a source; a cluster still silent after it reads down, "no answer for N s".
+FIRST_ANSWER_WAIT_S = 15.0
+
 # link name -> the status of each of its workers: in memory for this process's workers, else from status files
 LinkStatuses = Callable[[], Mapping[str, Sequence[WorkerStatus]]]
 
@@ -128,14 +133,16 @@ class MonitorService:
         Clusters are collected side by side, each in its own thread: a cluster that does not answer keeps its own
         collection waiting, not the others'. The round waits at most half an interval for them; a collection still
         running then goes on in the background and its snapshot joins the round after it. A cluster whose collection
-        fails, or runs longer than an interval, is reported down with the reason."""
+        fails, or runs longer than an interval, is reported down with the reason. The first round waits longer
+        (`FIRST_ANSWER_WAIT_S`): a cluster not collected yet is not known to be down."""
         with self._lock:
             round_started = time.monotonic()
             started = self._clock.now_ms()
             for alias in self.clusters:
                 if alias not in self._running:
                     self._running[alias] = (started, self._pool.submit(self._collect_cluster, alias, started))
-            concurrent.futures.wait([future for _, future in self._running.values()], timeout=self._round_wait_s)
+            wait_s = self._round_wait_s if self.state is not None else max(self._round_wait_s, FIRST_ANSWER_WAIT_S)
+            concurrent.futures.wait([future for _, future in self._running.values()], timeout=wait_s)
             now = self._clock.now_ms()
             snapshots: dict[str, ClusterSnapshot] = {}
             for alias in self.clusters:
@@ -297,9 +304,11 @@ class MonitorService:
         interval = self.settings.interval_seconds
         stretched = False
         while not self._stop.is_set():
-            started = time.monotonic()
+            started, first = time.monotonic(), self.state is None
             self._collect_safely()
             self.round_seconds = time.monotonic() - started
+            if first and self.round_seconds > interval:  # it waited for the first answers: not an overrun
+                continue
             if self.round_seconds > interval:
                 self.overruns += 1
                 if not stretched:

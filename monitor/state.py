@@ -275,11 +275,17 @@ def safe_positions(
     high-watermark interpolated between them (the worker's own stops moving while it cannot fetch)."""
     hwm = source.partitions if source is not None and source.up else {}
     observed_hwm_ms = source.observed_ms if source is not None and source.up else None
-    committed = (
-        source.groups[link.consumer_group].offsets
-        if source is not None and source.up and (link.consumer_group in source.groups)
-        else {}
-    )
+    # The group's commits on the topics the link mirrors: commits on a topic it no longer selects (the whitelist
+    # narrowed) stay in the group, but are not the link's lag.
+    committed = {
+        key: offset
+        for key, offset in (
+            source.groups[link.consumer_group].offsets
+            if source is not None and source.up and (link.consumer_group in source.groups)
+            else {}
+        ).items()
+        if link.topics.matches(key[0])
+    }
     live: dict[tuple[str, int], tuple[WorkerStatus, PartitionPosition]] = {}
     acked: dict[tuple[str, int], int] = {}
     target_topics: dict[tuple[str, int], str] = {}

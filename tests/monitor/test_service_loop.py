@@ -1,5 +1,7 @@
 """The monitor's round loop: a round longer than the interval stretches it (counted, logged once per spell), never
-overlaps the next and is never skipped."""
+overlaps the next and is never skipped. A just-started monitor's first round waits for every cluster's first answer
+instead of publishing a cluster it has not heard from yet as down (which left a restarted monitor's first figures
+unknown)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ import pytest
 
 from mirrorwatch.config import ClusterConfig, MonitorConfig
 from mirrorwatch.wait import wait_until
+from monitor import service as service_module
+from monitor.collector import ClusterSnapshot
 from monitor.service import MonitorService
 from monitor.state import MonitorState
 
@@ -31,6 +35,7 @@ def _service(round_s: list[float]) -> tuple[MonitorService, list[tuple[float, fl
         return service.state
 
     service.collect = collect  # type: ignore[method-assign]
+    service.state = MonitorState(0, {}, {}, {})  # past its first round (which may wait longer: see below)
     return service, rounds
 
 
@@ -54,6 +59,52 @@ def test_fast_rounds_do_not_overrun() -> None:
     service.start()
     try:
         wait_until(lambda: len(rounds) >= 3, timeout_s=30, description="three rounds")
+    finally:
+        service.stop()
+    assert service.overruns == 0
+
+
+def _slow_first_answer(service: MonitorService, answer_s: float) -> list[int]:
+    """Collections that answer (up) after `answer_s`; returns the moments they were asked."""
+    asked: list[int] = []
+
+    def collect_cluster(alias: str, now_ms: int) -> ClusterSnapshot:
+        asked.append(now_ms)
+        time.sleep(answer_s)
+        return ClusterSnapshot(alias, now_ms, up=True)
+
+    service._collect_cluster = collect_cluster  # type: ignore[method-assign]
+    return asked
+
+
+def test_the_first_round_waits_for_a_cluster_s_first_answer() -> None:
+    service = MonitorService(MonitorConfig(interval_seconds=0.4), {"c": ClusterConfig(bootstrap_servers="x:1")})
+    _slow_first_answer(service, 1.0)  # longer than the interval: a normal round waits half of one
+    try:
+        first = service.collect()
+        assert first.clusters["c"].up, first.clusters["c"].error
+    finally:
+        service.stop()
+
+
+def test_a_cluster_silent_through_the_first_wait_reads_down(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(service_module, "FIRST_ANSWER_WAIT_S", 0.5)
+    service = MonitorService(MonitorConfig(interval_seconds=0.2), {"c": ClusterConfig(bootstrap_servers="x:1")})
+    _slow_first_answer(service, 2.0)
+    try:
+        first = service.collect()
+        assert not first.clusters["c"].up
+        assert (first.clusters["c"].error or "").startswith("no answer for ")
+    finally:
+        service.stop()
+
+
+def test_a_long_first_round_is_not_an_overrun() -> None:
+    service = MonitorService(MonitorConfig(interval_seconds=0.2), {"c": ClusterConfig(bootstrap_servers="x:1")})
+    asked = _slow_first_answer(service, 0.5)  # the first round waits for it; later ones wait half an interval
+    service.start()
+    try:
+        wait_until(lambda: len(asked) >= 4, timeout_s=30, description="four collections")
     finally:
         service.stop()
     assert service.overruns == 0

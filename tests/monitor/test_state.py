@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
-from mirrorwatch.config import LinkConfig
+from mirrorwatch.config import LinkConfig, TopicSelection
 from mirrorwatch.worker_status import WorkerStatus
 from monitor.collector import ClusterSnapshot, GroupInfo, PartitionOffsets
 from monitor.evaluator import EvaluatorConfig, OffsetSample, Status
@@ -148,6 +150,23 @@ def test_a_link_view_without_the_engine_uses_the_groups_commits() -> None:
     assert p0.replication_lag_seconds is None  # the record's age is not known: unknown, not 0
     assert view.replication_lag_seconds is None  # ... and so is the link's: never 0 while 30 records wait
     assert not view.engine_running
+
+
+def test_the_groups_commits_on_topics_the_link_no_longer_mirrors_are_not_its_lag() -> None:
+    """The whitelist narrowed (or a topic excluded): the group keeps its old commits, the link does not mirror them."""
+    narrowed = LINK.model_copy(update={"topics": TopicSelection(include=(re.compile("orders"),))})
+    orders = snapshot(T0, 100, 70)
+    group = dataclasses.replace(orders.groups["g"], offsets={**orders.groups["g"].offsets, ("payments", 0): 5})
+    source = dataclasses.replace(
+        orders, groups={"g": group}, partitions={**orders.partitions, ("payments", 0): PartitionOffsets(0, 900)}
+    )
+    view = link_view(narrowed, sightings=[], snapshot=source, record_times={}, now_ms=T0)
+    assert {p.topic for p in view.partitions} == {"orders"}
+    assert view.replication_lag_records == 30
+    excluded = LINK.model_copy(update={"topics": TopicSelection(exclude=(re.compile("pay.*"),))})
+    assert {
+        p.topic for p in link_view(excluded, sightings=[], snapshot=source, record_times={}, now_ms=T0).partitions
+    } == {"orders"}
 
 
 def _position(acked: int, *, high: int | None = None, committed: int | None = None) -> dict[str, object]:
