@@ -92,7 +92,8 @@ def link_health(link: dict[str, Any]) -> str:
         gone = link.get("workers_gone", 0)
         return f"🔴 down: {gone} worker(s) dead or frozen, lag measured from their last acknowledged positions"
     if not link.get("engine_running"):
-        return "⚪ not running (positions from the group's commits)"
+        # no worker mirrors it: records wait (MirrorwatchMirrorDown fires after 2 min), crashed or stopped alike
+        return "🔴 not running: no worker mirrors it (positions from the group's commits)"
     lag_s = link.get("replication_lag_seconds")
     if lag_s is None:
         return "⚪ running, lag in seconds not known yet"
@@ -181,8 +182,11 @@ def history_charts(history: dict[str, list[list[float]]]) -> None:
         return pd.DataFrame(columns)
 
     cols = st.columns(3)
+    cols[0].caption("lag (records), UTC")
     cols[0].line_chart(frame({"replication_lag_records": "lag (records)"}), height=160)
+    cols[1].caption("lag (seconds), UTC")
     cols[1].line_chart(frame({"replication_lag_seconds": "lag (seconds)"}), height=160)
+    cols[2].caption("throughput (records/s), UTC")
     cols[2].line_chart(
         frame({"records_in_per_second": "in (rec/s)", "records_out_per_second": "out (rec/s)"}), height=160
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import shutil
@@ -29,19 +30,44 @@ class Browser:
         with urllib.request.urlopen(request, timeout=10) as response:
             return str(json.load(response)["webSocketDebuggerUrl"])
 
-    def text(self, tab: str) -> str:
-        """The tab's rendered text (document.body.innerText)."""
-        request = {
-            "id": 1,
-            "method": "Runtime.evaluate",
-            "params": {"expression": "document.body ? document.body.innerText : ''"},
-        }
+    def evaluate(self, tab: str, expression: str) -> Any:
+        """The value of a JavaScript expression in the tab (JSON-serialisable values only)."""
+        request = {"id": 1, "method": "Runtime.evaluate", "params": {"expression": expression, "returnByValue": True}}
         with connect(tab, open_timeout=10, max_size=None) as connection:
             connection.send(json.dumps(request))
             while True:
                 reply: dict[str, Any] = json.loads(connection.recv(timeout=10))
                 if reply.get("id") == 1:
-                    return str(reply["result"]["result"].get("value", ""))
+                    return reply["result"]["result"].get("value")
+
+    def text(self, tab: str) -> str:
+        """The tab's rendered text (document.body.innerText)."""
+        return str(self.evaluate(tab, "document.body ? document.body.innerText : ''") or "")
+
+    def screenshot(self, tab: str, path: Path) -> None:
+        """What the tab shows (its viewport) as a PNG."""
+        request = {
+            "id": 1,
+            "method": "Page.captureScreenshot",
+            "params": {"format": "png"},
+        }
+        with connect(tab, open_timeout=10, max_size=None) as connection:
+            connection.send(json.dumps(request))
+            while True:
+                reply: dict[str, Any] = json.loads(connection.recv(timeout=30))
+                if reply.get("id") == 1:
+                    path.write_bytes(base64.b64decode(reply["result"]["data"]))
+                    return
+
+    def click_label(self, tab: str, label: str) -> bool:
+        """Click the label (a radio button's, say) whose text is `label`; False when there is none."""
+        return bool(
+            self.evaluate(
+                tab,
+                "(() => { const l = [...document.querySelectorAll('label')]"
+                f".find(e => e.innerText.trim() === {json.dumps(label)}); if (l) l.click(); return !!l; }})()",
+            )
+        )
 
 
 @contextlib.contextmanager
@@ -56,6 +82,7 @@ def headless_chromium(profile: Path) -> Iterator[Browser]:
             "--no-sandbox",  # root in a container: Chromium's sandbox needs user namespaces we do not have
             "--disable-gpu",
             "--disable-dev-shm-usage",
+            "--window-size=1400,1000",  # the console's wide layout, and readable screenshots
             f"--remote-debugging-port={port}",
             f"--user-data-dir={profile}",
             "about:blank",

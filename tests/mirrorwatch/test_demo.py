@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import queue
 import signal
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -15,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from mirrorwatch.wait import wait_until
+from mirrorwatch.wait import WaitTimeout, wait_until
+from tests.dashboards.browser import Browser, headless_chromium
 from tests.mirrorwatch.test_local import _kafka_pids
 from tests.processes import wait_for_http
 
@@ -79,6 +83,7 @@ def test_demo_mirrors_sample_traffic_and_stops_cleanly_on_ctrl_c(tmp_path: Path)
         _check_memory(api.replace("/mirror/links/demo", ""), config_group="mirrorwatch-demo")
         console = next(line for line in seen if line.startswith("console: ")).split()[1]
         wait_for_http(f"{console}/_stcore/health", description="the demo's console to serve")
+        _check_console_pages(console, tmp_path)
         demo.send_signal(signal.SIGINT)
         returncode = demo.wait(timeout=90)
     finally:
@@ -98,6 +103,58 @@ def test_demo_mirrors_sample_traffic_and_stops_cleanly_on_ctrl_c(tmp_path: Path)
     )
     assert "source: stopped (pid" in output and "target: stopped (pid" in output
     assert _kafka_pids(state_dir) == []
+
+
+# What each page shows once it has the demo's data (its own text, outside the tables Streamlit draws on a canvas).
+PAGE_TEXTS = {
+    "Overview": ("demo: source → target", "🟢 healthy", "Replication lag (records)", "Canary p99 / last probe"),
+    "Consumer groups": (
+        "lag change: records per minute",
+        "Partitions of",
+        "Offset window: lag at each observed commit",
+        "Total lag over the monitor's history",
+    ),
+    "Events": ("Link", "Group", "Cluster"),
+    "Alerts": ("No alert is firing.",),
+    "Canary": ("demo",),
+    "Topics": ("demo: source → target", "No config drift."),
+    "Failover": ("demo: 1 of 1 standby group(s) ready",),
+}
+
+
+def _check_console_pages(console: str, tmp_path: Path) -> None:
+    """The demo's console in headless Chromium: every page, reached by a click in the sidebar, renders with the
+    demo's data; with MIRRORWATCH_SCREENSHOTS=DIR, each page's screenshot is saved there (the README's)."""
+    shots = os.environ.get("MIRRORWATCH_SCREENSHOTS")
+    with headless_chromium(tmp_path / "profile") as browser:
+        tab = browser.open(console)
+        if shots:
+            time.sleep(60)  # a minute of history in the charts
+        for page, wanted in PAGE_TEXTS.items():
+            wait_until(
+                functools.partial(browser.click_label, tab, page),
+                timeout_s=60,
+                interval_s=0.5,
+                description=f"the sidebar's {page!r}",
+            )
+            try:
+                text = wait_until(
+                    functools.partial(_text_with, browser, tab, wanted),
+                    timeout_s=60,
+                    interval_s=0.5,
+                    description=f"the {page} page with the demo's data ({wanted})",
+                )
+            except WaitTimeout as exc:
+                raise AssertionError(f"{exc}; the page reads:\n{browser.text(tab)}") from exc
+            assert "monitor unreachable" not in text and "Traceback" not in text, (page, text)
+            if shots:
+                time.sleep(3)  # charts drawn
+                browser.screenshot(tab, Path(shots) / f"console-{page.lower().replace(' ', '-')}.png")
+
+
+def _text_with(browser: Browser, tab: str, wanted: tuple[str, ...]) -> str | None:
+    text = browser.text(tab)
+    return text if all(w in text for w in wanted) else None
 
 
 def _check_memory(base: str, config_group: str) -> None:
