@@ -1,7 +1,8 @@
 """The one Kafka client factory: a cluster section in, a confluent-kafka client out. Nothing else builds clients.
 
 Clients are created when asked for (never at import or in constructors elsewhere), and their librdkafka log lines go
-to Python logging under `mirrorwatch.kafka.<cluster alias>` instead of stderr.
+to Python logging under `mirrorwatch.kafka.<cluster alias>` instead of stderr, repeats counted rather than logged
+(`mirrorwatch.log_repeats`: a failing connection is one line per broker and attempt).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from confluent_kafka.admin import AdminClient
 
 from mirrorwatch.config import ClusterConfig
 from mirrorwatch.errors import ConfigError, ConfigProblem, KafkaClientError
+from mirrorwatch.log_repeats import RepeatFilter
 
 __all__ = [
     "already_exists",
@@ -43,11 +45,19 @@ headers_of = operator.methodcaller("headers")
 Overrides = Mapping[str, Any] | None
 
 
+def _kafka_logger(alias: str) -> logging.Logger:
+    """Where a cluster's librdkafka lines go, with their repeats counted rather than logged (`RepeatFilter`)."""
+    logger = logging.getLogger(f"mirrorwatch.kafka.{alias}")
+    if not any(isinstance(f, RepeatFilter) for f in logger.filters):
+        logger.addFilter(RepeatFilter())
+    return logger
+
+
 def client_config(cluster: ClusterConfig, alias: str, overrides: Overrides = None) -> dict[str, Any]:
     """librdkafka configuration for a cluster; `overrides` (set by the caller's role) win over the file's properties."""
     config: dict[str, Any] = dict(cluster.client_properties())
     config.setdefault("client.id", f"mirrorwatch-{alias}")
-    config["logger"] = logging.getLogger(f"mirrorwatch.kafka.{alias}")
+    config["logger"] = _kafka_logger(alias)
     if overrides:
         config.update(overrides)
     return config
