@@ -27,6 +27,7 @@ from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.errors import MirrorwatchError
 from mirrorwatch.status_board import HOST, KEEP_STALE_MS, STATUS_MAX_AGE_MS, StatusBoard
 from mirrorwatch.worker_status import WorkerStatus
+from monitor.history import CanaryReading
 from monitor.http import HttpServer, create_app
 from monitor.service import LinkStatuses, MonitorService
 
@@ -126,6 +127,17 @@ def _published_canary(config: MirrorwatchConfig) -> Mapping[str, Any] | None:
     return documents[-1] if documents else None
 
 
+def canary_readings(document: Mapping[str, Any] | None) -> dict[str, CanaryReading]:
+    """Per link of a `/canary` document: its worst partition's end-to-end p99 (None: no probe in the window) and
+    whether it is absent. No document (no canary has published lately): nothing."""
+    out: dict[str, CanaryReading] = {}
+    for link in (document or {}).get("links", []):
+        known = [p["e2e_latency"]["p99_seconds"] for p in link["partitions"]]
+        p99 = max((v for v in known if v is not None), default=None)
+        out[link["link"]] = CanaryReading(p99, bool(link["absent"]))
+    return out
+
+
 @contextlib.contextmanager
 def canary_running(config: MirrorwatchConfig, *, required: bool = False) -> Iterator[CanaryService | None]:
     """The canary probing every link for the duration of the block (None when disabled or there are no links)."""
@@ -172,6 +184,8 @@ def _monitoring(
     """The monitor collecting, the links' standbys translating and the HTTP API serving, for the duration of the
     block."""
     service = MonitorService(config.monitor, config.clusters, config.links, link_statuses=link_statuses)
+    if config.canary.enabled and config.links:  # its latency joins the monitor's history, in this process or not
+        service.canary = lambda: canary_readings(canary.as_json() if canary is not None else _published_canary(config))
     service.start()
     with standbys_running(config) as standbys:
         try:

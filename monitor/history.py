@@ -2,7 +2,8 @@
 collection resolution, and the events (transitions) an on-call engineer asks about first — since when, what changed.
 
 History, per link: replication lag in records and seconds, records/s in and out (from the workers' counters between two
-rounds), records in flight, live workers; per group: total lag and Burrow status; per cluster: up or not. Storage is
+rounds), records in flight, live workers, and the canary's end-to-end p99 (its worst partition, over the canary's
+window; when a canary publishes); per group: total lag and Burrow status; per cluster: up or not. Storage is
 compact: one ring of round times (8 bytes a round) shared by every series, and per series one float32 per round (4
 bytes; a round without a figure holds NaN). The ring holds `span / interval + 1` rounds, so memory is bounded by `rounds
 x (8 + 4 x series)` bytes whatever the rounds' pace (a stretched interval covers a longer span with the same rounds);
@@ -11,7 +12,8 @@ dropped. float32 keeps integers exact up to 16,777,216 and ~7 significant digits
 arithmetic on offsets.
 
 Events, compared between two consecutive states: a link's state (running, workers gone, not running, failed),
-workers joining, leaving or dying, a group's status, a cluster going down or coming back, config drift found or gone.
+workers joining, leaving or dying, a group's status, a cluster going down or coming back, config drift found or gone;
+and between two readings of the canary: a link's canary going absent or coming back.
 A bounded ring, newest last.
 """
 
@@ -21,7 +23,7 @@ import math
 import threading
 from array import array
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from monitor.state import LinkView, MonitorState
@@ -29,10 +31,12 @@ from monitor.state import LinkView, MonitorState
 __all__ = [
     "GROUP_SERIES",
     "LINK_SERIES",
+    "CanaryReading",
     "Event",
     "Events",
     "History",
     "Point",
+    "canary_transitions",
     "transitions",
 ]
 
@@ -45,6 +49,7 @@ LINK_SERIES = (
     "records_out_per_second",
     "in_flight_records",
     "workers",
+    "canary_e2e_latency_p99_seconds",
 )
 GROUP_SERIES = ("total_lag", "status")
 _NAN = float("nan")
@@ -63,8 +68,9 @@ class History:
         self._previous: MonitorState | None = None
         self._lock = threading.Lock()
 
-    def record(self, state: MonitorState) -> None:
-        """Add one round's figures (a state not newer than the last one recorded is ignored)."""
+    def record(self, state: MonitorState, canary_p99: Mapping[str, float | None] | None = None) -> None:
+        """Add one round's figures (a state not newer than the last one recorded is ignored); `canary_p99`: per link,
+        the canary's end-to-end p99 latency in seconds now."""
         previous = self._previous
         if previous is not None and state.observed_ms <= previous.observed_ms:
             return
@@ -81,6 +87,8 @@ class History:
                 **_rates(before, view, seconds),
             }.items():
                 links["link", name, series] = value
+        for name, p99 in (canary_p99 or {}).items():
+            links["link", name, "canary_e2e_latency_p99_seconds"] = p99
         with self._lock:  # the groups written straight in: a fleet's round is 20,000 series
             slot = self._rounds % self.capacity
             self._times[slot] = now
@@ -183,9 +191,18 @@ def _rates(before: LinkView | None, now: LinkView, seconds: float) -> dict[str, 
 
 
 @dataclass(frozen=True, slots=True)
+class CanaryReading:
+    """A link's canary as it reads now: its worst partition's end-to-end p99 over its window (None: no probe in it),
+    and whether its probes are absent (none back within the canary's limit)."""
+
+    p99_seconds: float | None
+    absent: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Event:
     at_ms: int
-    kind: str  # "cluster", "link", "workers", "drift" or "group"
+    kind: str  # "cluster", "link", "workers", "drift", "canary" or "group"
     subject: str  # the cluster, link or group it is about
     cluster: str  # the cluster it happened on ("" for a link's events: see `subject`)
     before: str
@@ -259,6 +276,21 @@ def _link_events(previous: MonitorState, current: MonitorState, now: int) -> Ite
             yield Event(now, "drift", name, "", config, "", text)
 
 
+def canary_transitions(
+    previous: Mapping[str, CanaryReading] | None, current: Mapping[str, CanaryReading], now_ms: int
+) -> list[Event]:
+    """A link's canary going absent or coming back between two readings (nothing without a reading before)."""
+    events = []
+    for link, reading in current.items():
+        old = (previous or {}).get(link)
+        if old is None or old.absent == reading.absent:
+            continue
+        before, after = ("present", "absent") if reading.absent else ("absent", "present")
+        text = f"link {link}: canary {'absent: no probe back through the mirror' if reading.absent else 'probes back'}"
+        events.append(Event(now_ms, "canary", link, "", before, after, text))
+    return events
+
+
 class Events:
     """The newest `size` events."""
 
@@ -274,7 +306,9 @@ class Events:
         """Newest first, optionally about one link, group or cluster."""
         out: list[Event] = []
         for event in reversed(self._ring):
-            if link is not None and not (event.kind in ("link", "workers", "drift") and event.subject == link):
+            if link is not None and not (
+                event.kind in ("link", "workers", "drift", "canary") and event.subject == link
+            ):
                 continue
             if group is not None and not (event.kind == "group" and event.subject == group):
                 continue

@@ -26,7 +26,7 @@ from mirrorwatch.worker_status import WorkerStatus
 from monitor.collector import ClusterSnapshot, collect_cluster
 from monitor.commit_follower import CommitFollower
 from monitor.evaluator import EvaluatorConfig, OffsetSample
-from monitor.history import Events, History, transitions
+from monitor.history import CanaryReading, Events, History, canary_transitions, transitions
 from monitor.record_times import Key, RecordTimeFetcher
 from monitor.state import (
     MonitorState,
@@ -119,6 +119,9 @@ class MonitorService:
         self.on_publish: list[Callable[[MonitorState], None]] = []  # called on the monitor's thread after each round
         self.history = History(int(settings.history_seconds * 1000), int(settings.interval_seconds * 1000))
         self.events = Events(settings.events)
+        # Per link, the canary as it reads now (the composition root sets it when a canary publishes).
+        self.canary: Callable[[], Mapping[str, CanaryReading]] | None = None
+        self._canary_before: Mapping[str, CanaryReading] | None = None
         self.round_seconds = 0.0  # how long the last round took
         self.overruns = 0  # rounds that took longer than the interval (the interval stretched)
 
@@ -200,9 +203,23 @@ class MonitorService:
                 ),
             )
             self.events.extend(transitions(previous, self.state))
+            canary = self._canary()
+            if canary is not None:
+                self.events.extend(canary_transitions(self._canary_before, canary, now))
+                self._canary_before = canary
             if self.settings.history_seconds > 0:
-                self.history.record(self.state)
+                p99 = None if canary is None else {link: reading.p99_seconds for link, reading in canary.items()}
+                self.history.record(self.state, p99)
             return self.state
+
+    def _canary(self) -> Mapping[str, CanaryReading] | None:
+        if self.canary is None:
+            return None
+        try:
+            return self.canary()
+        except Exception:  # a canary's status unreadable: its latency missing from this round, the round goes on
+            log.exception("monitor: reading the canary's latency failed")
+            return None
 
     def _collect_cluster(self, alias: str, now_ms: int) -> ClusterSnapshot:
         admin = self._admins.get(alias)

@@ -6,7 +6,7 @@ import itertools
 from dataclasses import replace
 
 from monitor.evaluator import GroupEvaluation, Status
-from monitor.history import Events, History, transitions
+from monitor.history import CanaryReading, Events, History, canary_transitions, transitions
 from monitor.snapshot import ClusterSnapshot
 from monitor.state import GroupView, LinkPartitionView, LinkView, MonitorState
 
@@ -123,3 +123,25 @@ def test_events_newest_first_and_filtered() -> None:
     ]  # the oldest fell out
     assert ring.query(group="billing", limit=1)[0].after == "WARN"
     assert ring.query(link="dr") == [] and ring.query(cluster="elsewhere") == []
+
+
+def test_the_canary_s_latency_joins_its_link_s_history_when_a_canary_publishes() -> None:
+    history = History(span_ms=60_000, interval_ms=10_000)
+    history.record(_state(T0, _link(0, 0), _group(Status.OK, 0)))  # no canary yet
+    history.record(_state(T0 + 10_000, _link(0, 0), _group(Status.OK, 0)), {"dr": 1.5})
+    history.record(_state(T0 + 20_000, _link(0, 0), _group(Status.OK, 0)), {"dr": None})  # no probe in its window
+    history.record(_state(T0 + 30_000, _link(0, 0), _group(Status.OK, 0)), {"dr": 0.25})
+    assert history.link("dr")["canary_e2e_latency_p99_seconds"] == [(T0 + 10_000, 1.5), (T0 + 30_000, 0.25)]
+
+
+def test_a_canary_going_absent_and_coming_back_is_an_event_about_its_link() -> None:
+    present, absent = CanaryReading(0.1, False), CanaryReading(None, True)
+    assert canary_transitions(None, {"dr": absent}, T0) == []  # no reading before: nothing changed
+    assert canary_transitions({"dr": present}, {"dr": present}, T0) == []
+    (gone,) = canary_transitions({"dr": present}, {"dr": absent}, T0)
+    (back,) = canary_transitions({"dr": absent}, {"dr": present}, T0 + 1)
+    assert (gone.kind, gone.subject, gone.before, gone.after) == ("canary", "dr", "present", "absent")
+    assert "canary absent" in gone.text and (back.before, back.after) == ("absent", "present")
+    events = Events()
+    events.extend([gone, back])
+    assert [e.after for e in events.query(link="dr")] == ["present", "absent"]

@@ -16,6 +16,7 @@ from mirrorwatch.config import ClusterConfig, MonitorConfig
 from mirrorwatch.wait import wait_until
 from monitor import service as service_module
 from monitor.collector import ClusterSnapshot
+from monitor.history import CanaryReading
 from monitor.service import MonitorService
 from monitor.state import MonitorState
 
@@ -108,3 +109,25 @@ def test_a_long_first_round_is_not_an_overrun() -> None:
     finally:
         service.stop()
     assert service.overruns == 0
+
+
+def test_each_round_records_the_canary_s_latency_and_its_absence_as_events() -> None:
+    service = MonitorService(MonitorConfig(interval_seconds=0.2), {"c": ClusterConfig(bootstrap_servers="x:1")})
+    _slow_first_answer(service, 0.0)
+    readings = iter([{"dr": CanaryReading(0.5, False)}, {"dr": CanaryReading(None, True)}])
+
+    def canary() -> dict[str, CanaryReading]:
+        reading = next(readings, None)
+        if reading is None:
+            raise OSError("status file unreadable")  # a round without a reading goes on
+        return reading
+
+    service.canary = canary
+    try:
+        for _ in range(3):
+            service.collect()
+            time.sleep(0.01)
+    finally:
+        service.stop()
+    assert [v for _, v in service.history.link("dr")["canary_e2e_latency_p99_seconds"]] == [0.5]
+    assert [(e.kind, e.subject, e.after) for e in service.events.query()] == [("canary", "dr", "absent")]
