@@ -1,6 +1,8 @@
-"""The mirrorwatch ops console: a Streamlit app that reads the HTTP API only (never Kafka).
+"""The mirrorwatch ops console: a Streamlit app that reads the HTTP API (never Kafka), and with `--prometheus URL`
+Prometheus too: the Overview's charts over a span you choose (range queries) and the Alerts page's firing alerts.
 
-    mirrorwatch console --config F          (or: streamlit run dashboards/console.py -- --api http://host:8000)
+    mirrorwatch console --config F [--prometheus URL]
+    (or: streamlit run dashboards/console.py -- --api http://host:8000 [--prometheus URL])
 
 Pages: Overview (each link's health and since when, replication lag, in-flight, throughput, canary latency and last
 probe, with charts of lag and throughput over the monitor's history), Consumer groups (every group from one request,
@@ -15,6 +17,7 @@ The page body is a fragment re-run every few seconds, so it refreshes without re
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -26,6 +29,8 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
+
+from dashboards.prometheus import SPANS, Prometheus, PrometheusUnreachable
 
 DEFAULT_API = "http://127.0.0.1:8000"
 PAGES = ("Overview", "Consumer groups", "Events", "Alerts", "Canary", "Topics", "Failover")
@@ -61,11 +66,22 @@ class Api:
             raise Unreachable(f"monitor unreachable at {self.base} ({reason})") from None
 
 
-def api_base(argv: list[str]) -> str:
+def _arguments(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="console")
     parser.add_argument("--api", default=os.environ.get("MIRRORWATCH_API", DEFAULT_API))
+    parser.add_argument("--prometheus", default=os.environ.get("MIRRORWATCH_PROMETHEUS") or None)
     args, _unknown = parser.parse_known_args(argv)
-    return str(args.api)
+    return args
+
+
+def api_base(argv: list[str]) -> str:
+    return str(_arguments(argv).api)
+
+
+def prometheus_base(argv: list[str]) -> str | None:
+    """Where the console reads long ranges and firing alerts (--prometheus URL); None: the monitor's own."""
+    url = _arguments(argv).prometheus
+    return None if not url else str(url)
 
 
 def refresh_seconds() -> float:
@@ -115,7 +131,7 @@ def worst(values: list[float | None]) -> float | None:
 # -- pages ------------------------------------------------------------------------------------------------------------
 
 
-def overview(api: Api) -> None:
+def overview(api: Api, prometheus: Prometheus | None = None, span_s: float = 3600) -> None:
     document = api.get("/mirror/links")
     links = (document or {}).get("links", [])
     if not links:
@@ -125,7 +141,14 @@ def overview(api: Api) -> None:
     for link in links:
         name = link["link"]
         history = (api.get(f"/mirror/history/links/{_q(name)}") or {}).get("series", {})
-        rate = _last(history.get("records_out_per_second"))
+        rate = _last(history.get("records_out_per_second"))  # the monitor's newest figure, not a range's
+        charted, source = history, "the monitor's history"
+        if prometheus is not None:
+            try:
+                charted = prometheus.link_history(name, span_s, time.time())
+                source = f"Prometheus, last {seconds(span_s)}"
+            except PrometheusUnreachable as exc:
+                st.warning(f"{exc}: charts from the monitor's history")
         in_flight = sum(p.get("in_flight_records") or 0 for p in link["partitions"])
         st.subheader(f"{name}: {link['source']} → {link['target']}")
         st.caption(
@@ -152,7 +175,7 @@ def overview(api: Api) -> None:
                 delta="ABSENT" if probes["absent"] else f"{seconds(age)} ago",
                 delta_color="inverse" if probes["absent"] else "off",
             )
-        history_charts(history)
+        history_charts(charted, source)
 
 
 def _last(points: list[list[float]] | None) -> float | None:
@@ -168,10 +191,11 @@ def since(api: Api, link: str) -> str:
     return f"for {seconds(max(0.0, time.time() - change['at_ms'] / 1000))} (was {change['before']})"
 
 
-def history_charts(history: dict[str, list[list[float]]]) -> None:
-    """Lag (records, seconds) and throughput (records/s in and out) over the monitor's history."""
-    if not history:
-        st.caption("No history yet (the monitor keeps monitor.history_seconds of its rounds).")
+def history_charts(history: dict[str, list[list[float]]], source: str = "the monitor's history") -> None:
+    """Lag (records, seconds), throughput (records/s in and out) and, when there is one, the canary's p99 latency,
+    over the monitor's history or a range read from Prometheus (`source` says which)."""
+    if not any(history.values()):
+        st.caption(f"No history yet in {source} (the monitor keeps monitor.history_seconds of its rounds).")
         return
 
     def frame(names: dict[str, str]) -> pd.DataFrame:
@@ -181,15 +205,16 @@ def history_charts(history: dict[str, list[list[float]]]) -> None:
         }
         return pd.DataFrame(columns)
 
-    cols = st.columns(3)
-    cols[0].caption("lag (records), UTC")
-    cols[0].line_chart(frame({"replication_lag_records": "lag (records)"}), height=160)
-    cols[1].caption("lag (seconds), UTC")
-    cols[1].line_chart(frame({"replication_lag_seconds": "lag (seconds)"}), height=160)
-    cols[2].caption("throughput (records/s), UTC")
-    cols[2].line_chart(
-        frame({"records_in_per_second": "in (rec/s)", "records_out_per_second": "out (rec/s)"}), height=160
-    )
+    charts = [
+        ("lag (records)", {"replication_lag_records": "lag (records)"}),
+        ("lag (seconds)", {"replication_lag_seconds": "lag (seconds)"}),
+        ("throughput (records/s)", {"records_in_per_second": "in (rec/s)", "records_out_per_second": "out (rec/s)"}),
+    ]
+    if history.get("canary_e2e_latency_p99_seconds"):
+        charts.append(("canary p99 latency (seconds)", {"canary_e2e_latency_p99_seconds": "canary p99 (s)"}))
+    for column, (title, names) in zip(st.columns(len(charts)), charts, strict=True):
+        column.caption(f"{title}, UTC · {source}")
+        column.line_chart(frame(names), height=160)
 
 
 def consumer_groups(api: Api) -> None:
@@ -304,7 +329,44 @@ def events_page(api: Api) -> None:
     )
 
 
-def alerts_page(api: Api) -> None:
+def prometheus_alerts(prometheus: Prometheus) -> None:
+    """What Prometheus has firing (and pending), from whatever rules it runs: the reference when there is one."""
+    alerts = prometheus.alerts()
+    st.caption(f"Alerts of Prometheus at {prometheus.base} (its rules, e.g. alerts/mirrorwatch.rules.yml).")
+    firing = [a for a in alerts if a.get("state") == "firing"]
+    pending = [a for a in alerts if a.get("state") == "pending"]
+    if not firing:
+        st.success("No alert is firing in Prometheus.")
+    else:
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {
+                        "alert": a["labels"].get("alertname", ""),
+                        "on": ", ".join(
+                            f"{k}={v}" for k, v in sorted(a["labels"].items()) if k not in ("alertname", "severity")
+                        ),
+                        "severity": a["labels"].get("severity", ""),
+                        "since": a.get("activeAt", ""),
+                        "summary": a.get("annotations", {}).get("summary", ""),
+                    }
+                    for a in firing
+                ]
+            ),
+            hide_index=True,
+            width="stretch",
+        )
+    if pending:
+        st.caption("pending (waiting out their `for`): " + ", ".join(a["labels"].get("alertname", "") for a in pending))
+
+
+def alerts_page(api: Api, prometheus: Prometheus | None = None) -> None:
+    if prometheus is not None:
+        try:
+            prometheus_alerts(prometheus)
+            return
+        except PrometheusUnreachable as exc:
+            st.warning(f"{exc}: the monitor's own judgement instead")
     document = api.get("/mirror/alerts")
     if document is None:
         st.info("This monitor does not evaluate alerts.")
@@ -480,14 +542,22 @@ RENDER = {
 def main() -> None:
     st.set_page_config(page_title="mirrorwatch", page_icon="🪞", layout="wide")
     api = Api(api_base(sys.argv[1:]))
+    url = prometheus_base(sys.argv[1:])
+    prometheus = Prometheus(url) if url else None
     page = st.sidebar.radio("Page", PAGES)
     st.sidebar.caption(f"API: {api.base} · refresh every {refresh_seconds():g} s")
+    render = dict(RENDER)
+    if prometheus is not None:
+        span = st.sidebar.selectbox("Charts over", list(SPANS), index=1)
+        st.sidebar.caption(f"Prometheus: {prometheus.base} (charts and alerts)")
+        render["Overview"] = functools.partial(overview, prometheus=prometheus, span_s=SPANS[span])
+        render["Alerts"] = functools.partial(alerts_page, prometheus=prometheus)
     st.title(f"mirrorwatch · {page}")
 
     @st.fragment(run_every=refresh_seconds())
     def body() -> None:
         try:
-            RENDER[page](api)
+            render[page](api)
         except Unreachable as exc:
             st.error(str(exc))
 

@@ -16,8 +16,9 @@ def api_url_for(host: str, port: int) -> str:
     return f"http://{reachable}:{port}"
 
 
-def console_command(api: str, *, port: int, address: str = "127.0.0.1") -> list[str]:
-    """The console's command line; its refresh interval comes from MIRRORWATCH_CONSOLE_REFRESH (seconds, default 5)."""
+def console_command(api: str, *, port: int, address: str = "127.0.0.1", prometheus: str | None = None) -> list[str]:
+    """The console's command line; its refresh interval comes from MIRRORWATCH_CONSOLE_REFRESH (seconds, default 5).
+    With `prometheus`, it charts ranges and shows alerts from that Prometheus."""
     return [
         sys.executable,
         "-m",
@@ -32,4 +33,5 @@ def console_command(api: str, *, port: int, address: str = "127.0.0.1") -> list[
         "--",
         "--api",
         api,
+        *(("--prometheus", prometheus) if prometheus else ()),
     ]

@@ -259,11 +259,19 @@ def alerts_build(out: Path | None, overrides: tuple[str, ...], list_thresholds: 
 @click.option("--api", help="URL of the mirrorwatch HTTP API [default: the config's http.host and http.port].")
 @click.option("--port", type=click.IntRange(0, 65535), default=8501, show_default=True, help="Console port.")
 @click.option("--address", default="127.0.0.1", show_default=True, help="Console listen address (0.0.0.0: all).")
-def console(config_path: Path | None, api: str | None, port: int, address: str) -> None:
-    """The Streamlit ops console: links, consumer groups, canary and topics, refreshed every 5 s.
+@click.option(
+    "--prometheus",
+    metavar="URL",
+    help="A Prometheus that scrapes the monitor: the Overview charts ranges from it (15 min to 7 d) and the Alerts "
+    "page shows its firing alerts instead of the monitor's own judgement.",
+)
+def console(config_path: Path | None, api: str | None, port: int, address: str, prometheus: str | None) -> None:
+    """The Streamlit ops console: links, consumer groups, events, alerts, canary, topics and failover readiness,
+    refreshed every 5 s.
 
-    It reads the HTTP API of `mirrorwatch run` or `mirrorwatch monitor` only, never Kafka; when that API does not
-    answer it says so. MIRRORWATCH_CONSOLE_REFRESH sets the refresh interval in seconds.
+    It reads the HTTP API of `mirrorwatch run` or `mirrorwatch monitor` (and, with --prometheus, that Prometheus),
+    never Kafka; when one does not answer it says so. MIRRORWATCH_CONSOLE_REFRESH sets the refresh interval in
+    seconds.
     """
     from dashboards.launch import api_url_for, console_command
 
@@ -274,8 +282,10 @@ def console(config_path: Path | None, api: str | None, port: int, address: str) 
 
         http = load_config(config_path).http
         api = api_url_for(http.host, http.port)
-    click.echo(f"console on http://{address}:{port} reading {api}", err=True)
-    command = console_command(api, port=port, address=address)
+    click.echo(
+        f"console on http://{address}:{port} reading {api}" + (f" and {prometheus}" if prometheus else ""), err=True
+    )
+    command = console_command(api, port=port, address=address, prometheus=prometheus)
     os.execv(command[0], command)  # Streamlit takes over this process: Ctrl-C and SIGTERM stop it
 
 

@@ -158,13 +158,22 @@ def _text_with(browser: Browser, tab: str, wanted: tuple[str, ...]) -> str | Non
 
 
 def _check_memory(base: str, config_group: str) -> None:
-    """The monitor remembers: the link's lag and throughput over its rounds, every group in one answer."""
+    """The monitor remembers: the link's lag, throughput and canary latency over its rounds, every group in one
+    answer."""
     with urllib.request.urlopen(base + "/mirror/history/links/demo", timeout=5) as response:
         series = json.load(response)["series"]
     assert len(series["replication_lag_records"]) >= 2 and any(v > 0 for _, v in series["records_out_per_second"])
     with urllib.request.urlopen(base + "/mirror/groups", timeout=5) as response:
         groups = {(g["cluster"], g["group"]) for g in json.load(response)["groups"]}
     assert ("source", config_group) in groups and ("source", "demo-billing") in groups, groups
+
+    def canary_points() -> list[list[float]]:
+        with urllib.request.urlopen(base + "/mirror/history/links/demo", timeout=5) as response:
+            return list(json.load(response)["series"].get("canary_e2e_latency_p99_seconds", []))
+
+    # the canary's latency joins the link's history once its first probe is back through the mirror
+    points = wait_until(canary_points, timeout_s=120, interval_s=1, description="the canary's p99 in the history")
+    assert all(0 < v < 60 for _, v in points), points
 
 
 def _check_standby(api: str, seen: list[str], more_lines: Callable[[], bool]) -> None:
