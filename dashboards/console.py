@@ -34,6 +34,7 @@ from dashboards.prometheus import SPANS, Prometheus, PrometheusUnreachable
 
 DEFAULT_API = "http://127.0.0.1:8000"
 PAGES = ("Overview", "Consumer groups", "Events", "Alerts", "Canary", "Topics", "Failover")
+DEFAULT_SPAN = "15 min"  # with --prometheus: what an operator opening the console in an incident wants first
 SORTS = {  # how the groups table is ordered: worst status first, most lag first, fastest-growing lag first
     "status (worst first)": "_rank",
     "total lag": "total lag",
@@ -131,7 +132,7 @@ def worst(values: list[float | None]) -> float | None:
 # -- pages ------------------------------------------------------------------------------------------------------------
 
 
-def overview(api: Api, prometheus: Prometheus | None = None, span_s: float = 3600) -> None:
+def overview(api: Api, prometheus: Prometheus | None = None, span: str = DEFAULT_SPAN) -> None:
     document = api.get("/mirror/links")
     links = (document or {}).get("links", [])
     if not links:
@@ -145,8 +146,8 @@ def overview(api: Api, prometheus: Prometheus | None = None, span_s: float = 360
         charted, source = history, "the monitor's history"
         if prometheus is not None:
             try:
-                charted = prometheus.link_history(name, span_s, time.time())
-                source = f"Prometheus, last {seconds(span_s)}"
+                charted = prometheus.link_history(name, SPANS[span], time.time())
+                source = f"Prometheus, last {span}"
             except PrometheusUnreachable as exc:
                 st.warning(f"{exc}: charts from the monitor's history")
         in_flight = sum(p.get("in_flight_records") or 0 for p in link["partitions"])
@@ -548,9 +549,9 @@ def main() -> None:
     st.sidebar.caption(f"API: {api.base} · refresh every {refresh_seconds():g} s")
     render = dict(RENDER)
     if prometheus is not None:
-        span = st.sidebar.selectbox("Charts over", list(SPANS), index=1)
+        span = st.sidebar.selectbox("Charts over", list(SPANS), index=list(SPANS).index(DEFAULT_SPAN))
         st.sidebar.caption(f"Prometheus: {prometheus.base} (charts and alerts)")
-        render["Overview"] = functools.partial(overview, prometheus=prometheus, span_s=SPANS[span])
+        render["Overview"] = functools.partial(overview, prometheus=prometheus, span=span)
         render["Alerts"] = functools.partial(alerts_page, prometheus=prometheus)
     st.title(f"mirrorwatch · {page}")
 
