@@ -17,9 +17,11 @@ The page body is a fragment re-run every few seconds, so it refreshes without re
 from __future__ import annotations
 
 import argparse
+import base64
 import functools
 import json
 import os
+import ssl
 import sys
 import time
 import urllib.error
@@ -49,18 +51,31 @@ class Unreachable(Exception):
 
 
 class Api:
-    def __init__(self, base: str, timeout_s: float = 5.0) -> None:
+    """The monitor's HTTP API; with `user` (the password from MIRRORWATCH_API_PASSWORD) and `ca_file` for an API
+    behind basic auth and TLS (`http.web_config_file`)."""
+
+    def __init__(self, base: str, timeout_s: float = 5.0, user: str | None = None, ca_file: str | None = None) -> None:
         self.base = base.rstrip("/")
         self.timeout_s = timeout_s
+        self._headers = {}
+        if user:
+            pair = f"{user}:{os.environ.get('MIRRORWATCH_API_PASSWORD', '')}".encode()
+            self._headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
+        self._context = ssl.create_default_context(cafile=ca_file) if ca_file else None
 
     def get(self, path: str) -> Any | None:
         """The JSON at `path`; None for 404 and 503 (not there, or not collected yet)."""
+        request = urllib.request.Request(self.base + path, headers=self._headers)
         try:
-            with urllib.request.urlopen(self.base + path, timeout=self.timeout_s) as response:
+            with urllib.request.urlopen(request, timeout=self.timeout_s, context=self._context) as response:
                 return json.load(response)
         except urllib.error.HTTPError as exc:
             if exc.code in (404, 503):
                 return None
+            if exc.code == 401:
+                raise Unreachable(
+                    f"the monitor at {self.base} wants other credentials (--api-user, MIRRORWATCH_API_PASSWORD)"
+                ) from None
             raise Unreachable(f"the monitor at {self.base} answered {exc.code} for {path}") from None
         except (urllib.error.URLError, OSError, ValueError) as exc:
             reason = getattr(exc, "reason", exc)
@@ -71,12 +86,15 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="console")
     parser.add_argument("--api", default=os.environ.get("MIRRORWATCH_API", DEFAULT_API))
     parser.add_argument("--prometheus", default=os.environ.get("MIRRORWATCH_PROMETHEUS") or None)
+    parser.add_argument("--api-user", default=os.environ.get("MIRRORWATCH_API_USER") or None)
+    parser.add_argument("--api-ca-file", default=os.environ.get("MIRRORWATCH_API_CA_FILE") or None)
     args, _unknown = parser.parse_known_args(argv)
     return args
 
 
-def api_base(argv: list[str]) -> str:
-    return str(_arguments(argv).api)
+def api_client(argv: list[str]) -> Api:
+    args = _arguments(argv)
+    return Api(str(args.api), user=args.api_user, ca_file=args.api_ca_file)
 
 
 def prometheus_base(argv: list[str]) -> str | None:
@@ -542,7 +560,7 @@ RENDER = {
 
 def main() -> None:
     st.set_page_config(page_title="mirrorwatch", page_icon="🪞", layout="wide")
-    api = Api(api_base(sys.argv[1:]))
+    api = api_client(sys.argv[1:])
     url = prometheus_base(sys.argv[1:])
     prometheus = Prometheus(url) if url else None
     page = st.sidebar.radio("Page", PAGES)

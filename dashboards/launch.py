@@ -10,15 +10,25 @@ __all__ = ["CONSOLE_SCRIPT", "api_url_for", "console_command"]
 CONSOLE_SCRIPT = Path(__file__).with_name("console.py")
 
 
-def api_url_for(host: str, port: int) -> str:
+def api_url_for(host: str, port: int, *, tls: bool = False) -> str:
     """The URL a local client reaches an API listening on host:port at (all-interfaces becomes loopback)."""
     reachable = "127.0.0.1" if host in ("", "0.0.0.0", "::") else host
-    return f"http://{reachable}:{port}"
+    return f"{'https' if tls else 'http'}://{reachable}:{port}"
 
 
-def console_command(api: str, *, port: int, address: str = "127.0.0.1", prometheus: str | None = None) -> list[str]:
+def console_command(
+    api: str,
+    *,
+    port: int,
+    address: str = "127.0.0.1",
+    prometheus: str | None = None,
+    api_user: str | None = None,
+    api_ca_file: str | None = None,
+) -> list[str]:
     """The console's command line; its refresh interval comes from MIRRORWATCH_CONSOLE_REFRESH (seconds, default 5).
-    With `prometheus`, it charts ranges and shows alerts from that Prometheus."""
+    With `prometheus`, it charts ranges and shows alerts from that Prometheus. With `api_user`, it sends that user's
+    basic-auth credentials (the password from MIRRORWATCH_API_PASSWORD in its environment, never on a command
+    line); with `api_ca_file`, it trusts that CA for an https API."""
     return [
         sys.executable,
         "-m",
@@ -34,4 +44,6 @@ def console_command(api: str, *, port: int, address: str = "127.0.0.1", promethe
         "--api",
         api,
         *(("--prometheus", prometheus) if prometheus else ()),
+        *(("--api-user", api_user) if api_user else ()),
+        *(("--api-ca-file", api_ca_file) if api_ca_file else ()),
     ]

@@ -11,12 +11,15 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from mirrorwatch import __version__
 from mirrorwatch.errors import ConfigError, MirrorwatchError
+
+if TYPE_CHECKING:
+    from mirrorwatch.config import MirrorwatchConfig
 
 __all__ = ["main"]
 
@@ -192,9 +195,8 @@ def config_check(file: Path) -> None:
     """Exit 0 when FILE is valid (its client properties included: librdkafka is asked, no cluster is contacted);
     otherwise print each problem as `path: message` and exit 2."""
     from mirror.settings import client_problems
-    from mirrorwatch.config import load_config
 
-    cfg = load_config(file)
+    cfg = _serving_config(file)
     problems = [problem for link in cfg.links if link.engine == "python" for problem in client_problems(cfg, link)]
     if problems:
         raise ConfigError(problems, str(file))
@@ -208,6 +210,18 @@ def config_show(file: Path) -> None:
     from mirrorwatch.config import load_config, render_config
 
     click.echo(render_config(load_config(file)), nl=False)
+
+
+def _serving_config(path: Path) -> MirrorwatchConfig:
+    """The config of a command that serves the HTTP API, its http.web_config_file read and checked now (exit 2
+    before any cluster is asked anything)."""
+    from mirrorwatch.config import load_config
+    from mirrorwatch.web_config import load_web_config
+
+    cfg = load_config(path)
+    if cfg.http.web_config_file is not None:
+        load_web_config(cfg.http.web_config_file)
+    return cfg
 
 
 # -- alerts -----------------------------------------------------------------------------------------------------------
@@ -265,13 +279,28 @@ def alerts_build(out: Path | None, overrides: tuple[str, ...], list_thresholds: 
     help="A Prometheus that scrapes the monitor: the Overview charts ranges from it (15 min to 7 d) and the Alerts "
     "page shows its firing alerts instead of the monitor's own judgement.",
 )
-def console(config_path: Path | None, api: str | None, port: int, address: str, prometheus: str | None) -> None:
+@click.option("--api-user", metavar="USER", help="Basic-auth user of the API; its password: MIRRORWATCH_API_PASSWORD.")
+@click.option(
+    "--api-ca-file",
+    type=click.Path(dir_okay=False, exists=True),
+    help="CA certificate (PEM) that signed an https API's certificate.",
+)
+def console(  # noqa: PLR0917 - click passes one parameter per option
+    config_path: Path | None,
+    api: str | None,
+    port: int,
+    address: str,
+    prometheus: str | None,
+    api_user: str | None,
+    api_ca_file: str | None,
+) -> None:
     """The Streamlit ops console: links, consumer groups, events, alerts, canary, topics and failover readiness,
     refreshed every 5 s.
 
     It reads the HTTP API of `mirrorwatch run` or `mirrorwatch monitor` (and, with --prometheus, that Prometheus),
     never Kafka; when one does not answer it says so. MIRRORWATCH_CONSOLE_REFRESH sets the refresh interval in
-    seconds.
+    seconds. An API behind `http.web_config_file`: --api-user with the password in MIRRORWATCH_API_PASSWORD, and
+    --api-ca-file for TLS with a private CA.
     """
     from dashboards.launch import api_url_for, console_command
 
@@ -279,13 +308,17 @@ def console(config_path: Path | None, api: str | None, port: int, address: str, 
         if config_path is None:
             raise click.UsageError("give --config F (to find the HTTP API) or --api URL")
         from mirrorwatch.config import load_config
+        from mirrorwatch.web_config import load_web_config
 
         http = load_config(config_path).http
-        api = api_url_for(http.host, http.port)
+        tls = http.web_config_file is not None and load_web_config(http.web_config_file).tls
+        api = api_url_for(http.host, http.port, tls=tls)
     click.echo(
         f"console on http://{address}:{port} reading {api}" + (f" and {prometheus}" if prometheus else ""), err=True
     )
-    command = console_command(api, port=port, address=address, prometheus=prometheus)
+    command = console_command(
+        api, port=port, address=address, prometheus=prometheus, api_user=api_user, api_ca_file=api_ca_file
+    )
     os.execv(command[0], command)  # Streamlit takes over this process: Ctrl-C and SIGTERM stop it
 
 
@@ -466,10 +499,9 @@ def monitor(config_path: Path) -> None:
     Every monitor.interval_seconds it reads every cluster's high-watermarks and every group's committed offsets.
     The API (http.host:http.port) answers Burrow's /v3/kafka/... requests, /mirror/links, /metrics, /healthz, /readyz.
     """
-    from mirrorwatch.config import load_config
     from mirrorwatch.services import run_monitor
 
-    sys.exit(run_monitor(load_config(config_path), _stop_event()))
+    sys.exit(run_monitor(_serving_config(config_path), _stop_event()))
 
 
 @cli.command()
@@ -483,10 +515,9 @@ def canary(config_path: Path) -> None:
     /canary and /metrics (http.host:http.port). Run the mirror (any mirror tool) separately; `mirrorwatch run`
     includes the canary.
     """
-    from mirrorwatch.config import load_config
     from mirrorwatch.services import run_canary
 
-    sys.exit(run_canary(load_config(config_path), _stop_event()))
+    sys.exit(run_canary(_serving_config(config_path), _stop_event()))
 
 
 @cli.command()
@@ -497,10 +528,9 @@ def run(config_path: Path) -> None:
     The monitor reads the engine's consumed, acknowledged and committed positions in memory, so /mirror/links and
     the mirrorwatch_mirror_* metrics show replication lag, not just committed lag.
     """
-    from mirrorwatch.config import load_config
     from mirrorwatch.services import run_everything
 
-    sys.exit(run_everything(load_config(config_path), _stop_event()))
+    sys.exit(run_everything(_serving_config(config_path), _stop_event()))
 
 
 # -- demo -------------------------------------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from pydantic_core import PydanticCustomError
 from mirrorwatch.alert_thresholds import AlertThresholds
 from mirrorwatch.errors import ConfigError, ConfigProblem
 from mirrorwatch.patterns import PatternError, compile_pattern
+from mirrorwatch.yaml_file import read_yaml
 
 __all__ = [
     "CanaryConfig",
@@ -349,8 +350,9 @@ class CanaryConfig(_Model):
 
 
 class HttpConfig(_Model):
-    host: str = "0.0.0.0"  # all interfaces, as Burrow and kafka_exporter listen, so Prometheus can scrape
+    host: str = "127.0.0.1"  # loopback unless said otherwise (0.0.0.0: every interface, for a remote Prometheus)
     port: Annotated[int, Field(ge=0, le=65535)] = 8000
+    web_config_file: Annotated[str, StringConstraints(min_length=1)] | None = None  # TLS, basic auth: web_config.py
 
 
 class MirrorwatchConfig(_Model):
@@ -546,53 +548,7 @@ def parse_config(doc: object, *, source: str | None = None, env: Mapping[str, st
 
 def load_config(path: str | Path, *, env: Mapping[str, str] | None = None) -> MirrorwatchConfig:
     """Read and validate a mirrorwatch YAML file."""
-    source = str(path)
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise ConfigError([ConfigProblem("", f"cannot read config file: {exc.strerror}")], source) from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        problem = f"not UTF-8 text: byte 0x{raw[exc.start]:02x} on line {line}"
-        raise ConfigError([ConfigProblem("", problem)], source) from None
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-        reason = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError([ConfigProblem("", f"not valid YAML: {where}{reason}")], source) from None
-    except RecursionError:
-        raise ConfigError([ConfigProblem("", f"not a config: nested deeper than {MAX_DEPTH} levels")], source) from None
-    oversized = _oversized(doc)
-    if oversized:
-        raise ConfigError([ConfigProblem("", oversized)], source)
-    return parse_config(doc, source=source, env=env)
-
-
-MAX_DEPTH = 32  # a real config is 6 levels deep
-MAX_VALUES = 100_000  # values in the document once YAML aliases are expanded (a real config: hundreds)
-
-
-def _oversized(doc: object) -> str | None:
-    """Why a loaded document is not a config that validation can walk: nested too deeply, or too many values once
-    aliases are expanded (a few hundred bytes of nested aliases expand to billions, or to a cycle); None when fine."""
-    stack: list[tuple[object, int]] = [(doc, 0)]
-    seen = 0
-    while stack:
-        node, depth = stack.pop()
-        seen += 1
-        if seen > MAX_VALUES:
-            return f"not a config: more than {MAX_VALUES:,} values once its YAML aliases are expanded"
-        if depth > MAX_DEPTH:
-            return f"not a config: nested deeper than {MAX_DEPTH} levels"
-        if isinstance(node, dict):
-            stack.extend((child, depth + 1) for pair in node.items() for child in pair)
-        elif isinstance(node, list):
-            stack.extend((child, depth + 1) for child in node)
-    return None
+    return parse_config(read_yaml(path), source=str(path), env=env)
 
 
 def render_config(config: MirrorwatchConfig) -> str:

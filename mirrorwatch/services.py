@@ -26,6 +26,7 @@ from mirrorwatch.clock import SystemClock
 from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.errors import MirrorwatchError
 from mirrorwatch.status_board import HOST, KEEP_STALE_MS, STATUS_MAX_AGE_MS, StatusBoard
+from mirrorwatch.web_config import load_web_config
 from mirrorwatch.worker_status import WorkerStatus
 from monitor.history import CanaryReading
 from monitor.http import HttpServer, create_app
@@ -67,8 +68,11 @@ def serve(
     else:
         routes.append(Route("/canary", _json_route(lambda: _published_canary(config))))
 
+    web = load_web_config(config.http.web_config_file) if config.http.web_config_file else None
+
     def start(port: int) -> HttpServer:
-        server = HttpServer(create_app(monitor, extra_routes=routes, collectors=collectors), config.http.host, port)
+        app = create_app(monitor, extra_routes=routes, collectors=collectors)
+        server = HttpServer(app, config.http.host, port, web)
         server.start()
         return server
 
@@ -79,7 +83,9 @@ def serve(
             raise
         server = start(0)
     what = "Burrow /v3/kafka, /mirror/links, " if monitor is not None else ""
-    log.info("HTTP API on http://%s:%d (%s/canary, /metrics, /healthz)", config.http.host, server.port, what)
+    guard = "" if web is None else f", {web.describe()}"
+    url = f"{server.scheme}://{config.http.host}:{server.port}"
+    log.info("HTTP API on %s%s (%s/canary, /metrics, /healthz)", url, guard, what)
     return server
 
 

@@ -31,10 +31,12 @@ from prometheus_client.registry import Collector
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from mirrorwatch.web_config import BasicAuth, WebConfig
 from monitor.evaluator import GroupEvaluation, OffsetSample, PartitionEvaluation, Status
 from monitor.exporter import MonitorCollector
 from monitor.history import History
@@ -478,17 +480,51 @@ def _raise_file_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 65536, hard))
 
 
-class HttpServer:
-    """uvicorn serving the app on a background thread; `port` is the bound port (useful with port 0)."""
+class _BasicAuthRequired:
+    """Every request without one of the web config's users' credentials gets 401, before the app sees it."""
 
-    def __init__(self, app: Starlette, host: str, port: int) -> None:
+    def __init__(self, app: ASGIApp, auth: BasicAuth) -> None:
+        self.app = app
+        self.auth = auth
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            header = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
+            # a bcrypt check is tens of ms: off the event loop, so /healthz answers while it runs
+            if not await asyncio.get_running_loop().run_in_executor(None, self.auth.allows, header):
+                response = PlainTextResponse(
+                    "401 Unauthorized\n", status_code=401, headers={"WWW-Authenticate": 'Basic realm="mirrorwatch"'}
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+class HttpServer:
+    """uvicorn serving the app on a background thread; `port` is the bound port (useful with port 0). With a web
+    config: TLS and/or basic auth (`mirrorwatch.web_config`)."""
+
+    def __init__(self, app: Starlette, host: str, port: int, web: WebConfig | None = None) -> None:
         _raise_file_limit()
+        served: ASGIApp = app
+        if web is not None and web.users:
+            served = _BasicAuthRequired(app, BasicAuth(web.users))
+        context = web.server_context() if web is not None and web.tls else None
         self._server = uvicorn.Server(
-            uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off", http=_Guarded)
+            uvicorn.Config(
+                served,
+                host=host,
+                port=port,
+                log_level="warning",
+                lifespan="off",
+                http=_Guarded,
+                ssl_context_factory=None if context is None else (lambda _config, _default: context),
+            )
         )
         self._thread = threading.Thread(target=self._server.run, name="mirrorwatch-http", daemon=True)
         self.host = host
         self.port = port
+        self.scheme = "https" if context is not None else "http"
 
     def start(self, timeout_s: float = 10.0) -> None:
         from mirrorwatch.wait import wait_until

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything a fresh machine needs, idempotent and quick when already done:
-#   1. Debian packages for the commands mirrorwatch runs (java, mvn, promtool, chromium, kcat), installed only when missing;
+#   1. Debian packages for the commands mirrorwatch runs (java, mvn, promtool, chromium, kcat, openssl), only when missing;
 #   2. the virtualenv .venv with the pinned Python dependencies of requirements.lock and mirrorwatch itself;
 #   3. the Kafka jars and Spark's Kafka connector jars from Maven Central into the jar cache.
 set -euo pipefail
@@ -15,6 +15,7 @@ declare -A NEEDED=(
   [promtool]=prometheus
   [chromium]=chromium
   [kcat]=kcat
+  [openssl]=openssl  # the tests' throwaway CA and certificates
 )
 missing=()
 for cmd in "${!NEEDED[@]}"; do

@@ -29,14 +29,20 @@ def get_json(url: str) -> Any:
 
 @contextlib.contextmanager
 def prometheus_server(tmp_path: Path) -> Iterator[Callable[..., str]]:
-    """`start(port, thresholds, labels=None)`: a real Prometheus scraping 127.0.0.1:PORT every second with the
-    shipped rules and these thresholds, adding `labels` to every series of the target (as a Kubernetes scrape adds
-    `namespace`); returns its URL. Every Prometheus started is stopped at the end."""
+    """`start(port, thresholds, labels=None, scrape=None)`: a real Prometheus scraping 127.0.0.1:PORT every second
+    with the shipped rules and these thresholds, adding `labels` to every series of the target (as a Kubernetes
+    scrape adds `namespace`) and `scrape`'s keys to the scrape config (scheme, tls_config, basic_auth); returns its
+    URL. Every Prometheus started is stopped at the end."""
     binary = shutil.which("prometheus")
     assert binary, "prometheus is missing: scripts/setup.sh installs Debian's prometheus package"
     started: list[subprocess.Popen[bytes]] = []
 
-    def start(target_port: int, thresholds: Mapping[str, str], labels: Mapping[str, str] | None = None) -> str:
+    def start(
+        target_port: int,
+        thresholds: Mapping[str, str],
+        labels: Mapping[str, str] | None = None,
+        scrape: Mapping[str, Any] | None = None,
+    ) -> str:
         rules = tmp_path / "mirrorwatch.rules.yml"
         rules.write_text(render(build_rules(dict(thresholds))))
         config = tmp_path / "prometheus.yml"
@@ -49,6 +55,7 @@ def prometheus_server(tmp_path: Path) -> Iterator[Callable[..., str]]:
                         {
                             "job_name": "mirrorwatch",
                             "static_configs": [{"targets": [f"127.0.0.1:{target_port}"], "labels": dict(labels or {})}],
+                            **(scrape or {}),
                         }
                     ],
                 }

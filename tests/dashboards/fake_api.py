@@ -22,6 +22,7 @@ from canary.tracker import Tracker
 from failover.standby import GroupStandby, StandbyView
 from failover.translate import Translation
 from mirrorwatch.config import ClusterConfig, LinkConfig, MonitorConfig, parse_config
+from mirrorwatch.web_config import WebConfig
 from monitor.evaluator import GroupEvaluation, Status
 from monitor.history import transitions
 from monitor.http import HttpServer, _link, _memory_routes
@@ -241,12 +242,12 @@ class _Counted:
 
 
 @contextlib.contextmanager
-def serving() -> Iterator[str]:
+def serving(web: WebConfig | None = None) -> Iterator[str]:
     service = remembering_service()
-    server = HttpServer(app(service), "127.0.0.1", 0)
+    server = HttpServer(app(service), "127.0.0.1", 0, web)
     server.start()
     try:
-        yield f"http://127.0.0.1:{server.port}"
+        yield f"{server.scheme}://127.0.0.1:{server.port}"
     finally:
         server.stop()
         service.stop()

@@ -8,15 +8,18 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import bcrypt
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from dashboards.launch import CONSOLE_SCRIPT
 from mirrorwatch.processes import free_port
 from mirrorwatch.wait import wait_until
+from mirrorwatch.web_config import WebConfig
 from tests.dashboards.browser import headless_chromium
 from tests.dashboards.fake_api import ASKED, serving
 from tests.processes import wait_for_http
+from tests.tls import make_certificates
 
 
 @pytest.fixture
@@ -135,6 +138,32 @@ def test_an_unreachable_monitor_is_said_plainly(monkeypatch: pytest.MonkeyPatch)
         app = open_page(console(), page)
         errors = [str(e.value) for e in app.error]
         assert len(errors) == 1 and errors[0].startswith(f"monitor unreachable at {url} ("), (page, errors)
+
+
+def test_an_api_behind_tls_and_basic_auth_is_read_with_the_user_and_ca_given(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    certs = make_certificates(tmp_path)
+    users = {"console": bcrypt.hashpw(b"right-pw", bcrypt.gensalt(rounds=4))}
+    web = WebConfig(source="web.yml", cert_file=certs.cert, key_file=certs.key, users=users)
+    with serving(web) as url:
+        assert url.startswith("https://")
+        monkeypatch.setenv("MIRRORWATCH_API", url)
+        monkeypatch.setenv("MIRRORWATCH_API_USER", "console")
+        monkeypatch.setenv("MIRRORWATCH_API_CA_FILE", str(certs.ca))
+        monkeypatch.setenv("MIRRORWATCH_API_PASSWORD", "right-pw")
+        app = console()
+        assert not app.error and "dc1-to-dc2: dc1 → dc2" in texts(app)
+        monkeypatch.setenv("MIRRORWATCH_API_PASSWORD", "wrong-pw")
+        errors = [str(e.value) for e in console().error]
+        assert errors == [f"the monitor at {url} wants other credentials (--api-user, MIRRORWATCH_API_PASSWORD)"], (
+            errors
+        )
+        monkeypatch.delenv("MIRRORWATCH_API_CA_FILE")  # a private CA not trusted: said, not a traceback
+        errors = [str(e.value) for e in console().error]
+        assert (
+            len(errors) == 1 and errors[0].startswith(f"monitor unreachable at {url} (") and "CERTIFICATE" in errors[0]
+        )
 
 
 @pytest.mark.integration
