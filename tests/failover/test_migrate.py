@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, TopicPartition
 from bench.mm2 import mm2_properties, running_mm2
 from failover.migrate_format import MM2_CONNECTOR
 from mirrorwatch.config import ClusterConfig, MirrorwatchConfig
-from mirrorwatch.kafka import new_consumer, new_producer
+from mirrorwatch.kafka import new_admin, new_consumer, new_producer
 from mirrorwatch.wait import wait_until
 from tests.kafka_helpers import Record, end_offsets, produce, read_to_end, wait_for_commits
 from tests.processes import MirrorProcess
@@ -368,4 +368,10 @@ def test_refused_for_names_positions_or_topics_that_do_not_fit_and_nothing_commi
     both = str(write_config([link("takeover", f"{topic}|{other}", group)]))
     code, out = replicator(both, (topic, 0, 10), (other, 0, 10))
     assert code == 2 and f"positions for topics missing on source: [{other!r}]" in out, out
+    # A position below the log start (records retention removed): exit 1, per partition, never clamped
+    admin = new_admin(source, "source")  # kept: its futures need it alive
+    for future in admin.delete_records([TopicPartition(topic, 0, 50)]).values():
+        future.result(timeout=30)
+    code, out = replicator(config, (topic, 0, 10))
+    assert code == 1 and f"{topic}[0]: position 11 is below the log start 50" in out, out
     assert committed_of(source, group, topic) == before, "a refused migration committed something"
