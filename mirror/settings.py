@@ -1,6 +1,6 @@
 """The Kafka client settings of every engine, in one place: librdkafka defaults a user may override per cluster or
-per link (`consumer_properties`, `producer_properties`), the safety settings nobody overrides, and the same cluster
-settings as the Java client's `kafka.*` options for Spark's connector."""
+per link (`consumer_properties`, `producer_properties`), the safety settings nobody overrides (the Java client's, for
+Spark's connector, are in mirror.java_client)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer
 
-from mirrorwatch.config import ClusterConfig, LinkConfig, MirrorwatchConfig, reveal
+from mirrorwatch.config import LinkConfig, MirrorwatchConfig, reveal
 from mirrorwatch.errors import ConfigProblem
 from mirrorwatch.kafka import error_text
 
@@ -21,7 +21,6 @@ __all__ = [
     "PRODUCER_FIXED",
     "client_problems",
     "consumer_settings",
-    "java_kafka_options",
     "producer_settings",
 ]
 
@@ -102,15 +101,6 @@ def producer_settings(
     }
     settings.setdefault("client.id", client_id)
     return settings
-
-
-def java_kafka_options(prefix: str, cluster: ClusterConfig) -> dict[str, str]:
-    """bootstrap.servers and the cluster's client properties as Spark `kafka.*` options (Java client names: the
-    security settings librdkafka and the Java client share are passed through unchanged)."""
-    options = {f"{prefix}bootstrap.servers": cluster.bootstrap_servers}
-    for name, value in cluster.client_properties().items():
-        options[f"{prefix}{name}"] = str(value)
-    return options
 
 
 _PROPERTY = re.compile(r'property:? "([^"]+)"')

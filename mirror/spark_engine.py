@@ -34,7 +34,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from mirror.admin import link_cluster_ids
 from mirror.failure import MirrorFailure
-from mirror.settings import java_kafka_options
+from mirror.java_client import java_kafka_options
 from mirror.spark_plan import (
     TOPIC,
     SparkLinkPlan,

@@ -17,6 +17,7 @@ import click
 
 from mirrorwatch import __version__
 from mirrorwatch.errors import ConfigError, MirrorwatchError
+from mirrorwatch.local_security import MODES
 
 if TYPE_CHECKING:
     from mirrorwatch.config import MirrorwatchConfig
@@ -117,13 +118,21 @@ def _state_dir_option(f: Any) -> Any:
 
 @local.command("up")
 @_state_dir_option
-def local_up(state_dir: Path) -> None:
+@click.option(
+    "--security",
+    type=click.Choice(MODES),
+    help="How new clusters are secured (SCRAM-SHA-512/PLAIN users, a throwaway CA, StandardAuthorizer) "
+    "[default: plaintext, or what the state dir's clusters were made with].",
+)
+def local_up(state_dir: Path, security: str | None) -> None:
     """Start both clusters (creating them the first time) and wait until each answers."""
     from mirrorwatch.local import LocalClusters
 
-    clusters = LocalClusters(state_dir)
+    clusters = LocalClusters(state_dir, security=security)
     clusters.up()
     click.echo(f"config: {clusters.config_path}")
+    if clusters.security.sasl:
+        click.echo(f"its password comes from the environment: set -a; . {clusters.security.env_file}; set +a")
     click.echo(f"stop them with: mirrorwatch local down --state-dir {clusters.state_dir}")
 
 

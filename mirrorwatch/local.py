@@ -5,6 +5,7 @@ Each cluster (`source`, `target`) gets its own cluster id, data directory and fr
     DIR/state.json              ids, ports and pids (what `status` and `down` read)
     DIR/mirrorwatch.yaml        a config describing both clusters, ready for every mirrorwatch command
     DIR/<alias>/server.properties, log4j2.properties, data/, broker.log
+    DIR/security.json, client.env, tls/  only for secured clusters (`up --security MODE`, see local_security)
 
 Brokers run detached (`mirrorwatch local up` returns and they keep running) unless `tie_to_parent` is set, which is
 what the test fixtures and the demo use: the kernel then sends the broker SIGTERM if the owning process dies, so a
@@ -31,6 +32,7 @@ from pathlib import Path
 from mirrorwatch.config import ClusterConfig
 from mirrorwatch.errors import LocalClusterError
 from mirrorwatch.jars import KAFKA, require_java, resolve_jars
+from mirrorwatch.local_security import LocalSecurity, load_security, prepare_security
 from mirrorwatch.processes import die_with_parent, free_port
 from mirrorwatch.wait import WaitTimeout, wait_until
 
@@ -52,12 +54,8 @@ _SERVER_PROPERTIES = """\
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:{controller_port}
-listeners=PLAINTEXT://127.0.0.1:{broker_port},CONTROLLER://127.0.0.1:{controller_port}
-advertised.listeners=PLAINTEXT://127.0.0.1:{broker_port}
 controller.listener.names=CONTROLLER
-inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
-log.dirs={data_dir}
+{listeners}log.dirs={data_dir}
 # Topics are created on purpose (the mirror's topic planner does it), never by a typo in a producer.
 auto.create.topics.enable=false
 num.partitions=1
@@ -146,10 +144,18 @@ class BrokerStatus:
 class LocalClusters:
     """The local clusters living in one state dir. Safe to use from a process other than the one that started them."""
 
-    def __init__(self, state_dir: Path | str, *, progress: Callable[[str], None] = print) -> None:
+    def __init__(
+        self, state_dir: Path | str, *, progress: Callable[[str], None] = print, security: str | None = None
+    ) -> None:
+        """`security`: the mode new clusters are made with (`local_security.MODES`); None keeps the state dir's."""
         self.state_dir = Path(state_dir).resolve()
         self._progress = progress
+        self._security_mode = security
         self._children: dict[str, subprocess.Popen[bytes]] = {}
+
+    @property
+    def security(self) -> LocalSecurity:
+        return load_security(self.state_dir)
 
     @property
     def config_path(self) -> Path:
@@ -226,6 +232,7 @@ class LocalClusters:
         """Start the clusters (creating them the first time) and wait until each answers a metadata request."""
         java = require_java()
         jars = resolve_jars(KAFKA, progress=self._progress)
+        security = prepare_security(self.state_dir, self._security_mode)
         state = self._load_state()
         started: list[tuple[LocalCluster, subprocess.Popen[bytes] | None]] = []
         for alias in aliases:
@@ -243,17 +250,17 @@ class LocalClusters:
                 self._progress(f"{alias}: already running at {cluster.bootstrap_servers}")
                 started.append((cluster, None))
                 continue
-            self._prepare(cluster, java, jars)
+            self._prepare(cluster, java, jars, security)
             child = self._start(cluster, java, jars, tie_to_parent=tie_to_parent)
             state[alias]["pid"] = child.pid
             self._save_state(state)
             started.append((cluster, child))
         self._write_config()
         for cluster, process in started:
-            self._wait_ready(cluster, process)
+            self._wait_ready(cluster, process, security)
         return [cluster for cluster, _ in started]
 
-    def _prepare(self, cluster: LocalCluster, java: str, jars: Path) -> None:
+    def _prepare(self, cluster: LocalCluster, java: str, jars: Path, security: LocalSecurity) -> None:
         for port in (cluster.broker_port, cluster.controller_port):
             if _port_in_use(port):
                 raise LocalClusterError(
@@ -262,11 +269,14 @@ class LocalClusters:
                 )
         data_dir = cluster.directory / "data"
         cluster.directory.mkdir(parents=True, exist_ok=True)
-        cluster.server_properties.write_text(
-            _SERVER_PROPERTIES.format(
-                broker_port=cluster.broker_port, controller_port=cluster.controller_port, data_dir=data_dir
+        listeners = security.server_properties(cluster.broker_port, cluster.controller_port)
+        fd = os.open(cluster.server_properties, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # may hold passwords
+        with os.fdopen(fd, "w") as out:
+            out.write(
+                _SERVER_PROPERTIES.format(
+                    controller_port=cluster.controller_port, listeners=listeners, data_dir=data_dir
+                )
             )
-        )
         (cluster.directory / "log4j2.properties").write_text(_LOG4J2_PROPERTIES)
         if (data_dir / "meta.properties").is_file():
             return  # formatted before: restart with the same data and cluster id
@@ -279,6 +289,7 @@ class LocalClusters:
             cluster.cluster_id,
             "-c",
             str(cluster.server_properties),
+            *security.format_args(),
         ]
         result = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
         if result.returncode != 0:
@@ -314,11 +325,16 @@ class LocalClusters:
         self._children[cluster.alias] = process
         return process
 
-    def _wait_ready(self, cluster: LocalCluster, process: subprocess.Popen[bytes] | None) -> None:
+    def _wait_ready(
+        self, cluster: LocalCluster, process: subprocess.Popen[bytes] | None, security: LocalSecurity
+    ) -> None:
         from mirrorwatch.kafka import new_admin
 
+        client = ClusterConfig(
+            bootstrap_servers=cluster.bootstrap_servers, properties=security.client_properties(reveal=True)
+        )
         # log_level 0: the probe is expected to be refused while the broker starts; those lines are noise.
-        admin = new_admin(cluster.cluster_config(), cluster.alias, {"log_level": 0})
+        admin = new_admin(client, cluster.alias, {"log_level": 0})
 
         def answered() -> bool:
             if process is not None and process.poll() is not None:
@@ -349,7 +365,10 @@ class LocalClusters:
                 f"{cluster.alias}: no answer from {cluster.bootstrap_servers} within {START_TIMEOUT_S:g}s; "
                 f"last lines of {cluster.log_path}:\n{self.log_tail(cluster)}"
             ) from None
-        self._progress(f"{cluster.alias}: ready at {cluster.bootstrap_servers} (cluster id {cluster.cluster_id})")
+        secured = "" if security.mode == "plaintext" else f", {security.mode}"
+        self._progress(
+            f"{cluster.alias}: ready at {cluster.bootstrap_servers} (cluster id {cluster.cluster_id}{secured})"
+        )
 
     def log_tail(self, cluster: LocalCluster, lines: int = 15) -> str:
         try:
@@ -358,17 +377,24 @@ class LocalClusters:
             return "(no log)"
 
     def _write_config(self) -> None:
+        security = self.security
         lines = [
             "# Written by `mirrorwatch local up`: the two local clusters. Add links to mirror between them, e.g.",
             "#   links:",
             "#     - {name: source-to-target, source: source, target: target, topics: {include: ['orders\\..*']}}",
-            "clusters:",
         ]
+        if security.sasl:
+            lines.append(f"# The password comes from the environment: set -a; . {security.env_file}; set +a")
+        lines.append("clusters:")
         for cluster in self.clusters():
             lines += [
                 f"  {cluster.alias}:  # cluster id {cluster.cluster_id}",
                 f"    bootstrap_servers: {cluster.bootstrap_servers}",
             ]
+            properties = security.client_properties()
+            if properties:
+                lines.append("    properties:")
+                lines += [f"      {name}: {json.dumps(value)}" for name, value in properties.items()]
         lines.append("links: []")
         lines.append(
             f"state_dir: {json.dumps(str(self.state_dir / 'run'))}  # status files of running links and the canary"
@@ -431,11 +457,16 @@ class LocalClusters:
         if not self._state_path.exists():
             raise LocalClusterError(f"{self.state_dir} holds no local clusters (no state.json): nothing to purge")
         removed: list[str] = []
-        for path in [*(self.state_dir / alias for alias in ALIASES), self.state_dir / "run"]:
+        for path in [*(self.state_dir / alias for alias in ALIASES), self.state_dir / "run", self.state_dir / "tls"]:
             if path.is_dir():
                 shutil.rmtree(path)
                 removed.append(f"removed {path}")
-        for path in (self.config_path, self._state_path):
+        for path in (
+            self.config_path,
+            self._state_path,
+            self.state_dir / "security.json",
+            self.state_dir / "client.env",
+        ):
             if path.exists():
                 path.unlink()
                 removed.append(f"removed {path}")

@@ -3,7 +3,9 @@
 Integration tests ask for `local_clusters` (or a fixture built on it): two real Kafka clusters started once per
 session and always stopped, also on Ctrl-C and failures (and, should pytest itself be killed, by the kernel through
 PR_SET_PDEATHSIG). To run against clusters already up (`mirrorwatch local up --state-dir DIR`), pass
-`--clusters DIR` or set MIRRORWATCH_TEST_CLUSTERS=DIR: the suite then neither starts nor stops them.
+`--clusters DIR` or set MIRRORWATCH_TEST_CLUSTERS=DIR: the suite then neither starts nor stops them. With
+`--security MODE` the clusters the run starts are secured as `mirrorwatch local up --security MODE` makes them (the
+tests that run on secured pairs in CI are those marked `secured`).
 Unit tests ask for none of this and need no broker.
 """
 
@@ -26,6 +28,7 @@ import yaml
 from mirrorwatch.config import MirrorwatchConfig, load_config
 from mirrorwatch.kafka import create_topics, new_admin
 from mirrorwatch.local import ALIASES, LocalClusters
+from mirrorwatch.local_security import MODES
 from tests.processes import MirrorProcess, session_document
 from tests.prometheus import prometheus_server
 
@@ -36,6 +39,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="DIR",
         default=os.environ.get("MIRRORWATCH_TEST_CLUSTERS"),
         help="state dir of clusters already started with `mirrorwatch local up` (env MIRRORWATCH_TEST_CLUSTERS)",
+    )
+    parser.addoption(
+        "--security",
+        choices=MODES,
+        default=os.environ.get("MIRRORWATCH_TEST_SECURITY", "plaintext"),
+        help="how the clusters the run starts are secured, as `local up --security` (env MIRRORWATCH_TEST_SECURITY)",
     )
 
 
@@ -64,11 +73,14 @@ def local_clusters(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
         down = [s.cluster.alias for s in clusters.status() if not s.is_running]
         if len(clusters.status()) != len(ALIASES) or down:
             pytest.exit(f"--clusters {existing}: clusters not running ({down or 'none defined'})", returncode=2)
+        os.environ.update(clusters.security.environment())  # the client password, for this run's subprocesses too
         yield clusters
         return
-    clusters = LocalClusters(tmp_path_factory.mktemp("clusters"), progress=lambda _line: None)
+    security = request.config.getoption("--security")
+    clusters = LocalClusters(tmp_path_factory.mktemp("clusters"), progress=lambda _line: None, security=security)
     try:
         clusters.up(tie_to_parent=True)
+        os.environ.update(clusters.security.environment())
         yield clusters
     finally:
         clusters.down()

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mirror.engine import LinkWorker
-from mirrorwatch.config import MirrorwatchConfig, parse_config
+from mirrorwatch.config import MirrorwatchConfig, parse_config, reveal
 from mirrorwatch.wait import wait_until
 
 
@@ -34,7 +34,11 @@ def session_document(
     clusters_config: MirrorwatchConfig, links: list[dict[str, Any]] | None = None, **sections: Any
 ) -> dict[str, Any]:
     """A config document (as YAML would hold it) for the session's clusters with these links and sections."""
-    clusters = {alias: {"bootstrap_servers": c.bootstrap_servers} for alias, c in clusters_config.clusters.items()}
+    clusters: dict[str, Any] = {}
+    for alias, cluster in clusters_config.clusters.items():
+        clusters[alias] = {"bootstrap_servers": cluster.bootstrap_servers}
+        if cluster.properties:  # secured clusters (`--security`): their client settings, as the test's own file
+            clusters[alias]["properties"] = reveal(cluster.properties)
     return {"clusters": clusters, "links": links or [], **sections}
 
 

@@ -39,6 +39,7 @@ PURE = {
     "mirror.progress",
     "mirror.topics",
     "mirror.spark_plan",
+    "mirror.java_client",
     "canary.tracker",
     "canary.probe",
     "alerts.rules",

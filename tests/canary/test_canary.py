@@ -73,6 +73,7 @@ def link_view(canary: CanaryService) -> LinkView:
     return view
 
 
+@pytest.mark.secured
 def test_probes_through_a_stopped_and_restarted_mirror(
     canary: CanaryService,
     canary_config: Path,

@@ -54,6 +54,7 @@ def source_offsets_on_target(records: list[ReadRecord]) -> dict[int, list[int]]:
     return {p: [int(provenance(r, "source.offset")) for r in rs] for p, rs in by_partition(records).items()}
 
 
+@pytest.mark.secured
 def test_records_are_mirrored_with_key_value_headers_timestamp_partition_and_order(
     clusters_config: MirrorwatchConfig,
     local_clusters: LocalClusters,
@@ -147,6 +148,7 @@ def assert_no_loss_and_rewinds_only_to(
         assert max(offsets) == end - 1, f"partition {partition}: last mirrored {max(offsets)}, source end {end}"
 
 
+@pytest.mark.secured
 def test_sigkill_at_three_random_moments_loses_nothing(
     clusters_config: MirrorwatchConfig,
     make_topic: Callable[..., str],
@@ -310,6 +312,7 @@ def test_same_cluster_link_with_a_prefix_mirrors_once_and_does_not_chain(
     assert f"source.source.{topic}" not in mirror.log()
 
 
+@pytest.mark.secured
 def test_exactly_once_survives_sigkills_with_each_record_once(
     clusters_config: MirrorwatchConfig,
     make_topic: Callable[..., str],

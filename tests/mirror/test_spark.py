@@ -81,6 +81,7 @@ def records(start: int, count: int) -> list[Record]:
     ]
 
 
+@pytest.mark.secured
 def test_fifty_thousand_records_keep_partition_key_value_and_headers_and_the_monitor_sees_the_link(
     clusters_config: MirrorwatchConfig,
     make_topic: Callable[..., str],

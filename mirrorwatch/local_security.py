@@ -1,0 +1,279 @@
+"""Secured local clusters: what `mirrorwatch local up --security MODE` adds to the two local clusters.
+
+    plaintext        no TLS, no authentication (the default, as before)
+    sasl_plaintext   SASL (SCRAM-SHA-512 and PLAIN) without TLS
+    sasl_ssl         SASL (SCRAM-SHA-512 and PLAIN) over TLS
+    ssl              TLS, no client authentication
+    mtls             TLS with client certificates (the principal is the certificate's CN)
+
+Everything lives under the state dir, made once and kept across restarts:
+
+    DIR/security.json    the mode and the generated passwords (0600)
+    DIR/client.env       MIRRORWATCH_LOCAL_PASSWORD=... for `set -a; . DIR/client.env` (0600)
+    DIR/tls/             a throwaway CA, the brokers' certificate (PKCS12, SAN 127.0.0.1 and localhost) and the
+                         clients' certificate and key (PEM), made by the openssl command, never by hand-rolled crypto
+
+SCRAM users are created when the storage is formatted (KIP-900), PLAIN users are in the listener's JAAS config.
+Secured brokers run KRaft's StandardAuthorizer with `allow.everyone.if.no.acl.found=false`. The super users are
+the brokers' own principal, ANONYMOUS (the controller listener is PLAINTEXT on 127.0.0.1, the only place that
+principal can come from) and, for now, the `mirrorwatch` client principal every generated client setting uses.
+The generated config refers to the client password as `${MIRRORWATCH_LOCAL_PASSWORD}`, never by value.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from mirrorwatch.errors import LocalClusterError
+
+__all__ = [
+    "CLIENT_PRINCIPAL",
+    "MODES",
+    "PASSWORD_ENV",
+    "LocalSecurity",
+    "load_security",
+    "prepare_security",
+]
+
+MODES = ("plaintext", "sasl_plaintext", "sasl_ssl", "ssl", "mtls")
+PROTOCOLS = {
+    "plaintext": "PLAINTEXT",
+    "sasl_plaintext": "SASL_PLAINTEXT",
+    "sasl_ssl": "SASL_SSL",
+    "ssl": "SSL",
+    "mtls": "SSL",
+}
+CLIENT_PRINCIPAL = "mirrorwatch"
+BROKER_PRINCIPAL = "broker"
+MECHANISM = "SCRAM-SHA-512"
+PASSWORD_ENV = "MIRRORWATCH_LOCAL_PASSWORD"
+CERT_DAYS = "3650"
+_FILE = "security.json"
+
+
+@dataclass(frozen=True)
+class LocalSecurity:
+    """The security of the local clusters of one state dir."""
+
+    mode: str
+    state_dir: Path
+    broker_password: str = ""
+    client_password: str = ""
+    keystore_password: str = ""
+
+    @property
+    def protocol(self) -> str:
+        return PROTOCOLS[self.mode]
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol.startswith("SASL_")
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol.endswith("SSL")
+
+    @property
+    def tls_dir(self) -> Path:
+        return self.state_dir / "tls"
+
+    @property
+    def ca_file(self) -> Path:
+        return self.tls_dir / "ca.crt"
+
+    @property
+    def client_cert(self) -> Path:
+        return self.tls_dir / f"{CLIENT_PRINCIPAL}.crt"
+
+    @property
+    def client_key(self) -> Path:
+        return self.tls_dir / f"{CLIENT_PRINCIPAL}.key"
+
+    @property
+    def env_file(self) -> Path:
+        return self.state_dir / "client.env"
+
+    # -- the broker's side -------------------------------------------------------------------------------------
+
+    def server_properties(self, broker_port: int, controller_port: int) -> str:
+        """The listener and security lines of server.properties."""
+        if self.mode == "plaintext":
+            return (
+                f"listeners=PLAINTEXT://127.0.0.1:{broker_port},CONTROLLER://127.0.0.1:{controller_port}\n"
+                f"advertised.listeners=PLAINTEXT://127.0.0.1:{broker_port}\n"
+                "inter.broker.listener.name=PLAINTEXT\n"
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n"
+            )
+        lines = [
+            f"# Secured by `mirrorwatch local up --security {self.mode}`.",
+            f"listeners=SECURE://127.0.0.1:{broker_port},CONTROLLER://127.0.0.1:{controller_port}",
+            f"advertised.listeners=SECURE://127.0.0.1:{broker_port}",
+            "inter.broker.listener.name=SECURE",
+            f"listener.security.protocol.map=SECURE:{self.protocol},CONTROLLER:PLAINTEXT",
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "allow.everyone.if.no.acl.found=false",
+            f"super.users=User:{BROKER_PRINCIPAL};User:ANONYMOUS;User:{CLIENT_PRINCIPAL}",
+        ]
+        if self.sasl:
+            scram = "org.apache.kafka.common.security.scram.ScramLoginModule"
+            plain = "org.apache.kafka.common.security.plain.PlainLoginModule"
+            broker = f'username="{BROKER_PRINCIPAL}" password="{self.broker_password}"'
+            users = f'user_{BROKER_PRINCIPAL}="{self.broker_password}" user_{CLIENT_PRINCIPAL}="{self.client_password}"'
+            lines += [
+                f"sasl.enabled.mechanisms={MECHANISM},PLAIN",
+                f"sasl.mechanism.inter.broker.protocol={MECHANISM}",
+                f"listener.name.secure.{MECHANISM.lower()}.sasl.jaas.config={scram} required {broker};",
+                f"listener.name.secure.plain.sasl.jaas.config={plain} required {broker} {users};",
+            ]
+        if self.tls:
+            lines += [
+                "ssl.keystore.type=PKCS12",
+                f"ssl.keystore.location={self.tls_dir / 'broker.p12'}",
+                f"ssl.keystore.password={self.keystore_password}",
+                f"ssl.key.password={self.keystore_password}",
+                "ssl.truststore.type=PEM",
+                f"ssl.truststore.location={self.ca_file}",
+                "ssl.principal.mapping.rules=RULE:^CN=([^,]+).*$/$1/,DEFAULT",
+            ]
+            if self.mode == "mtls":
+                lines.append("ssl.client.auth=required")
+        return "\n".join(lines) + "\n"
+
+    def format_args(self) -> list[str]:
+        """kafka-storage format arguments that create the SCRAM users (KIP-900)."""
+        if not self.sasl:
+            return []
+        return [
+            *("--add-scram", f"{MECHANISM}=[name={BROKER_PRINCIPAL},password={self.broker_password}]"),
+            *("--add-scram", f"{MECHANISM}=[name={CLIENT_PRINCIPAL},password={self.client_password}]"),
+        ]
+
+    # -- the clients' side ---------------------------------------------------------------------------------------
+
+    def client_properties(self, *, reveal: bool = False) -> dict[str, str]:
+        """librdkafka properties for the `mirrorwatch` principal; the password as `${MIRRORWATCH_LOCAL_PASSWORD}`
+        unless `reveal` (for mirrorwatch's own probe of a starting broker, never written anywhere)."""
+        if self.mode == "plaintext":
+            return {}
+        properties = {"security.protocol": self.protocol}
+        if self.sasl:
+            password = self.client_password if reveal else "${" + PASSWORD_ENV + "}"
+            properties |= {"sasl.mechanism": MECHANISM, "sasl.username": CLIENT_PRINCIPAL, "sasl.password": password}
+        if self.tls:
+            properties["ssl.ca.location"] = str(self.ca_file)
+        if self.mode == "mtls":
+            properties |= {"ssl.certificate.location": str(self.client_cert), "ssl.key.location": str(self.client_key)}
+        return properties
+
+    def environment(self) -> dict[str, str]:
+        """What a process using the generated config needs in its environment."""
+        return {PASSWORD_ENV: self.client_password} if self.sasl else {}
+
+
+def load_security(state_dir: Path) -> LocalSecurity:
+    """The security of the clusters in `state_dir` (plaintext when they were made before `--security` existed)."""
+    path = state_dir / _FILE
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return LocalSecurity("plaintext", state_dir)
+    except (OSError, ValueError) as exc:
+        raise LocalClusterError(f"cannot read {path}: {exc}") from None
+    mode = data.get("mode")
+    if mode not in MODES:
+        raise LocalClusterError(f"{path}: unknown security mode {mode!r}")
+    return LocalSecurity(
+        mode,
+        state_dir,
+        broker_password=str(data.get("broker_password", "")),
+        client_password=str(data.get("client_password", "")),
+        keystore_password=str(data.get("keystore_password", "")),
+    )
+
+
+def prepare_security(state_dir: Path, mode: str | None) -> LocalSecurity:
+    """The state dir's security, made the first time: passwords, certificates and client.env. `mode` None keeps what
+    the state dir has; another mode than the clusters were made with is refused (their users and listeners are in
+    their formatted storage)."""
+    current = load_security(state_dir)
+    made = (state_dir / _FILE).exists() or (state_dir / "state.json").exists()
+    if mode is None or (made and mode == current.mode):
+        return current
+    if mode not in MODES:
+        raise LocalClusterError(f"unknown security mode {mode!r}; one of {', '.join(MODES)}")
+    if made:
+        raise LocalClusterError(
+            f"the clusters in {state_dir} were made with --security {current.mode}; "
+            f"run 'mirrorwatch local purge --state-dir {state_dir}' first to make them again with --security {mode}"
+        )
+    security = LocalSecurity(
+        mode,
+        state_dir,
+        broker_password=secrets.token_urlsafe(18),
+        client_password=secrets.token_urlsafe(18),
+        keystore_password=secrets.token_urlsafe(18),
+    )
+    state_dir.mkdir(parents=True, exist_ok=True)
+    if security.tls:
+        _make_certificates(security)
+    _write_private(
+        state_dir / _FILE,
+        json.dumps(
+            {
+                "mode": mode,
+                "broker_password": security.broker_password,
+                "client_password": security.client_password,
+                "keystore_password": security.keystore_password,
+            },
+            indent=2,
+        )
+        + "\n",
+    )
+    if security.sasl:
+        _write_private(security.env_file, f"{PASSWORD_ENV}={security.client_password}\n")
+    return security
+
+
+def _write_private(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+
+
+def _openssl(security: LocalSecurity, *args: str) -> None:
+    env = {**os.environ, "MIRRORWATCH_KEYSTORE_PASSWORD": security.keystore_password}  # never on a command line
+    try:
+        result = subprocess.run(
+            ["openssl", *args], cwd=security.tls_dir, env=env, capture_output=True, text=True, check=False, timeout=60
+        )
+    except FileNotFoundError:
+        raise LocalClusterError("the openssl command is needed for TLS clusters (apt-get install openssl)") from None
+    if result.returncode != 0:
+        tail = "\n".join(result.stderr.strip().splitlines()[-5:])
+        raise LocalClusterError(f"openssl {args[0]} failed making the local clusters' certificates:\n{tail}")
+
+
+def _make_certificates(security: LocalSecurity) -> None:
+    """A CA, the brokers' certificate (PKCS12, which every supported JDK reads) and the client's (PEM, which
+    librdkafka reads), EC P-256 keys, valid for ten years: these are throwaway local clusters."""
+    security.tls_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(security.tls_dir, 0o700)
+    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+    _openssl(security, "req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-days", CERT_DAYS,
+             "-subj", "/CN=mirrorwatch local CA")  # fmt: skip
+    for name, extensions in (
+        (BROKER_PRINCIPAL, "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n"),
+        (CLIENT_PRINCIPAL, "extendedKeyUsage=clientAuth\n"),
+    ):
+        (security.tls_dir / f"{name}.ext").write_text(extensions)
+        _openssl(security, "req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}")
+        _openssl(security, "x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+                 "-CAcreateserial", "-out", f"{name}.crt", "-days", CERT_DAYS, "-extfile", f"{name}.ext")  # fmt: skip
+    _openssl(security, "pkcs12", "-export", "-in", f"{BROKER_PRINCIPAL}.crt", "-inkey", f"{BROKER_PRINCIPAL}.key",
+             "-name", BROKER_PRINCIPAL, "-out", "broker.p12",
+             "-passout", "env:MIRRORWATCH_KEYSTORE_PASSWORD")  # fmt: skip

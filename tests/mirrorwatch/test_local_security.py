@@ -1,0 +1,131 @@
+"""What `local up --security MODE` writes, without a broker: listeners, users, client settings and private files
+(certificates are made by the real openssl command)."""
+
+from __future__ import annotations
+
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from mirrorwatch.errors import LocalClusterError
+from mirrorwatch.local_security import MODES, PASSWORD_ENV, LocalSecurity, load_security, prepare_security
+
+
+def _properties(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#"))
+
+
+def test_plaintext_is_what_the_local_clusters_always_were(tmp_path: Path) -> None:
+    security = prepare_security(tmp_path, None)
+    assert security.mode == "plaintext" and not list(tmp_path.iterdir())
+    server = _properties(security.server_properties(9092, 9093))
+    assert server["listeners"] == "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"
+    assert "authorizer.class.name" not in server
+    assert security.format_args() == [] and security.client_properties() == {} and security.environment() == {}
+
+
+@pytest.mark.parametrize("mode", [m for m in MODES if m != "plaintext"])
+def test_a_secured_listener_with_the_authorizer_denying_what_no_acl_allows(tmp_path: Path, mode: str) -> None:
+    security = LocalSecurity(mode, tmp_path, "brokerpw", "clientpw", "storepw")
+    server = _properties(security.server_properties(9092, 9093))
+    protocol = {"sasl_plaintext": "SASL_PLAINTEXT", "sasl_ssl": "SASL_SSL", "ssl": "SSL", "mtls": "SSL"}[mode]
+    assert server["listeners"] == "SECURE://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"
+    assert server["listener.security.protocol.map"] == f"SECURE:{protocol},CONTROLLER:PLAINTEXT"
+    assert server["authorizer.class.name"] == "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+    assert server["allow.everyone.if.no.acl.found"] == "false"
+    assert ("ssl.client.auth" in server) == (mode == "mtls")
+    assert ("ssl.keystore.location" in server) == mode.endswith(("ssl", "mtls"))
+    assert ("sasl.enabled.mechanisms" in server) == mode.startswith("sasl")
+
+
+def test_sasl_users_are_made_at_format_and_the_client_password_is_an_environment_reference(tmp_path: Path) -> None:
+    security = LocalSecurity("sasl_ssl", tmp_path, "brokerpw", "clientpw", "storepw")
+    assert security.format_args() == [
+        *("--add-scram", "SCRAM-SHA-512=[name=broker,password=brokerpw]"),
+        *("--add-scram", "SCRAM-SHA-512=[name=mirrorwatch,password=clientpw]"),
+    ]
+    client = security.client_properties()
+    assert client == {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "mirrorwatch",
+        "sasl.password": "${" + PASSWORD_ENV + "}",
+        "ssl.ca.location": str(tmp_path / "tls" / "ca.crt"),
+    }
+    assert security.client_properties(reveal=True)["sasl.password"] == "clientpw"
+    assert security.environment() == {PASSWORD_ENV: "clientpw"}
+
+
+def test_mtls_clients_carry_their_certificate_and_key(tmp_path: Path) -> None:
+    client = LocalSecurity("mtls", tmp_path).client_properties()
+    assert client["ssl.certificate.location"].endswith("mirrorwatch.crt")
+    assert client["ssl.key.location"].endswith("mirrorwatch.key")
+    assert "sasl.password" not in client
+
+
+def _private(path: Path) -> bool:
+    return stat.S_IMODE(path.stat().st_mode) & 0o077 == 0
+
+
+def test_prepare_makes_private_files_and_a_certificate_chain_openssl_verifies(tmp_path: Path) -> None:
+    security = prepare_security(tmp_path, "mtls")
+    assert load_security(tmp_path) == security
+    assert _private(tmp_path / "security.json") and _private(tmp_path / "tls")
+    assert not (tmp_path / "client.env").exists()  # no password in mtls
+    for name in ("broker", "mirrorwatch"):
+        verified = subprocess.run(
+            ["openssl", "verify", "-CAfile", "ca.crt", f"{name}.crt"],
+            cwd=tmp_path / "tls",
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert verified.returncode == 0, verified.stderr
+    san = subprocess.run(
+        ["openssl", "x509", "-in", "broker.crt", "-noout", "-ext", "subjectAltName"],
+        cwd=tmp_path / "tls",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "IP Address:127.0.0.1" in san
+    # the keystore opens with the generated password (given here through the environment, as mirrorwatch does)
+    opened = subprocess.run(
+        ["openssl", "pkcs12", "-in", "broker.p12", "-noout", "-passin", "env:P"],
+        cwd=tmp_path / "tls",
+        env={"P": security.keystore_password, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert opened.returncode == 0, opened.stderr
+
+
+def test_sasl_passwords_go_to_a_private_env_file_once_and_stay(tmp_path: Path) -> None:
+    first = prepare_security(tmp_path, "sasl_plaintext")
+    assert (tmp_path / "client.env").read_text() == f"{PASSWORD_ENV}={first.client_password}\n"
+    assert _private(tmp_path / "client.env") and _private(tmp_path / "security.json")
+    assert prepare_security(tmp_path, "sasl_plaintext") == first
+    assert prepare_security(tmp_path, None) == first
+    assert len({first.broker_password, first.client_password, first.keystore_password}) == 3
+
+
+def test_another_mode_for_clusters_already_made_is_refused_naming_purge(tmp_path: Path) -> None:
+    prepare_security(tmp_path, "sasl_plaintext")
+    with pytest.raises(LocalClusterError, match=r"made with --security sasl_plaintext; run 'mirrorwatch local purge"):
+        prepare_security(tmp_path, "mtls")
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "state.json").write_text("{}")  # clusters made before --security existed: plaintext
+    with pytest.raises(LocalClusterError, match="made with --security plaintext"):
+        prepare_security(tmp_path / "plain", "sasl_ssl")
+
+
+def test_a_damaged_security_file_is_an_error_not_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / "security.json").write_text('{"mode": "kerberos"}')
+    with pytest.raises(LocalClusterError, match="unknown security mode 'kerberos'"):
+        load_security(tmp_path)
+    (tmp_path / "security.json").write_text("{")
+    with pytest.raises(LocalClusterError, match="cannot read"):
+        load_security(tmp_path)
