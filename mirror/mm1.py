@@ -102,6 +102,7 @@ def _translate(
     """(cluster properties, role properties) in librdkafka's terms."""
     shared: dict[str, str] = {}
     own: dict[str, str] = {}
+    stores: dict[str, str] = {}
     for name, value in props.items():
         if name in ("bootstrap.servers", "group.id"):
             continue
@@ -123,26 +124,58 @@ def _translate(
         if name == "sasl.jaas.config":
             shared.update(_from_jaas(value, label))
             continue
-        if name.endswith(
-            (".truststore.location", ".keystore.location", ".truststore.type", ".keystore.type", ".truststore.password")
-        ):
-            raise ConfigError(
-                [
-                    ConfigProblem(
-                        f"{label}: {name}",
-                        "Java keystores are not supported by librdkafka; "
-                        "use ssl.ca.location, ssl.certificate.location and ssl.key.location "
-                        "with PEM files",
-                    )
-                ]
-            )
+        if name.startswith(("ssl.truststore.", "ssl.keystore.")):
+            stores[name] = value
+            continue
         if name == "buffer.memory" and role == "producer":
             if not value.strip().isdigit():
                 raise ConfigError([ConfigProblem(f"{label}: {name}", f"must be a number of bytes, got {value!r}")])
             own["queue.buffering.max.kbytes"] = str(max(1, int(value) // 1024))
             continue
         (shared if name.startswith(SHARED_PREFIXES) else own)[name] = value
+    shared.update(_tls_from_java(stores, label))
     return shared, own
+
+
+def _tls_from_java(stores: dict[str, str], label: str) -> dict[str, str]:
+    """The Java client's truststore and keystore settings in librdkafka's terms: PEM stores (files or inline text)
+    and PKCS12 keystores are taken; a JKS store (Java's default type) or a PKCS12 truststore is refused with the
+    conversion to make."""
+    out: dict[str, str] = {}
+
+    def refused(name: str, message: str) -> ConfigError:
+        return ConfigError([ConfigProblem(f"{label}: {name}", message)])
+
+    trust_type = stores.get("ssl.truststore.type", "JKS").upper()
+    if "ssl.truststore.certificates" in stores:
+        out["ssl.ca.pem"] = stores["ssl.truststore.certificates"]
+    elif "ssl.truststore.location" in stores:
+        if trust_type != "PEM":
+            raise refused(
+                "ssl.truststore.location",
+                f"a {trust_type} truststore cannot be read by librdkafka; export its CA certificates as PEM "
+                "(keytool -exportcert -rfc) and set ssl.truststore.type=PEM, or ssl.ca.location",
+            )
+        out["ssl.ca.location"] = stores["ssl.truststore.location"]
+    key_type = stores.get("ssl.keystore.type", "JKS").upper()
+    if "ssl.keystore.certificate.chain" in stores or "ssl.keystore.key" in stores:
+        out["ssl.certificate.pem"] = stores.get("ssl.keystore.certificate.chain", "")
+        out["ssl.key.pem"] = stores.get("ssl.keystore.key", "")
+    elif "ssl.keystore.location" in stores:
+        location = stores["ssl.keystore.location"]
+        if key_type == "PEM":  # one file with the private key and the certificate chain
+            out |= {"ssl.certificate.location": location, "ssl.key.location": location}
+        elif key_type == "PKCS12":
+            out["ssl.keystore.location"] = location
+            if "ssl.keystore.password" in stores:
+                out["ssl.keystore.password"] = stores["ssl.keystore.password"]
+        else:
+            raise refused(
+                "ssl.keystore.location",
+                f"a {key_type} keystore cannot be read by librdkafka; convert it to PKCS12 (keytool -importkeystore "
+                "-deststoretype PKCS12) and set ssl.keystore.type=PKCS12, or use PEM files",
+            )
+    return out
 
 
 def _from_jaas(value: str, label: str) -> dict[str, str]:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from mirror.mm1 import MM1Options, config_from_mm1
+from mirrorwatch.config import reveal
 from mirrorwatch.errors import ConfigError
 
 DATA = Path(__file__).parent / "data"
@@ -104,8 +105,18 @@ def test_java_only_and_owned_keys_are_reported_not_dropped(tmp_path: Path) -> No
             "bootstrap.servers=h:1\ngroup.id=g\nssl.truststore.location=/x.jks\n",
             {},
             [
-                "consumer.config {c}: ssl.truststore.location: Java keystores are not supported by librdkafka; use "
-                "ssl.ca.location, ssl.certificate.location and ssl.key.location with PEM files"
+                "consumer.config {c}: ssl.truststore.location: a JKS truststore cannot be read by librdkafka; export "
+                "its CA certificates as PEM (keytool -exportcert -rfc) and set ssl.truststore.type=PEM, or "
+                "ssl.ca.location"
+            ],
+        ),
+        (
+            "bootstrap.servers=h:1\ngroup.id=g\nssl.keystore.type=JKS\nssl.keystore.location=/k.jks\n",
+            {},
+            [
+                "consumer.config {c}: ssl.keystore.location: a JKS keystore cannot be read by librdkafka; convert it "
+                "to PKCS12 (keytool -importkeystore -deststoretype PKCS12) and set ssl.keystore.type=PKCS12, or use "
+                "PEM files"
             ],
         ),
     ],
@@ -150,3 +161,40 @@ def test_a_properties_file_that_is_not_utf8_is_read_as_java_reads_it(tmp_path: P
 def test_abort_false_with_a_dead_letter_topic_is_fine() -> None:
     config, _ = config_from_mm1(options(abort_on_send_failure=False, dead_letter_topic="mm.dlq"))
     assert config.links[0].dead_letter_topic == "mm.dlq"
+
+
+@pytest.mark.parametrize(
+    ("java", "librdkafka"),
+    [
+        (
+            "ssl.truststore.type=PEM\nssl.truststore.location=/ca.pem\nssl.truststore.password=unused\n",
+            {"ssl.ca.location": "/ca.pem"},
+        ),
+        ("ssl.truststore.type=PEM\nssl.truststore.certificates=CA TEXT\n", {"ssl.ca.pem": "CA TEXT"}),
+        (
+            "ssl.keystore.type=PEM\nssl.keystore.location=/me.pem\nssl.key.password=kp\n",
+            {"ssl.certificate.location": "/me.pem", "ssl.key.location": "/me.pem", "ssl.key.password": "kp"},
+        ),
+        (
+            "ssl.keystore.type=PEM\nssl.keystore.certificate.chain=CERT\nssl.keystore.key=KEY\n",
+            {"ssl.certificate.pem": "CERT", "ssl.key.pem": "KEY"},
+        ),
+        (
+            "ssl.keystore.type=PKCS12\nssl.keystore.location=/me.p12\nssl.keystore.password=sp\n",
+            {"ssl.keystore.location": "/me.p12", "ssl.keystore.password": "sp"},
+        ),
+    ],
+)
+def test_java_pem_and_pkcs12_stores_become_librdkafkas_settings(
+    tmp_path: Path, java: str, librdkafka: dict[str, str]
+) -> None:
+    consumer = tmp_path / "c.properties"
+    consumer.write_text(
+        "bootstrap.servers=h:1\ngroup.id=g\nsecurity.protocol=SSL\n"
+        'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="u" password="p";\n'
+        + java
+    )
+    config, warnings = config_from_mm1(options(consumer_config=consumer))
+    properties = reveal(config.clusters["source"].properties)
+    assert properties == {"security.protocol": "SSL", "sasl.username": "u", "sasl.password": "p", **librdkafka}
+    assert not [w for w in warnings if "ssl." in w]

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from mirrorwatch.config import MirrorwatchConfig
+from mirrorwatch.config import ClusterConfig, MirrorwatchConfig, reveal
 from mirrorwatch.processes import free_port
 from tests.kafka_helpers import (
     Record,
@@ -27,18 +27,47 @@ pytestmark = pytest.mark.integration
 DATA = Path(__file__).parent / "data"
 
 
+def java_security(cluster: ClusterConfig, tmp_path: Path) -> str:
+    """The cluster's client security as a Java client's properties file says it (`sasl.jaas.config`, PEM
+    truststore and keystore), for a session on secured clusters (`--security`); nothing on plaintext ones."""
+    given = reveal(cluster.properties)
+    if not given:
+        return ""
+    lines = [f"security.protocol={given['security.protocol']}"]
+    if "sasl.username" in given:
+        module = "org.apache.kafka.common.security.scram.ScramLoginModule"
+        lines += [
+            f"sasl.mechanism={given['sasl.mechanism']}",
+            f'sasl.jaas.config={module} required username="{given["sasl.username"]}" password="{given["sasl.password"]}";',
+        ]
+    if "ssl.ca.location" in given:
+        lines += ["ssl.truststore.type=PEM", f"ssl.truststore.location={given['ssl.ca.location']}"]
+    if "ssl.certificate.location" in given:  # Java's PEM keystore: the key and the chain in one file
+        keystore = tmp_path / "keystore.pem"
+        keystore.write_text(
+            Path(given["ssl.key.location"]).read_text() + Path(given["ssl.certificate.location"]).read_text()
+        )
+        lines += ["ssl.keystore.type=PEM", f"ssl.keystore.location={keystore}"]
+    return "\n".join(["", "# the secured clusters' client settings, as a Java client has them", *lines, ""])
+
+
 def classic_files(tmp_path: Path, config: MirrorwatchConfig) -> tuple[Path, Path]:
-    """The classic example files with their placeholder hosts pointed at the local clusters."""
+    """The classic example files with their placeholder hosts pointed at the local clusters (and their security
+    settings in the Java client's terms when the session's clusters are secured)."""
     consumer, producer = tmp_path / "consumer.properties", tmp_path / "producer.properties"
+    source, target = config.clusters["source"], config.clusters["target"]
     consumer.write_text(
-        (DATA / "consumer.properties").read_text().replace("cluster1:9092", config.clusters["source"].bootstrap_servers)
+        (DATA / "consumer.properties").read_text().replace("cluster1:9092", source.bootstrap_servers)
+        + java_security(source, tmp_path)
     )
     producer.write_text(
-        (DATA / "producer.properties").read_text().replace("cluster2:9092", config.clusters["target"].bootstrap_servers)
+        (DATA / "producer.properties").read_text().replace("cluster2:9092", target.bootstrap_servers)
+        + java_security(target, tmp_path)
     )
     return consumer, producer
 
 
+@pytest.mark.secured
 def test_the_classic_mirrormaker_1_command_line_works(
     tmp_path: Path,
     clusters_config: MirrorwatchConfig,
