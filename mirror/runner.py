@@ -18,6 +18,7 @@ from multiprocessing.context import SpawnProcess
 from mirror.engine import LinkWorker
 from mirror.settings import client_problems
 from mirror.worker import WorkerBase
+from mirrorwatch.access import require_access
 from mirrorwatch.config import LinkConfig, MirrorwatchConfig
 from mirrorwatch.errors import ConfigError, ConfigProblem, MirrorwatchError
 
@@ -78,6 +79,7 @@ def tune_gc() -> None:
 
 
 def run_links(config: MirrorwatchConfig, links: list[LinkConfig], stop: threading.Event) -> int:
+    require_access(config, [alias for link in links for alias in (link.source, link.target)])
     workers = [(link, i) for link in links for i in range(link.num_streams)]
     if len(workers) == 1:
         link, _ = workers[0]

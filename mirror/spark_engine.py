@@ -45,6 +45,7 @@ from mirror.spark_plan import (
 )
 from mirror.topic_keeper import TopicKeeper, refuse_loop
 from mirror.worker import writer_fields
+from mirrorwatch.access import require_access
 from mirrorwatch.clock import SystemClock
 from mirrorwatch.config import ClusterConfig, LinkConfig, MirrorwatchConfig
 from mirrorwatch.errors import SetupError
@@ -294,6 +295,7 @@ def run_spark_link(
 ) -> int:
     """Run the link's query until `stop` is set (0) or the query fails (MirrorFailure)."""
     plan = plan_spark_link(config, link)
+    require_access(config, (link.source, link.target))
     jars = spark_jars()
     source_admin = new_admin(config.clusters[link.source], link.source)
     target_admin = new_admin(config.clusters[link.target], link.target)

@@ -79,6 +79,7 @@ def _selection(f: Callable[..., Any]) -> Callable[..., Any]:
 
 def _plan(selection: _Selection) -> Any:
     from failover.plan import make_plan
+    from mirrorwatch.access import require_access
     from mirrorwatch.config import load_config
 
     if selection.groups and selection.pattern:
@@ -90,6 +91,9 @@ def _plan(selection: _Selection) -> Any:
             raise click.UsageError(f"--map {m!r}: expected SOURCE=TARGET")
         group_map[source] = target
     config = load_config(selection.config_path)
+    link = next((known for known in config.links if known.name == selection.link_name), None)
+    if link is not None:  # an unknown link is make_plan's to say
+        require_access(config, (link.source, link.target))
     plan = make_plan(
         config,
         selection.link_name,

@@ -90,10 +90,12 @@ def from_command(  # noqa: PLR0917 - one parameter per option
 ) -> None:
     """Read where the previous mirror got to and, with --apply, continue the link exactly after it."""
     from failover.migrate import apply_migration, migration_json, migration_lines, plan_migration, previous_for
+    from mirrorwatch.access import require_access
     from mirrorwatch.config import load_config
 
     config = load_config(config_path)
     link = config.link(link_name)
+    require_access(config, (link.source, link.target))
     previous = previous_for(
         link,
         kind,
@@ -128,10 +130,13 @@ def to_command(  # noqa: PLR0917 - one parameter per option
     """Write the link's positions as MirrorMaker 2 offsets (stop the link first), so MirrorMaker 2 continues after
     the last record the link wrote."""
     from failover.migrate import export_to_mm2, migration_json, migration_lines
+    from mirrorwatch.access import require_access
     from mirrorwatch.config import load_config
 
     del kind
     config = load_config(config_path)
+    link = config.link(link_name)
+    require_access(config, (link.source, link.target))
     migration = export_to_mm2(config, link_name, alias=alias, topic=topic, apply=apply)
     click.echo(migration_json(migration) if as_json else "\n".join(migration_lines(migration)))
     if migration.refusals:

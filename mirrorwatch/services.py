@@ -22,6 +22,7 @@ from failover.exporter import StandbyCollector
 from failover.standby import Standby
 from mirror.runner import python_links, run_links, tune_gc, worker_for
 from mirror.worker import WorkerBase
+from mirrorwatch.access import require_access
 from mirrorwatch.clock import SystemClock
 from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.errors import MirrorwatchError
@@ -208,6 +209,7 @@ def _monitoring(
 
 def run_monitor(config: MirrorwatchConfig, stop: threading.Event) -> int:
     """The monitor and its HTTP API until `stop` is set."""
+    require_access(config, config.clusters)
     with _monitoring(config, _link_statuses(config, {})):
         stop.wait()
     return 0
@@ -215,6 +217,7 @@ def run_monitor(config: MirrorwatchConfig, stop: threading.Event) -> int:
 
 def run_canary(config: MirrorwatchConfig, stop: threading.Event) -> int:
     """The canary alone, with its own HTTP server (/canary, /metrics), until `stop` is set."""
+    require_access(config, [alias for link in config.links for alias in (link.source, link.target)])
     with canary_running(config, required=True) as canary:
         server = serve(config, None, canary)
         try:
@@ -251,6 +254,7 @@ def everything_running(
     `mirrorwatch run` and the demo. Links with one worker run on threads here, so the monitor reads their
     positions in memory; links with several workers run in their own processes. A link that ends sets `stop`: a
     half-running mirror is worse than a restarted one. Leaving the block stops the links first, then the rest."""
+    require_access(config, config.clusters)
     links = python_links(config, skip_spark=True) if config.links else []
     in_process = [link for link in links if link.num_streams == 1]
     elsewhere = [link for link in links if link.num_streams > 1]

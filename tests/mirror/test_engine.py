@@ -148,7 +148,6 @@ def assert_no_loss_and_rewinds_only_to(
         assert max(offsets) == end - 1, f"partition {partition}: last mirrored {max(offsets)}, source end {end}"
 
 
-@pytest.mark.secured
 def test_sigkill_at_three_random_moments_loses_nothing(
     clusters_config: MirrorwatchConfig,
     make_topic: Callable[..., str],

@@ -4,13 +4,20 @@ works and holds no secret."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from mirrorwatch.access import refusal
+from mirrorwatch.config import ClusterConfig
 from mirrorwatch.local import LocalClusters
+from mirrorwatch.processes import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.secured]
 
@@ -52,3 +59,87 @@ def test_only_clients_with_the_generated_settings_get_an_answer(local_clusters: 
             assert _metadata_error(no_certificate) is not None, (
                 f"{cluster.alias} answered a client without a certificate"
             )
+
+
+def _openssl(cwd: Path, *args: str) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, check=True, timeout=60)
+
+
+def _certificate(directory: Path, name: str, ca: str, days: str) -> tuple[Path, Path]:
+    """A client certificate for CN=mirrorwatch signed by `ca` (DIR/ca.crt, DIR/ca.key), valid `days` ("-1": expired)."""
+    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+    _openssl(directory, "req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", "/CN=mirrorwatch")
+    _openssl(directory, "x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key",
+             "-CAcreateserial", "-out", f"{name}.crt", "-days", days)  # fmt: skip
+    return directory / f"{name}.crt", directory / f"{name}.key"
+
+
+def _another_ca(directory: Path) -> Path:
+    directory.mkdir(exist_ok=True)
+    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+    _openssl(directory, "req", "-x509", *ec, "-keyout", "other.key", "-out", "other.crt", "-days", "2",
+             "-subj", "/CN=not the clusters' CA")  # fmt: skip
+    return directory / "other.crt"
+
+
+def _mirror_with(local_clusters: LocalClusters, tmp_path: Path, name: str, changes: dict[str, str]) -> tuple[int, str]:
+    """`mirrorwatch mirror` on the generated config with these client properties changed on both clusters."""
+    document = yaml.safe_load(local_clusters.config_path.read_text())
+    for cluster in document["clusters"].values():
+        cluster["properties"] = {**cluster.get("properties", {}), **changes}
+    document["links"] = [{"name": "l", "source": "source", "target": "target", "topics": {"include": ["nothing"]}}]
+    document["state_dir"] = str(tmp_path / "run")
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(document))
+    done = subprocess.run(
+        [sys.executable, "-m", "mirrorwatch.cli", "mirror", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_a_refused_credential_stops_a_command_at_once_with_one_line_per_cluster(
+    local_clusters: LocalClusters, tmp_path: Path
+) -> None:
+    security = local_clusters.security
+    clusters = local_clusters.clusters()
+    if security.mode == "plaintext":
+        # nothing can be refused here: what answers is let in, and what does not answer is not a refusal
+        for cluster in clusters:
+            config = ClusterConfig(bootstrap_servers=cluster.bootstrap_servers)
+            assert refusal(config, cluster.alias) is None
+        assert refusal(ClusterConfig(bootstrap_servers=f"127.0.0.1:{free_port()}"), "nowhere") is None
+        return
+    wrong = "wrong-" + security.client_password[:6]
+    cases: dict[str, tuple[dict[str, str], str]] = {}
+    if security.sasl:
+        cases["wrong password"] = ({"sasl.password": wrong}, "SASL authentication (SCRAM-SHA-512 as 'mirrorwatch')")
+        cases["wrong mechanism"] = ({"sasl.mechanism": "SCRAM-SHA-256"}, "SASL authentication (SCRAM-SHA-256 as")
+    if security.tls:
+        other = _another_ca(tmp_path / "other")
+        cases["untrusted broker"] = ({"ssl.ca.location": str(other)}, f"the TLS handshake (trusting {other}")
+    if security.mode == "mtls":
+        own = tmp_path / "own"  # the clusters' CA, copied: nothing is written into their state dir
+        own.mkdir()
+        for name in ("ca.crt", "ca.key"):
+            (own / name).write_bytes((security.tls_dir / name).read_bytes())
+        cert, key = _certificate(own, "expired", "ca", "-1")
+        expired = {"ssl.certificate.location": str(cert), "ssl.key.location": str(key)}
+        cases["expired client certificate"] = (expired, "with a client certificate) failed")
+        cert, key = _certificate(tmp_path / "other", "stranger", "other", "2")
+        stranger = {"ssl.certificate.location": str(cert), "ssl.key.location": str(key)}
+        cases["client certificate of another CA"] = (stranger, "with a client certificate) failed")
+    assert cases
+    secrets = [s for s in (security.client_password, security.broker_password, security.keystore_password, wrong) if s]
+    for name, (changes, attempt) in cases.items():
+        code, output = _mirror_with(local_clusters, tmp_path, name.replace(" ", "-"), changes)
+        lines = output.strip().splitlines()
+        assert code == 1, (name, output)
+        assert lines[0] == "mirrorwatch: error: 2 clusters refused mirrorwatch's client settings:", (name, output)
+        for alias, line in zip(("source", "target"), lines[1:3], strict=True):
+            assert line.startswith(f"{alias} (") and attempt in line and " failed: " in line, (name, line)
+        assert len(lines) == 3 and "Traceback" not in output, (name, output)
+        assert not any(secret in output for secret in secrets), (name, output)
