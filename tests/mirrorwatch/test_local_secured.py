@@ -18,6 +18,7 @@ from mirrorwatch.access import refusal
 from mirrorwatch.config import ClusterConfig
 from mirrorwatch.local import LocalClusters
 from mirrorwatch.processes import free_port
+from tests.tls import make_certificates
 
 pytestmark = [pytest.mark.integration, pytest.mark.secured]
 
@@ -61,27 +62,6 @@ def test_only_clients_with_the_generated_settings_get_an_answer(local_clusters: 
             )
 
 
-def _openssl(cwd: Path, *args: str) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, check=True, timeout=60)
-
-
-def _certificate(directory: Path, name: str, ca: str, days: str) -> tuple[Path, Path]:
-    """A client certificate for CN=mirrorwatch signed by `ca` (DIR/ca.crt, DIR/ca.key), valid `days` ("-1": expired)."""
-    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
-    _openssl(directory, "req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", "/CN=mirrorwatch")
-    _openssl(directory, "x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key",
-             "-CAcreateserial", "-out", f"{name}.crt", "-days", days)  # fmt: skip
-    return directory / f"{name}.crt", directory / f"{name}.key"
-
-
-def _another_ca(directory: Path) -> Path:
-    directory.mkdir(exist_ok=True)
-    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
-    _openssl(directory, "req", "-x509", *ec, "-keyout", "other.key", "-out", "other.crt", "-days", "2",
-             "-subj", "/CN=not the clusters' CA")  # fmt: skip
-    return directory / "other.crt"
-
-
 def _mirror_with(local_clusters: LocalClusters, tmp_path: Path, name: str, changes: dict[str, str]) -> tuple[int, str]:
     """`mirrorwatch mirror` on the generated config with these client properties changed on both clusters."""
     document = yaml.safe_load(local_clusters.config_path.read_text())
@@ -119,19 +99,22 @@ def test_a_refused_credential_stops_a_command_at_once_with_one_line_per_cluster(
         cases["wrong password"] = ({"sasl.password": wrong}, "SASL authentication (SCRAM-SHA-512 as 'mirrorwatch')")
         cases["wrong mechanism"] = ({"sasl.mechanism": "SCRAM-SHA-256"}, "SASL authentication (SCRAM-SHA-256 as")
     if security.tls:
-        other = _another_ca(tmp_path / "other")
-        cases["untrusted broker"] = ({"ssl.ca.location": str(other)}, f"the TLS handshake (trusting {other}")
+        other = make_certificates(tmp_path / "other", "stranger")  # another CA, and a certificate it signed
+        cases["untrusted broker"] = ({"ssl.ca.location": str(other.ca)}, f"the TLS handshake (trusting {other.ca}")
     if security.mode == "mtls":
         own = tmp_path / "own"  # the clusters' CA, copied: nothing is written into their state dir
         own.mkdir()
         for name in ("ca.crt", "ca.key"):
             (own / name).write_bytes((security.tls_dir / name).read_bytes())
-        cert, key = _certificate(own, "expired", "ca", "-1")
-        expired = {"ssl.certificate.location": str(cert), "ssl.key.location": str(key)}
-        cases["expired client certificate"] = (expired, "with a client certificate) failed")
-        cert, key = _certificate(tmp_path / "other", "stranger", "other", "2")
-        stranger = {"ssl.certificate.location": str(cert), "ssl.key.location": str(key)}
-        cases["client certificate of another CA"] = (stranger, "with a client certificate) failed")
+        expired = make_certificates(own, "expired", days=-1)
+        cases["expired client certificate"] = (
+            {"ssl.certificate.location": str(expired.cert), "ssl.key.location": str(expired.key)},
+            "with a client certificate) failed",
+        )
+        cases["client certificate of another CA"] = (
+            {"ssl.certificate.location": str(other.cert), "ssl.key.location": str(other.key)},
+            "with a client certificate) failed",
+        )
     assert cases
     secrets = [s for s in (security.client_password, security.broker_password, security.keystore_password, wrong) if s]
     for name, (changes, attempt) in cases.items():
