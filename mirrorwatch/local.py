@@ -32,7 +32,7 @@ from pathlib import Path
 from mirrorwatch.config import ClusterConfig
 from mirrorwatch.errors import LocalClusterError
 from mirrorwatch.jars import KAFKA, require_java, resolve_jars
-from mirrorwatch.local_security import LocalSecurity, load_security, prepare_security
+from mirrorwatch.local_security import LocalSecurity, load_security, prepare_security, security_paths, write_private
 from mirrorwatch.processes import die_with_parent, free_port
 from mirrorwatch.wait import WaitTimeout, wait_until
 
@@ -270,13 +270,10 @@ class LocalClusters:
         data_dir = cluster.directory / "data"
         cluster.directory.mkdir(parents=True, exist_ok=True)
         listeners = security.server_properties(cluster.broker_port, cluster.controller_port)
-        fd = os.open(cluster.server_properties, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # may hold passwords
-        with os.fdopen(fd, "w") as out:
-            out.write(
-                _SERVER_PROPERTIES.format(
-                    controller_port=cluster.controller_port, listeners=listeners, data_dir=data_dir
-                )
-            )
+        write_private(
+            cluster.server_properties,
+            _SERVER_PROPERTIES.format(controller_port=cluster.controller_port, listeners=listeners, data_dir=data_dir),
+        )
         (cluster.directory / "log4j2.properties").write_text(_LOG4J2_PROPERTIES)
         if (data_dir / "meta.properties").is_file():
             return  # formatted before: restart with the same data and cluster id
@@ -457,17 +454,18 @@ class LocalClusters:
         if not self._state_path.exists():
             raise LocalClusterError(f"{self.state_dir} holds no local clusters (no state.json): nothing to purge")
         removed: list[str] = []
-        for path in [*(self.state_dir / alias for alias in ALIASES), self.state_dir / "run", self.state_dir / "tls"]:
+        made = [
+            *(self.state_dir / alias for alias in ALIASES),
+            self.state_dir / "run",
+            self.config_path,
+            self._state_path,
+            *security_paths(self.state_dir),
+        ]
+        for path in made:
             if path.is_dir():
                 shutil.rmtree(path)
                 removed.append(f"removed {path}")
-        for path in (
-            self.config_path,
-            self._state_path,
-            self.state_dir / "security.json",
-            self.state_dir / "client.env",
-        ):
-            if path.exists():
+            elif path.exists():
                 path.unlink()
                 removed.append(f"removed {path}")
         with contextlib.suppress(OSError):  # not empty: someone else's files stay

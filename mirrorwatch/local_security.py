@@ -38,6 +38,8 @@ __all__ = [
     "LocalSecurity",
     "load_security",
     "prepare_security",
+    "security_paths",
+    "write_private",
 ]
 
 MODES = ("plaintext", "sasl_plaintext", "sasl_ssl", "ssl", "mtls")
@@ -175,6 +177,11 @@ class LocalSecurity:
         return {PASSWORD_ENV: self.client_password} if self.sasl else {}
 
 
+def security_paths(state_dir: Path) -> list[Path]:
+    """Everything `prepare_security` may have made in a state dir (what `local down --purge` removes)."""
+    return [state_dir / _FILE, state_dir / "client.env", state_dir / "tls"]
+
+
 def load_security(state_dir: Path) -> LocalSecurity:
     """The security of the clusters in `state_dir` (plaintext when they were made before `--security` existed)."""
     path = state_dir / _FILE
@@ -221,7 +228,7 @@ def prepare_security(state_dir: Path, mode: str | None) -> LocalSecurity:
     state_dir.mkdir(parents=True, exist_ok=True)
     if security.tls:
         _make_certificates(security)
-    _write_private(
+    write_private(
         state_dir / _FILE,
         json.dumps(
             {
@@ -235,11 +242,12 @@ def prepare_security(state_dir: Path, mode: str | None) -> LocalSecurity:
         + "\n",
     )
     if security.sasl:
-        _write_private(security.env_file, f"{PASSWORD_ENV}={security.client_password}\n")
+        write_private(security.env_file, f"{PASSWORD_ENV}={security.client_password}\n")
     return security
 
 
-def _write_private(path: Path, text: str) -> None:
+def write_private(path: Path, text: str) -> None:
+    """Write a file only its owner can read (it may hold a password)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
         out.write(text)
