@@ -64,6 +64,7 @@ def python_links(config: MirrorwatchConfig, only: str | None = None, *, skip_spa
 
 
 def worker_for(config: MirrorwatchConfig, link: LinkConfig, *, stop: threading.Event, worker: int = 0) -> WorkerBase:
+    config = config.as_client("mirror")  # its own principal, when `clusters.X.clients.mirror` names one
     if link.delivery == "exactly-once":
         from mirror.transactional import TransactionalLinkWorker
 
@@ -79,7 +80,8 @@ def tune_gc() -> None:
 
 
 def run_links(config: MirrorwatchConfig, links: list[LinkConfig], stop: threading.Event) -> int:
-    require_access(config, [alias for link in links for alias in (link.source, link.target)])
+    config = config.as_client("mirror")
+    require_access(config, [alias for link in links for alias in (link.source, link.target)], ("mirror",))
     workers = [(link, i) for link in links for i in range(link.num_streams)]
     if len(workers) == 1:
         link, _ = workers[0]

@@ -294,8 +294,8 @@ def run_spark_link(
     config: MirrorwatchConfig, link: LinkConfig, stop: threading.Event, *, master: str | None = None
 ) -> int:
     """Run the link's query until `stop` is set (0) or the query fails (MirrorFailure)."""
-    plan = plan_spark_link(config, link)
-    require_access(config, (link.source, link.target))
+    plan = plan_spark_link(config := config.as_client("mirror"), link)  # its own principal, if it has one
+    require_access(config, (link.source, link.target), ("mirror",))
     jars = spark_jars()
     source_admin = new_admin(config.clusters[link.source], link.source)
     target_admin = new_admin(config.clusters[link.target], link.target)

@@ -24,7 +24,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
-from mirrorwatch.config import ClusterConfig, MirrorwatchConfig, reveal
+from mirrorwatch.config import ROLES, ClusterConfig, MirrorwatchConfig, Role, reveal
 from mirrorwatch.errors import MirrorwatchError
 from mirrorwatch.kafka import new_admin
 
@@ -127,19 +127,26 @@ def refusal(cluster: ClusterConfig, alias: str, budget_s: float = PROBE_BUDGET_S
             return None
 
 
-def require_access(config: MirrorwatchConfig, aliases: Iterable[str]) -> None:
-    """Ask each of these clusters in parallel; raise ClusterRefusedError naming every cluster that refused."""
-    names = list(dict.fromkeys(aliases))
+def require_access(config: MirrorwatchConfig, aliases: Iterable[str], roles: Iterable[Role] = ROLES) -> None:
+    """Ask each of these clusters in parallel, as each of `roles` connects to it (`clusters.X.clients.<role>`; the
+    same settings are asked once); raise ClusterRefusedError naming every cluster that refused."""
+    probes: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[str, ClusterConfig]] = {}
+    for alias in dict.fromkeys(aliases):
+        cluster = config.clusters[alias]
+        for role in roles:
+            as_role = cluster.as_client(role)
+            key = (alias, tuple(sorted(as_role.client_properties().items())))
+            probes.setdefault(key, (alias if not cluster.clients else f"{alias} as {role}", as_role))
     found: dict[str, Refusal | None] = {}
 
-    def probe(alias: str) -> None:
-        found[alias] = refusal(config.clusters[alias], alias)
+    def probe(label: str, cluster: ClusterConfig) -> None:
+        found[label] = refusal(cluster, label)
 
-    threads = [threading.Thread(target=probe, args=(alias,), name=f"access-{alias}", daemon=True) for alias in names]
+    threads = [threading.Thread(target=probe, args=p, name=f"access-{p[0]}", daemon=True) for p in probes.values()]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    refusals = [r for alias in names if (r := found.get(alias)) is not None]
+    refusals = [r for label, _ in probes.values() if (r := found.get(label)) is not None]
     if refusals:
         raise ClusterRefusedError(refusals)

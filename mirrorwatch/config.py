@@ -134,20 +134,33 @@ def reveal(properties: Mapping[str, str | SecretStr]) -> dict[str, str]:
     return {name: v.get_secret_value() if isinstance(v, SecretStr) else v for name, v in properties.items()}
 
 
+# The components that may connect as principals of their own (`clusters.X.clients.<role>`), each with least privilege.
+Role = Literal["mirror", "monitor", "canary", "failover"]
+ROLES: tuple[Role, ...] = ("mirror", "monitor", "canary", "failover")
+_CLUSTER_PROPERTIES = Annotated[
+    dict[str, str | SecretStr],
+    BeforeValidator(lambda v: _normalize_properties(v, {"bootstrap.servers": "set bootstrap_servers instead"})),
+]
+
+
 class ClusterConfig(_Model):
-    """How to reach one cluster. `properties` are librdkafka properties (values may come from `${ENV_VAR}`)."""
+    """How to reach one cluster. `properties` are librdkafka properties (values may come from `${ENV_VAR}`);
+    `clients.<role>` are properties one component uses over them (its own principal: `sasl.username`, a certificate)."""
 
     bootstrap_servers: Annotated[str, StringConstraints(min_length=1)]
-    properties: dict[str, str | SecretStr] = Field(default_factory=dict)
-
-    @field_validator("properties", mode="before")
-    @classmethod
-    def _normalize(cls, value: object) -> object:
-        return _normalize_properties(value, reserved={"bootstrap.servers": "set bootstrap_servers instead"})
+    properties: _CLUSTER_PROPERTIES = Field(default_factory=dict)
+    clients: dict[Role, _CLUSTER_PROPERTIES] = Field(default_factory=dict)
 
     def client_properties(self) -> dict[str, str]:
         """librdkafka properties with secrets revealed: for the client factory only, never for output."""
         return {"bootstrap.servers": self.bootstrap_servers, **reveal(self.properties)}
+
+    def as_client(self, role: Role) -> ClusterConfig:
+        """This cluster as `role` connects to it: its `clients.<role>` properties over the common ones."""
+        return ClusterConfig(bootstrap_servers=self.bootstrap_servers, properties=self.role_properties(role))
+
+    def role_properties(self, role: Role) -> dict[str, str | SecretStr]:
+        return {**self.properties, **self.clients.get(role, {})}
 
 
 class TopicSelection(_Model):
@@ -371,6 +384,14 @@ class MirrorwatchConfig(_Model):
             return Path(self.state_dir).expanduser()
         base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
         return Path(base) / "mirrorwatch"
+
+    def as_client(self, role: Role) -> MirrorwatchConfig:
+        """The config as one component uses it: every cluster's `clients.<role>` over its common properties. Every
+        command applies its role once, where it starts; applying it again changes nothing."""
+        if not any(cluster.clients for cluster in self.clusters.values()):
+            return self
+        clusters = {alias: cluster.as_client(role) for alias, cluster in self.clusters.items()}
+        return self.model_copy(update={"clusters": clusters})
 
     def link(self, name: str) -> LinkConfig:
         for link in self.links:

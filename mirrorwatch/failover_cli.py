@@ -90,7 +90,7 @@ def _plan(selection: _Selection) -> Any:
         if not sep or not source or not target:
             raise click.UsageError(f"--map {m!r}: expected SOURCE=TARGET")
         group_map[source] = target
-    config = load_config(selection.config_path)
+    config = load_config(selection.config_path).as_client("failover")
     link = next((known for known in config.links if known.name == selection.link_name), None)
     if link is not None:  # an unknown link is make_plan's to say
         require_access(config, (link.source, link.target))

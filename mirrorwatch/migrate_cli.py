@@ -93,7 +93,7 @@ def from_command(  # noqa: PLR0917 - one parameter per option
     from mirrorwatch.access import require_access
     from mirrorwatch.config import load_config
 
-    config = load_config(config_path)
+    config = load_config(config_path).as_client("failover")
     link = config.link(link_name)
     require_access(config, (link.source, link.target))
     previous = previous_for(
@@ -134,7 +134,7 @@ def to_command(  # noqa: PLR0917 - one parameter per option
     from mirrorwatch.config import load_config
 
     del kind
-    config = load_config(config_path)
+    config = load_config(config_path).as_client("failover")
     link = config.link(link_name)
     require_access(config, (link.source, link.target))
     migration = export_to_mm2(config, link_name, alias=alias, topic=topic, apply=apply)

@@ -117,6 +117,7 @@ def _checkpoints_route(standbys: Sequence[Standby]) -> Callable[[Request], Await
 @contextlib.contextmanager
 def standbys_running(config: MirrorwatchConfig) -> Iterator[list[Standby]]:
     """The standby of every link with a `checkpoint:` section, for the duration of the block."""
+    config = config.as_client("failover")  # a standby commits the groups' positions on the target
     standbys = [Standby(config, link) for link in config.links if link.checkpoint is not None]
     for standby in standbys:
         standby.start()
@@ -151,7 +152,8 @@ def canary_running(config: MirrorwatchConfig, *, required: bool = False) -> Iter
     if not required and (not config.canary.enabled or not config.links):
         yield None
         return
-    canary = CanaryService(config.canary, config.clusters, config.links, state_path=config.state_path)
+    clusters = config.as_client("canary").clusters
+    canary = CanaryService(config.canary, clusters, config.links, state_path=config.state_path)
     canary.start()
     try:
         yield canary
@@ -190,7 +192,8 @@ def _monitoring(
 ) -> Iterator[tuple[MonitorService, HttpServer, list[Standby]]]:
     """The monitor collecting, the links' standbys translating and the HTTP API serving, for the duration of the
     block."""
-    service = MonitorService(config.monitor, config.clusters, config.links, link_statuses=link_statuses)
+    clusters = config.as_client("monitor").clusters
+    service = MonitorService(config.monitor, clusters, config.links, link_statuses=link_statuses)
     if config.canary.enabled and config.links:  # its latency joins the monitor's history, in this process or not
         service.canary = lambda: canary_readings(canary.as_json() if canary is not None else _published_canary(config))
     service.start()
@@ -209,7 +212,7 @@ def _monitoring(
 
 def run_monitor(config: MirrorwatchConfig, stop: threading.Event) -> int:
     """The monitor and its HTTP API until `stop` is set."""
-    require_access(config, config.clusters)
+    require_access(config, config.clusters, ("monitor", "failover"))
     with _monitoring(config, _link_statuses(config, {})):
         stop.wait()
     return 0
@@ -217,7 +220,7 @@ def run_monitor(config: MirrorwatchConfig, stop: threading.Event) -> int:
 
 def run_canary(config: MirrorwatchConfig, stop: threading.Event) -> int:
     """The canary alone, with its own HTTP server (/canary, /metrics), until `stop` is set."""
-    require_access(config, [alias for link in config.links for alias in (link.source, link.target)])
+    require_access(config, [alias for link in config.links for alias in (link.source, link.target)], ("canary",))
     with canary_running(config, required=True) as canary:
         server = serve(config, None, canary)
         try:
