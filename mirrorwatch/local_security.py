@@ -4,7 +4,7 @@
     sasl_plaintext   SASL (SCRAM-SHA-512 and PLAIN) without TLS
     sasl_ssl         SASL (SCRAM-SHA-512 and PLAIN) over TLS
     ssl              TLS, no client authentication
-    mtls             TLS with client certificates (the principal is the certificate's CN)
+    mtls             TLS with client certificates (the principal is the certificate's subject, `User:CN=<name>`)
 
 Everything lives under the state dir, made once and kept across restarts:
 
@@ -16,8 +16,11 @@ Everything lives under the state dir, made once and kept across restarts:
 SCRAM users are created when the storage is formatted (KIP-900), PLAIN users are in the listener's JAAS config.
 Secured brokers run KRaft's StandardAuthorizer with `allow.everyone.if.no.acl.found=false`. The super users are
 the brokers' own principal, ANONYMOUS (the controller listener is PLAINTEXT on 127.0.0.1, the only place that
-principal can come from) and, for now, the `mirrorwatch` client principal every generated client setting uses.
-The generated config refers to the client password as `${MIRRORWATCH_LOCAL_PASSWORD}`, never by value.
+principal can come from) and the `mirrorwatch` client principal every generated client setting uses (an operator's
+principal: it grants ACLs). The principals `mirror`, `monitor` and `canary` (users, or certificates with that CN)
+exist too and hold no ACL until one is granted: `mirrorwatch check` says which ones each needs (`mirrorwatch.acl`).
+The generated config refers to a password as `${MIRRORWATCH_LOCAL_PASSWORD}` (`..._MIRROR_PASSWORD` and so on for
+the component principals), never by value.
 """
 
 from __future__ import annotations
@@ -35,8 +38,10 @@ __all__ = [
     "CLIENT_PRINCIPAL",
     "MODES",
     "PASSWORD_ENV",
+    "ROLE_PRINCIPALS",
     "LocalSecurity",
     "load_security",
+    "password_env",
     "prepare_security",
     "security_paths",
     "write_private",
@@ -51,6 +56,8 @@ PROTOCOLS = {
     "mtls": "SSL",
 }
 CLIENT_PRINCIPAL = "mirrorwatch"
+# Principals of their own for the components (`clusters.X.clients.<role>`), without ACLs until granted.
+ROLE_PRINCIPALS = ("mirror", "monitor", "canary")
 BROKER_PRINCIPAL = "broker"
 MECHANISM = "SCRAM-SHA-512"
 PASSWORD_ENV = "MIRRORWATCH_LOCAL_PASSWORD"
@@ -67,6 +74,7 @@ class LocalSecurity:
     broker_password: str = ""
     client_password: str = ""
     keystore_password: str = ""
+    role_passwords: tuple[tuple[str, str], ...] = ()
 
     @property
     def protocol(self) -> str:
@@ -96,6 +104,15 @@ class LocalSecurity:
     def client_key(self) -> Path:
         return self.tls_dir / f"{CLIENT_PRINCIPAL}.key"
 
+    def principal(self, name: str) -> str:
+        """The Kafka principal of a local client or broker: `User:<name>` for SASL users, `User:CN=<name>` for a
+        certificate (Kafka's default principal of a TLS client is the certificate's subject)."""
+        return f"User:CN={name}" if self.mode == "mtls" and name != "ANONYMOUS" else f"User:{name}"
+
+    def users(self) -> dict[str, str]:
+        """Every client principal with its password: `mirrorwatch` and the component principals."""
+        return {CLIENT_PRINCIPAL: self.client_password, **dict(self.role_passwords)}
+
     @property
     def env_file(self) -> Path:
         return self.state_dir / "client.env"
@@ -119,13 +136,14 @@ class LocalSecurity:
             f"listener.security.protocol.map=SECURE:{self.protocol},CONTROLLER:PLAINTEXT",
             "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             "allow.everyone.if.no.acl.found=false",
-            f"super.users=User:{BROKER_PRINCIPAL};User:ANONYMOUS;User:{CLIENT_PRINCIPAL}",
+            "super.users=" + ";".join(map(self.principal, (BROKER_PRINCIPAL, "ANONYMOUS", CLIENT_PRINCIPAL))),
         ]
         if self.sasl:
             scram = "org.apache.kafka.common.security.scram.ScramLoginModule"
             plain = "org.apache.kafka.common.security.plain.PlainLoginModule"
             broker = f'username="{BROKER_PRINCIPAL}" password="{self.broker_password}"'
-            users = f'user_{BROKER_PRINCIPAL}="{self.broker_password}" user_{CLIENT_PRINCIPAL}="{self.client_password}"'
+            every = {BROKER_PRINCIPAL: self.broker_password, **self.users()}
+            users = " ".join(f'user_{u}="{p}"' for u, p in every.items())
             lines += [
                 f"sasl.enabled.mechanisms={MECHANISM},PLAIN",
                 f"sasl.mechanism.inter.broker.protocol={MECHANISM}",
@@ -140,7 +158,6 @@ class LocalSecurity:
                 f"ssl.key.password={self.keystore_password}",
                 "ssl.truststore.type=PEM",
                 f"ssl.truststore.location={self.ca_file}",
-                "ssl.principal.mapping.rules=RULE:^CN=([^,]+).*$/$1/,DEFAULT",
             ]
             if self.mode == "mtls":
                 lines.append("ssl.client.auth=required")
@@ -150,31 +167,39 @@ class LocalSecurity:
         """kafka-storage format arguments that create the SCRAM users (KIP-900)."""
         if not self.sasl:
             return []
-        return [
-            *("--add-scram", f"{MECHANISM}=[name={BROKER_PRINCIPAL},password={self.broker_password}]"),
-            *("--add-scram", f"{MECHANISM}=[name={CLIENT_PRINCIPAL},password={self.client_password}]"),
-        ]
+        users = {BROKER_PRINCIPAL: self.broker_password, **self.users()}
+        return [arg for u, p in users.items() for arg in ("--add-scram", f"{MECHANISM}=[name={u},password={p}]")]
 
     # -- the clients' side ---------------------------------------------------------------------------------------
 
-    def client_properties(self, *, reveal: bool = False) -> dict[str, str]:
-        """librdkafka properties for the `mirrorwatch` principal; the password as `${MIRRORWATCH_LOCAL_PASSWORD}`
-        unless `reveal` (for mirrorwatch's own probe of a starting broker, never written anywhere)."""
+    def client_properties(self, *, reveal: bool = False, principal: str = CLIENT_PRINCIPAL) -> dict[str, str]:
+        """librdkafka properties for a principal (`mirrorwatch`, or one of ROLE_PRINCIPALS); the password as
+        `${MIRRORWATCH_LOCAL_PASSWORD}` (`password_env`) unless `reveal` (for mirrorwatch's own probe of a starting
+        broker, never written anywhere)."""
         if self.mode == "plaintext":
             return {}
         properties = {"security.protocol": self.protocol}
         if self.sasl:
-            password = self.client_password if reveal else "${" + PASSWORD_ENV + "}"
-            properties |= {"sasl.mechanism": MECHANISM, "sasl.username": CLIENT_PRINCIPAL, "sasl.password": password}
+            password = self.users()[principal] if reveal else "${" + password_env(principal) + "}"
+            properties |= {"sasl.mechanism": MECHANISM, "sasl.username": principal, "sasl.password": password}
         if self.tls:
             properties["ssl.ca.location"] = str(self.ca_file)
         if self.mode == "mtls":
-            properties |= {"ssl.certificate.location": str(self.client_cert), "ssl.key.location": str(self.client_key)}
+            properties |= {
+                "ssl.certificate.location": str(self.tls_dir / f"{principal}.crt"),
+                "ssl.key.location": str(self.tls_dir / f"{principal}.key"),
+            }
         return properties
 
     def environment(self) -> dict[str, str]:
-        """What a process using the generated config needs in its environment."""
-        return {PASSWORD_ENV: self.client_password} if self.sasl else {}
+        """What a process using the generated config (or a component principal's settings) needs in its
+        environment."""
+        return {password_env(u): p for u, p in self.users().items() if p} if self.sasl else {}
+
+
+def password_env(principal: str) -> str:
+    """The environment variable that holds a local principal's password in generated settings."""
+    return PASSWORD_ENV if principal == CLIENT_PRINCIPAL else f"MIRRORWATCH_LOCAL_{principal.upper()}_PASSWORD"
 
 
 def security_paths(state_dir: Path) -> list[Path]:
@@ -200,6 +225,7 @@ def load_security(state_dir: Path) -> LocalSecurity:
         broker_password=str(data.get("broker_password", "")),
         client_password=str(data.get("client_password", "")),
         keystore_password=str(data.get("keystore_password", "")),
+        role_passwords=tuple((str(u), str(p)) for u, p in dict(data.get("role_passwords", {})).items()),
     )
 
 
@@ -224,6 +250,7 @@ def prepare_security(state_dir: Path, mode: str | None) -> LocalSecurity:
         broker_password=secrets.token_urlsafe(18),
         client_password=secrets.token_urlsafe(18),
         keystore_password=secrets.token_urlsafe(18),
+        role_passwords=tuple((role, secrets.token_urlsafe(18)) for role in ROLE_PRINCIPALS),
     )
     state_dir.mkdir(parents=True, exist_ok=True)
     if security.tls:
@@ -236,13 +263,14 @@ def prepare_security(state_dir: Path, mode: str | None) -> LocalSecurity:
                 "broker_password": security.broker_password,
                 "client_password": security.client_password,
                 "keystore_password": security.keystore_password,
+                "role_passwords": dict(security.role_passwords),
             },
             indent=2,
         )
         + "\n",
     )
     if security.sasl:
-        write_private(security.env_file, f"{PASSWORD_ENV}={security.client_password}\n")
+        write_private(security.env_file, "".join(f"{name}={value}\n" for name, value in security.environment().items()))
     return security
 
 
@@ -276,7 +304,7 @@ def _make_certificates(security: LocalSecurity) -> None:
              "-subj", "/CN=mirrorwatch local CA")  # fmt: skip
     for name, extensions in (
         (BROKER_PRINCIPAL, "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n"),
-        (CLIENT_PRINCIPAL, "extendedKeyUsage=clientAuth\n"),
+        *((client, "extendedKeyUsage=clientAuth\n") for client in (CLIENT_PRINCIPAL, *ROLE_PRINCIPALS)),
     ):
         (security.tls_dir / f"{name}.ext").write_text(extensions)
         _openssl(security, "req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}")

@@ -45,7 +45,7 @@ def test_sasl_users_are_made_at_format_and_the_client_password_is_an_environment
     assert security.format_args() == [
         *("--add-scram", "SCRAM-SHA-512=[name=broker,password=brokerpw]"),
         *("--add-scram", "SCRAM-SHA-512=[name=mirrorwatch,password=clientpw]"),
-    ]
+    ]  # without component principals (clusters made before they existed): only these two
     client = security.client_properties()
     assert client == {
         "security.protocol": "SASL_SSL",
@@ -74,7 +74,7 @@ def test_prepare_makes_private_files_and_a_certificate_chain_openssl_verifies(tm
     assert load_security(tmp_path) == security
     assert _private(tmp_path / "security.json") and _private(tmp_path / "tls")
     assert not (tmp_path / "client.env").exists()  # no password in mtls
-    for name in ("broker", "mirrorwatch"):
+    for name in ("broker", "mirrorwatch", "mirror", "monitor", "canary"):
         verified = subprocess.run(
             ["openssl", "verify", "-CAfile", "ca.crt", f"{name}.crt"],
             cwd=tmp_path / "tls",
@@ -105,11 +105,41 @@ def test_prepare_makes_private_files_and_a_certificate_chain_openssl_verifies(tm
 
 def test_sasl_passwords_go_to_a_private_env_file_once_and_stay(tmp_path: Path) -> None:
     first = prepare_security(tmp_path, "sasl_plaintext")
-    assert (tmp_path / "client.env").read_text() == f"{PASSWORD_ENV}={first.client_password}\n"
+    roles = dict(first.role_passwords)
+    assert (tmp_path / "client.env").read_text() == (
+        f"{PASSWORD_ENV}={first.client_password}\n"
+        f"MIRRORWATCH_LOCAL_MIRROR_PASSWORD={roles['mirror']}\n"
+        f"MIRRORWATCH_LOCAL_MONITOR_PASSWORD={roles['monitor']}\n"
+        f"MIRRORWATCH_LOCAL_CANARY_PASSWORD={roles['canary']}\n"
+    )
     assert _private(tmp_path / "client.env") and _private(tmp_path / "security.json")
     assert prepare_security(tmp_path, "sasl_plaintext") == first
     assert prepare_security(tmp_path, None) == first
-    assert len({first.broker_password, first.client_password, first.keystore_password}) == 3
+    assert len({first.broker_password, first.client_password, first.keystore_password, *roles.values()}) == 6
+
+
+def test_the_component_principals_exist_without_being_super_users(tmp_path: Path) -> None:
+    roles = (("mirror", "m"), ("monitor", "o"), ("canary", "c"))
+    sasl = LocalSecurity("sasl_ssl", tmp_path, "brokerpw", "clientpw", "storepw", roles)
+    assert sasl.format_args()[-6:] == [
+        *("--add-scram", "SCRAM-SHA-512=[name=mirror,password=m]"),
+        *("--add-scram", "SCRAM-SHA-512=[name=monitor,password=o]"),
+        *("--add-scram", "SCRAM-SHA-512=[name=canary,password=c]"),
+    ]
+    server = _properties(sasl.server_properties(9092, 9093))
+    assert server["super.users"] == "User:broker;User:ANONYMOUS;User:mirrorwatch"
+    assert 'user_mirror="m" user_monitor="o" user_canary="c"' in server["listener.name.secure.plain.sasl.jaas.config"]
+    mirror = sasl.client_properties(principal="mirror")
+    assert mirror["sasl.username"] == "mirror"
+    assert mirror["sasl.password"] == "${MIRRORWATCH_LOCAL_MIRROR_PASSWORD}"
+    assert sasl.client_properties(principal="canary", reveal=True)["sasl.password"] == "c"
+    # A certificate's principal is its subject (no mapping rule): what `mirrorwatch check` prints for it.
+    mtls = LocalSecurity("mtls", tmp_path, "brokerpw", "clientpw", "storepw", roles)
+    server = _properties(mtls.server_properties(9092, 9093))
+    assert server["super.users"] == "User:CN=broker;User:ANONYMOUS;User:CN=mirrorwatch"
+    assert "ssl.principal.mapping.rules" not in server
+    assert mtls.principal("monitor") == "User:CN=monitor" and sasl.principal("monitor") == "User:monitor"
+    assert mtls.client_properties(principal="monitor")["ssl.certificate.location"].endswith("monitor.crt")
 
 
 def test_another_mode_for_clusters_already_made_is_refused_naming_purge(tmp_path: Path) -> None:
