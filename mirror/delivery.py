@@ -98,7 +98,7 @@ class Delivery:
         stats: LinkStats,
         *,
         fail: LinkFailure,
-        consumer_error: Callable[[KafkaError], None],
+        consumer_error: Callable[[KafkaError, str | None], None],
     ) -> None:
         self.link, self.name, self.router, self.stats, self.fail = link, name, router, stats, fail
         self._consumer_error = consumer_error
@@ -142,7 +142,7 @@ class Delivery:
         for msg in messages:
             err = msg.error()
             if err is not None:
-                self._consumer_error(err)
+                self._consumer_error(err, msg.topic())
                 continue
             # A consumed record always has a topic, partition and offset (typing.cast is a call: not per record).
             tp: tuple[str, int] = (msg.topic(), msg.partition())  # type: ignore[assignment]
@@ -210,7 +210,7 @@ class Delivery:
         for msg in messages:
             err = msg.error()
             if err is not None:
-                self._consumer_error(err)
+                self._consumer_error(err, msg.topic())
                 continue
             tp: tuple[str, int] = (msg.topic(), msg.partition())  # type: ignore[assignment]
             if tp != last_tp:
@@ -299,7 +299,7 @@ class Delivery:
         for msg in messages:
             err = msg.error()
             if err is not None:
-                self._consumer_error(err)
+                self._consumer_error(err, msg.topic())
                 continue
             topic, partition, offset = msg.topic() or "", msg.partition() or 0, msg.offset() or 0
             p = progress.get((topic, partition))

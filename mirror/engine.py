@@ -197,6 +197,7 @@ class LinkWorker(WorkerBase):
             if self.link.partitioning == "preserve" and tp.partition >= target_partitions:
                 self._refresh_requested = True  # a new source partition: the target must grow first
         log.info("link %s: assigned %s", self.name, _tps(partitions))
+        self._topics_readable({tp.topic for tp in partitions})
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Before another worker takes these partitions: get what we sent acknowledged, commit it, forget them."""

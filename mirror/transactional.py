@@ -152,6 +152,7 @@ class TransactionalLinkWorker(WorkerBase):
                 [TopicPartition(t, p, self._stored.get((t, p), default)) for t, p in sorted(new)]
             )
             log.info("link %s: owns %s", self.name, ", ".join(f"{t}[{p}]" for t, p in sorted(new)))
+            self._topics_readable({t for t, _ in new})
         self._assigned = owned
         return plan
 
@@ -203,7 +204,7 @@ class TransactionalLinkWorker(WorkerBase):
     def _mirror_one(self, msg: Message, advanced: dict[tuple[str, int], int]) -> None:
         err = msg.error()
         if err is not None:
-            self._consumer_error(err)
+            self._consumer_error(err, msg.topic())
             return
         topic, partition, offset = msg.topic() or "", msg.partition() or 0, msg.offset() or 0
         if (topic, partition) not in self._assigned:

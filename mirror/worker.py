@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
+from collections.abc import Iterable
 from dataclasses import asdict
 from typing import Any
 
@@ -26,6 +28,7 @@ from mirror.settings import PRODUCER_DEFAULTS, consumer_settings, producer_setti
 from mirror.stats import LinkStats
 from mirror.topic_keeper import TopicKeeper, refuse_loop
 from mirror.topics import ConfigDrift, TopicPlan
+from mirrorwatch.acl import DenialLog
 from mirrorwatch.clock import Clock, SystemClock
 from mirrorwatch.config import LinkConfig, MirrorwatchConfig
 from mirrorwatch.errors import KafkaClientError
@@ -37,6 +40,8 @@ from mirrorwatch.worker_status import PartitionPosition, WorkerStatus
 __all__ = ["STATUS_EVERY_S", "MirrorFailure", "WorkerBase", "writer_fields"]
 
 log = logging.getLogger("mirrorwatch.mirror")
+# librdkafka names the topic in the text of some consumer errors only ("Subscribed topic not available: T: ...").
+_TOPIC_IN_ERROR = re.compile(r"topic not available: (\S+?):")
 
 # How often the status the monitor reads (when in another process) is rewritten (`_heartbeat`): the last status of a
 # worker that is killed is at most this old, and so is what the monitor believes of the records it had acknowledged.
@@ -91,6 +96,7 @@ class WorkerBase:
         self._source_admin: AdminClient | None = None
         self._target_admin: AdminClient | None = None
         self._board = StatusBoard(config.state_path / "status")
+        self._denials = DenialLog(log, f"link {self.name}")  # a missing ACL: one line, not a warning per retry
 
     # -- public view ------------------------------------------------------------------------------------------------
 
@@ -236,10 +242,21 @@ class WorkerBase:
         raise NotImplementedError
 
     def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        if err is not None and err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+            self._group_denied(err)
+            return
         if err is not None and err.code() != KafkaError._NO_OFFSET:
             log.warning("link %s: commit failed (%s); it is retried at the next interval", self.name, error_text(err))
             return
+        self._denials.allowed("Read", "group", (self.link.consumer_group,))
         self._mark_committed(partitions)
+
+    def _group_denied(self, err: KafkaError) -> None:
+        self._denials.denied("Read", "group", self.link.consumer_group, f"source: {error_text(err)}")
+
+    def _topics_readable(self, topics: Iterable[str]) -> None:
+        """Partitions of these topics were assigned: the source lets the link read them (again)."""
+        self._denials.allowed("Read", "topic", topics)
 
     def _mark_committed(self, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
@@ -276,8 +293,16 @@ class WorkerBase:
                 "link %s: topic refresh failed (%s); the link keeps mirroring what it has", self.name, error_text(exc)
             )
 
-    def _consumer_error(self, err: KafkaError) -> None:
-        if err.code() == KafkaError._PARTITION_EOF:
+    def _consumer_error(self, err: KafkaError, topic: str | None = None) -> None:
+        code = err.code()
+        if code == KafkaError._PARTITION_EOF:
+            return
+        if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            named = topic or (m.group(1) if (m := _TOPIC_IN_ERROR.search(err.str())) else "(a mirrored topic)")
+            self._denials.denied("Read", "topic", named, f"source: {error_text(err)}")
+            return
+        if code == KafkaError.GROUP_AUTHORIZATION_FAILED:
+            self._group_denied(err)
             return
         if err.fatal():
             self._fail(f"the source consumer hit a fatal error: {error_text(err)}")

@@ -82,6 +82,7 @@ def cli(log_level: str) -> None:
                                             HTTP API and console
       mirrorwatch local up                  just the two local clusters (source, target)
       mirrorwatch config check FILE         validate a config file
+    mirrorwatch check --config FILE       which ACL each component's principal is missing (kafka-acls.sh lines)
       mirrorwatch failover plan ...         where consumer groups must start on a link's target (exact)
       mirrorwatch migrate from mm2 ...      take over from MirrorMaker 1/2 or Replicator, re-copying nothing
     """
@@ -577,13 +578,13 @@ def demo(state_dir: Path | None, duration: float | None, rate: float) -> None:
     sys.exit(run_demo(options, stop, out=click.echo))
 
 
-from mirrorwatch.failover_cli import failover  # noqa: E402 - the group's own module keeps this one short
+# Commands in modules of their own keep this one short.
+from mirrorwatch.check import check  # noqa: E402
+from mirrorwatch.failover_cli import failover  # noqa: E402
+from mirrorwatch.migrate_cli import migrate  # noqa: E402
 
-cli.add_command(failover)
-
-from mirrorwatch.migrate_cli import migrate  # noqa: E402 - as the failover group
-
-cli.add_command(migrate)
+for _command in (check, failover, migrate):
+    cli.add_command(_command)
 
 
 def main() -> None:

@@ -29,6 +29,7 @@ PURE = {
     "mirrorwatch.rename",
     "mirrorwatch.provenance",
     "mirrorwatch.patterns",
+    "mirrorwatch.acl",
     "monitor.evaluator",
     "monitor.windows",
     "monitor.snapshot",
