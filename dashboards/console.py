@@ -33,6 +33,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboards.prometheus import SPANS, Prometheus, PrometheusUnreachable
+from dashboards.shards import ShardedApi
 
 DEFAULT_API = "http://127.0.0.1:8000"
 PAGES = ("Overview", "Consumer groups", "Events", "Alerts", "Canary", "Topics", "Failover")
@@ -82,6 +83,9 @@ class Api:
             raise Unreachable(f"monitor unreachable at {self.base} ({reason})") from None
 
 
+MonitorApi = Api | ShardedApi  # one monitor, or the shards of a fleet read as one
+
+
 def _arguments(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="console")
     parser.add_argument("--api", default=os.environ.get("MIRRORWATCH_API", DEFAULT_API))
@@ -92,9 +96,11 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def api_client(argv: list[str]) -> Api:
+def api_client(argv: list[str]) -> MonitorApi:
+    """The monitor's API; several, comma-separated (the shards of a fleet, `monitor.shard`), read as one."""
     args = _arguments(argv)
-    return Api(str(args.api), user=args.api_user, ca_file=args.api_ca_file)
+    apis = [Api(url.strip(), user=args.api_user, ca_file=args.api_ca_file) for url in str(args.api).split(",")]
+    return apis[0] if len(apis) == 1 else ShardedApi(apis, Unreachable)
 
 
 def prometheus_base(argv: list[str]) -> str | None:
@@ -150,7 +156,7 @@ def worst(values: list[float | None]) -> float | None:
 # -- pages ------------------------------------------------------------------------------------------------------------
 
 
-def overview(api: Api, prometheus: Prometheus | None = None, span: str = DEFAULT_SPAN) -> None:
+def overview(api: MonitorApi, prometheus: Prometheus | None = None, span: str = DEFAULT_SPAN) -> None:
     document = api.get("/mirror/links")
     links = (document or {}).get("links", [])
     if not links:
@@ -201,7 +207,7 @@ def _last(points: list[list[float]] | None) -> float | None:
     return points[-1][1] if points else None
 
 
-def since(api: Api, link: str) -> str:
+def since(api: MonitorApi, link: str) -> str:
     """How long the link has been in its state: from its newest state change among the monitor's events."""
     events = (api.get(f"/mirror/events?link={_q(link)}&limit=200") or {}).get("events", [])
     change = next((e for e in events if e["kind"] == "link"), None)
@@ -236,7 +242,7 @@ def history_charts(history: dict[str, list[list[float]]], source: str = "the mon
         column.line_chart(frame(names), height=160)
 
 
-def consumer_groups(api: Api) -> None:
+def consumer_groups(api: MonitorApi) -> None:
     document = api.get("/mirror/groups") or {}
     groups = document.get("groups", [])
     if not groups:
@@ -318,7 +324,7 @@ def consumer_groups(api: Api) -> None:
         st.line_chart(pd.DataFrame({"total lag": {pd.to_datetime(t, unit="ms"): v for t, v in total}}), height=200)
 
 
-def events_page(api: Api) -> None:
+def events_page(api: MonitorApi) -> None:
     cols = st.columns(3)
     filters = {
         "link": cols[0].text_input("Link", placeholder="a link's name"),
@@ -379,7 +385,7 @@ def prometheus_alerts(prometheus: Prometheus) -> None:
         st.caption("pending (waiting out their `for`): " + ", ".join(a["labels"].get("alertname", "") for a in pending))
 
 
-def alerts_page(api: Api, prometheus: Prometheus | None = None) -> None:
+def alerts_page(api: MonitorApi, prometheus: Prometheus | None = None) -> None:
     if prometheus is not None:
         try:
             prometheus_alerts(prometheus)
@@ -417,7 +423,7 @@ def alerts_page(api: Api, prometheus: Prometheus | None = None) -> None:
     st.caption("not judged here (Prometheus only): " + ", ".join(document["not_judged"]))
 
 
-def canary_page(api: Api) -> None:
+def canary_page(api: MonitorApi) -> None:
     canary = api.get("/canary")
     if canary is None:
         st.info("No canary is running (mirrorwatch run starts one; or run mirrorwatch canary).")
@@ -464,7 +470,7 @@ def canary_page(api: Api) -> None:
         )
 
 
-def topics(api: Api) -> None:
+def topics(api: MonitorApi) -> None:
     links = (api.get("/mirror/links") or {}).get("links", [])
     if not links:
         st.info("No mirror links yet.")
@@ -496,7 +502,7 @@ def topics(api: Api) -> None:
             st.caption("No config drift.")
 
 
-def failover_page(api: Api) -> None:
+def failover_page(api: MonitorApi) -> None:
     links = (api.get("/mirror/links") or {}).get("links", [])
     views = [v for v in (api.get(f"/mirror/links/{_q(link['link'])}/checkpoints") for link in links) if v is not None]
     if not views:
@@ -579,6 +585,8 @@ def main() -> None:
             render[page](api)
         except Unreachable as exc:
             st.error(str(exc))
+        for missing in getattr(api, "unreachable", []):  # a shard of a fleet: the others still show
+            st.warning(f"{missing}: what it watches is missing from this page")
 
     body()
 

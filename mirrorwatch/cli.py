@@ -280,7 +280,7 @@ def alerts_build(out: Path | None, overrides: tuple[str, ...], list_thresholds: 
 
 @cli.command()
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), help="mirrorwatch config.")
-@click.option("--api", help="URL of the mirrorwatch HTTP API [default: the config's http.host and http.port].")
+@click.option("--api", help="HTTP API URL; URLs of a sharded fleet, comma-separated, read as one [default: --config].")
 @click.option("--port", type=click.IntRange(0, 65535), default=8501, show_default=True, help="Console port.")
 @click.option("--address", default="127.0.0.1", show_default=True, help="Console listen address (0.0.0.0: all).")
 @click.option(

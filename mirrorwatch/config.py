@@ -318,6 +318,11 @@ class LinkConfig(_Model):
 CompatStyle = Literal["kafka_exporter", "kafka_lag_exporter", "burrow"]
 
 
+class MonitorShard(_Model):
+    clusters: tuple[Name, ...] = ()
+    groups: GroupSelection = GroupSelection()
+
+
 class MonitorConfig(_Model):
     interval_seconds: Annotated[float, Field(gt=0)] = 10
     window: Annotated[int, Field(ge=2, le=1000)] = 10
@@ -345,6 +350,9 @@ class MonitorConfig(_Model):
     history_seconds: Annotated[float, Field(ge=0, le=7 * 24 * 3600)] = 3600
     events: Annotated[int, Field(ge=0, le=1_000_000)] = 10_000
     alert_thresholds: AlertThresholds = {}  # /mirror/alerts judges with these (as `alerts build --set` NAME=VALUE)
+    # This monitor's share of a sharded fleet: the clusters it collects (empty: all) and the groups it watches there
+    # (the groups of the links it measures always). Each shard serves the same HTTP API and /metrics for its share.
+    shard: MonitorShard = MonitorShard()
 
 
 class CanaryConfig(_Model):
@@ -458,6 +466,13 @@ def _check_references(doc: object) -> list[tuple[Loc, str]]:
     aliases = set(clusters) if isinstance(clusters, dict) else None
     if not isinstance(links, list):
         return problems
+    monitor = doc.get("monitor")
+    shard = monitor.get("shard") if isinstance(monitor, dict) else None
+    sharded = shard.get("clusters") if isinstance(shard, dict) else None
+    for i, alias in enumerate(sharded if isinstance(sharded, list) else []):
+        if aliases is not None and isinstance(alias, str) and alias not in aliases:
+            known = ", ".join(sorted(aliases)) or "none"
+            problems.append((("monitor", "shard", "clusters", i), f"unknown cluster {alias!r} (clusters: {known})"))
     names: dict[str, int] = {}
     for i, link in enumerate(links):
         if not isinstance(link, dict):

@@ -19,6 +19,7 @@ answer at all (the child crashed) reads the cluster down the same way.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
@@ -61,10 +62,12 @@ def collect_cluster(
     cluster: ClusterConfig,
     timeout_s: float = TIMEOUT_S,
     follower: CommitFollower | None = None,
+    watched: Callable[[str], bool] | None = None,
 ) -> ClusterSnapshot:
     """Everything the monitor needs from one cluster, now. Never raises for a Kafka failure. With a `follower` that
     reads `__consumer_offsets`, committed offsets come from it (one request per collection instead of one per
-    group); without one, or when it cannot answer, from the admin API."""
+    group); without one, or when it cannot answer, from the admin API. `watched`: the groups this monitor (shard)
+    watches; default all."""
     started = time.monotonic()
     try:
         metadata = admin.list_topics(timeout=timeout_s)
@@ -84,7 +87,7 @@ def collect_cluster(
         for p in t.partitions.values()
     }
     try:
-        groups, commits_from = _collect_groups(admin, cluster, alias, follower, timeout_s)
+        groups, commits_from = _collect_groups(admin, cluster, alias, follower, timeout_s, watched)
     except (KafkaException, TimeoutError, _CommitsUnreadable, GroupOffsetsUnknown) as exc:  # e.g. frozen: time-outs
         return ClusterSnapshot(
             alias,
@@ -113,8 +116,13 @@ def collect_cluster(
     )
 
 
-def _collect_groups(
-    admin: AdminClient, cluster: ClusterConfig, alias: str, follower: CommitFollower | None, timeout_s: float
+def _collect_groups(  # noqa: PLR0917 - the collection's context, passed down as it is
+    admin: AdminClient,
+    cluster: ClusterConfig,
+    alias: str,
+    follower: CommitFollower | None,
+    timeout_s: float,
+    watched: Callable[[str], bool] | None,
 ) -> tuple[dict[str, GroupInfo], str]:
     listing = admin.list_consumer_groups(request_timeout=TIMEOUT_S).result(timeout=TIMEOUT_S)
     listed = {g.group_id: g for g in listing.valid}
@@ -123,7 +131,7 @@ def _collect_groups(
     if table is None and follower is not None and follower.failure is None and follower.caught_up:
         raise _CommitsUnreadable(f"{OFFSETS_TOPIC} not read up to its end within {wait_s:g} s (commits unknown)")
     # a group with commits that the listing missed (it raced a coordinator move) is still a group
-    ids = sorted(set(listed) | set(table or ()))
+    ids = sorted(g for g in set(listed) | set(table or ()) if watched is None or watched(g))
     if not ids:
         return {}, "offsets-topic" if table is not None else "admin-api"
     described = admin.describe_consumer_groups(ids, request_timeout=TIMEOUT_S)

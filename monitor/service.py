@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from confluent_kafka.admin import AdminClient
 
 from mirrorwatch.clock import Clock, SystemClock
-from mirrorwatch.config import ClusterConfig, LinkConfig, MonitorConfig
+from mirrorwatch.config import ClusterConfig, GroupSelection, LinkConfig, MonitorConfig
 from mirrorwatch.kafka import new_admin
 from mirrorwatch.status_board import HOST
 from mirrorwatch.worker_status import WorkerStatus
@@ -90,7 +90,14 @@ class MonitorService:
         clock: Clock | None = None,
     ) -> None:
         """`settings`: the monitor's own section; `clusters`: what it collects; `links`: what it measures."""
+        shard = settings.shard
+        if shard.clusters:  # a shard: its clusters, and the links it can measure on them
+            clusters = {alias: c for alias, c in clusters.items() if alias in shard.clusters}
+            links = [link for link in links if link.source in clusters and link.target in clusters]
         self.settings, self.clusters, self.links = settings, dict(clusters), tuple(links)
+        own = frozenset(link.consumer_group for link in self.links)
+        everything = not shard.clusters and shard.groups == GroupSelection()
+        self._watched = None if everything else (lambda group: group in own or shard.groups.matches(group))
         self._link_statuses = link_statuses or dict
         self._clock = clock or SystemClock()
         self._evaluator = evaluator_config(settings)
@@ -235,6 +242,7 @@ class MonitorService:
             cluster=self.clusters[alias],
             timeout_s=max(5.0, self.settings.interval_seconds),
             follower=follower,
+            watched=self._watched,
         )
         if follower is not None and follower.failure is not None:
             log.warning(

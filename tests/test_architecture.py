@@ -30,6 +30,7 @@ PURE = {
     "mirrorwatch.provenance",
     "mirrorwatch.patterns",
     "mirrorwatch.acl",
+    "dashboards.shards",
     "monitor.evaluator",
     "monitor.windows",
     "monitor.snapshot",

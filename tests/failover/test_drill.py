@@ -153,6 +153,7 @@ def keyed(start: int, n: int, partitions: int) -> list[Record]:
     ]
 
 
+@pytest.mark.secured
 def test_a_group_fails_over_and_reads_exactly_what_it_had_not_read(
     clusters_config: MirrorwatchConfig,
     make_topic: Callable[..., str],

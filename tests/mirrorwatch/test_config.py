@@ -159,6 +159,16 @@ INVALID: list[tuple[str, object, list[str]]] = [
         ["links[0].target: unknown cluster 'nyc' (clusters: source, target)"],
     ),
     (
+        "a monitor shard naming an unknown cluster, and a shard group regex that can hang",
+        doc(monitor={"shard": {"clusters": ["source", "dc9"], "groups": {"include": ["(a+)+"]}}}),
+        [
+            "monitor.shard.clusters[1]: unknown cluster 'dc9' (clusters: source, target)",
+            "monitor.shard.groups.include[0]: regex '(a+)+' is refused: matching it can take longer than anyone "
+            "waits: a quantifier inside a quantified group (nested quantifiers, as in `(a+)+`); make the inner "
+            "quantifier possessive (`a++`, `\\w*+`) or the group atomic (`(?>...)`)",
+        ],
+    ),
+    (
         "misspelled cluster key suggests the right one",
         {"clusters": {"a": {"bootstrap_server": "h:1"}}},
         [
