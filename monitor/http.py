@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import logging
 import math
 import resource
 import socket
 import threading
 import time
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
@@ -142,8 +144,16 @@ def create_app(
     rendered = _RenderedOnce(service)
 
     async def metrics(request: Request) -> Response:
-        monitor_text = await rendered.text()
-        return Response(monitor_text + generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+        """Gzip to a scraper that asks for it (Prometheus does): the monitor's text as it was compressed once per
+        round, the other collectors' as a second gzip member (one stream to any gzip reader); plain text otherwise."""
+        packed = await rendered.packed()
+        others = generate_latest(registry)
+        if _accepts_gzip(request.headers.get("accept-encoding", "")):
+            headers = {"Content-Encoding": "gzip", "Vary": "Accept-Encoding"}
+            body = packed + gzip.compress(others, compresslevel=1)
+            return Response(body, media_type=CONTENT_TYPE_LATEST, headers=headers)
+        text = await run_in_threadpool(zlib.decompress, packed, 31) if packed else b""
+        return Response(text + others, media_type=CONTENT_TYPE_LATEST, headers={"Vary": "Accept-Encoding"})
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -157,29 +167,37 @@ def create_app(
     return Starlette(routes=[*_monitor_routes(service), *common], exception_handlers={_BadQuery: _bad_query})
 
 
+def _accepts_gzip(accept_encoding: str) -> bool:
+    for item in accept_encoding.lower().split(","):
+        coding, _, parameters = item.strip().partition(";")
+        if coding.strip() == "gzip":
+            return parameters.replace(" ", "") not in ("q=0", "q=0.0", "q=0.00", "q=0.000")
+    return False
+
+
 class _RenderedOnce:
-    """The monitor's families rendered once per published state (a collection) and served as bytes to every scrape
-    until the next one: rendered on the monitor's thread right after the round (so no scrape waits for it), or, for
-    a state published otherwise, by the first scrape in a worker thread (never on the event loop that answers the
-    API)."""
+    """The monitor's families rendered once per published state (a collection), gzip-compressed as they are
+    rendered, and served as those bytes to every scrape until the next one: rendered on the monitor's thread right
+    after the round (so no scrape waits for it), or, for a state published otherwise, by the first scrape in a
+    worker thread (never on the event loop that answers the API)."""
 
     def __init__(self, service: MonitorService | None) -> None:
         self._service = service
         self._collector = MonitorCollector(service) if service is not None else None
         self._lock = asyncio.Lock()  # concurrent scrapes of a new state wait for one rendering
-        self._cached: tuple[object, bytes] = (object(), b"")  # the state the text was rendered from, the text
+        self._cached: tuple[object, bytes] = (object(), b"")  # the state rendered from, its text (gzip)
         if service is not None:
             service.on_publish.append(self._prerender)
 
     def _render(self) -> tuple[object, bytes]:
         assert self._service is not None and self._collector is not None
         state = self._service.state  # read before rendering: a newer state published meanwhile renders again
-        return state, self._collector.render()
+        return state, self._collector.render_gzip()
 
     def _prerender(self, state: MonitorState) -> None:
         self._cached = self._render()
 
-    async def text(self) -> bytes:
+    async def packed(self) -> bytes:
         if self._service is None:
             return b""
         async with self._lock:

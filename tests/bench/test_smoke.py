@@ -67,6 +67,7 @@ def test_monitor_scale_smoke_both_ways_list_every_group(
         ("admin_api", 30, 1),
         ("auto", 30, 1),
     ]
+    assert all(0 < r["scrape_wire_bytes"] < r["scrape_bytes"] for r in results)  # scraped as Prometheus does: gzip
     assert "| groups | commits read by |" in capsys.readouterr().out
 
 

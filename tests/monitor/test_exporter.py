@@ -200,3 +200,16 @@ def test_the_series_served_are_counted_per_style(service: MonitorService) -> Non
     lag_exporter = sum(len(f.samples) for f in served if f.name in STYLES["kafka_lag_exporter"])
     assert counted["kafka_lag_exporter"] == lag_exporter > 0
     assert sum(counted.values()) == sum(len(f.samples) for f in served)
+
+
+def test_a_scraper_asking_for_gzip_gets_the_text_compressed_once_per_collection(service: MonitorService) -> None:
+    client = TestClient(create_app(service))
+    packed = client.get("/metrics", headers={"Accept-Encoding": "gzip"})
+    plain = client.get("/metrics", headers={"Accept-Encoding": "identity"})
+    refused = client.get("/metrics", headers={"Accept-Encoding": "gzip;q=0, identity"})
+    assert packed.headers["content-encoding"] == "gzip" and "content-encoding" not in plain.headers
+    assert "content-encoding" not in refused.headers
+    # Two gzip members (the monitor's text, compressed when rendered; the other collectors'): one stream to a reader.
+    assert packed.text == plain.text == refused.text
+    assert packed.num_bytes_downloaded < plain.num_bytes_downloaded / 3
+    assert "mirrorwatch_exporter_series" in plain.text and "kafka_consumergroup_lag{" in plain.text
