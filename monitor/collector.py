@@ -155,13 +155,16 @@ def _collect_groups(  # noqa: PLR0917 - the collection's context, passed down as
         except (KafkaException, TimeoutError) as exc:
             error = f"describing: {error_text(exc) or 'no answer'}"
         offsets: dict[tuple[str, int], int] = {}
+        commit_ms: dict[tuple[str, int], int] = {}
         if table is not None:
-            offsets = {tp: commit.offset for tp, commit in table.get(group_id, {}).items() if commit.offset >= 0}
+            commits = {tp: commit for tp, commit in table.get(group_id, {}).items() if commit.offset >= 0}
+            offsets = {tp: commit.offset for tp, commit in commits.items()}
+            commit_ms = {tp: commit.commit_timestamp_ms for tp, commit in commits.items()}
         else:
             found = fetched.get(group_id, FetchError("no answer"))
             if isinstance(found, FetchError):
                 error = f"fetching offsets: {found}"
             else:
                 offsets = found
-        groups[group_id] = GroupInfo(group_id, state, members, simple, offsets, error, assignments)
+        groups[group_id] = GroupInfo(group_id, state, members, simple, offsets, error, assignments, commit_ms)
     return groups, "offsets-topic" if table is not None else "admin-api"

@@ -2,19 +2,23 @@
 
 A window holds the last N observations of one group's committed offset on one partition, one per collection
 (`monitor.interval_seconds`): the offset, when it was observed, the partition's high-watermark then, and whether the
-group had members then. Burrow reads every commit from `__consumer_offsets`; mirrorwatch polls the admin API, which
-cannot tell "committed the same offset again" from "did not commit". So where Burrow compares commit timestamps,
-these rules ask how long the offset has stood still *while records waited for it* (`stuck_for_ms`: the shorter of
-"since the offset last moved" and "the age of the oldest record not consumed"), measured against the group's own
-commit cadence (`commit_gap_ms`: the median time between the last moves of its offset, incidents' silences left out,
-see `monitor.windows`; unknown until two moves were seen, and then `max_commit_interval_seconds` stands in for it):
+group had members then. Burrow reads every commit from `__consumer_offsets`; mirrorwatch does too where the principal
+may (`commits_from: auto`: each sample then carries its commit's time, so a commit of the same offset again is a
+commit), and otherwise polls the admin API, which cannot tell that from "did not commit". So where Burrow compares
+commit timestamps, these rules ask how long the offset has stood still *while records waited for it*
+(`stuck_for_ms`: the shorter of "since the offset last moved" and "the age of the oldest record not consumed"),
+measured against the group's own commit cadence (`commit_gap_ms`: the median time between the last moves of its
+offset, or of its commits where they are followed, incidents' silences left out, see `monitor.windows`; unknown
+until two were seen, and then `max_commit_interval_seconds` stands in for it):
 
   Rule 1 - the current lag (high-watermark *now* minus the last committed offset) is within the allowed lag, in
            records or in seconds: OK. An idle partition whose consumer is caught up is OK, however old its commit.
   Rule 2 - nobody is in the group and it has been stuck longer than the stop threshold (three commit gaps, never
-           less than `min_stop_seconds`; twice `max_commit_interval_seconds` while the cadence is unknown): STOP.
+           less than `min_stop_seconds`; twice `max_commit_interval_seconds` while the cadence is unknown), and,
+           where commit times are known (`__consumer_offsets`), it has not committed within that time: STOP.
   Rule 3 - an offset went backwards within the window and has not come back above where it was: REWIND.
-  Rule 4 - 4a. a member is there but stuck longer than the stop threshold: STALL;
+  Rule 4 - 4a. a member is there, or it keeps committing the same offset, but stuck longer than the stop
+               threshold: STALL;
            4b. the offset moved, but the lag was above the allowed lag in every observation and never decreased
                (needs a window at least `min_complete` full): WARN (the consumer is falling behind).
   Rule 5 - stuck longer than one and a half commit gaps, or stuck at all after the members left: WARN. Between
@@ -93,6 +97,10 @@ class OffsetSample:
     # Whether the group had members at this or any earlier observation of this partition (carried by the window
     # store beyond the window): a group whose members left is not a commit-only group.
     had_members: bool = False
+    # When the group last committed this partition, the same offset again included (the commit's timestamp, read
+    # from __consumer_offsets as Burrow reads it); None when the offsets come from the admin API, which cannot tell
+    # a commit of the same offset from no commit.
+    commit_ms: int | None = None
 
     @property
     def first_seen_ms(self) -> int:
@@ -222,10 +230,19 @@ def is_stopped(
     config: EvaluatorConfig,
     commit_gap_ms: int | None = None,
 ) -> bool:
-    """Rule 2: nobody in the group, and stuck for longer than the stop threshold."""
+    """Rule 2: nobody in the group, nothing committed within the stop threshold (when commit times are known: a
+    group that commits the same offset again is there, stalled, not stopped), and stuck for longer than it."""
     if not samples or samples[-1].has_members:
         return False
-    return stuck_for_ms(samples, now_ms, lag_seconds) > stop_threshold_ms(config, commit_gap_ms)
+    threshold = stop_threshold_ms(config, commit_gap_ms)
+    return stuck_for_ms(samples, now_ms, lag_seconds) > threshold and not still_committing(samples, now_ms, threshold)
+
+
+def still_committing(samples: Sequence[OffsetSample], now_ms: int, within_ms: int) -> bool:
+    """The group committed this partition (the same offset again counts) within `within_ms` of now; False when the
+    commit times are unknown (offsets from the admin API)."""
+    last = samples[-1].commit_ms if samples else None
+    return last is not None and now_ms - last <= within_ms
 
 
 def is_rewound(samples: Sequence[OffsetSample]) -> bool:
@@ -251,12 +268,13 @@ def is_stalled(
     lag_seconds: float | None = None,
     commit_gap_ms: int | None = None,
 ) -> bool:
-    """Rule 4a: a member is there but it has been stuck for longer than the stop threshold."""
-    return (
-        bool(samples)
-        and samples[-1].has_members
-        and stuck_for_ms(samples, now_ms, lag_seconds) > stop_threshold_ms(config, commit_gap_ms)
-    )
+    """Rule 4a: a member is there, or the group keeps committing the same offset, but it has been stuck for longer
+    than the stop threshold (Burrow's STALL: committing, not moving)."""
+    if not samples:
+        return False
+    threshold = stop_threshold_ms(config, commit_gap_ms)
+    there = samples[-1].has_members or still_committing(samples, now_ms, threshold)
+    return there and stuck_for_ms(samples, now_ms, lag_seconds) > threshold
 
 
 def is_stuck(

@@ -76,7 +76,7 @@ def _sample(sample: OffsetSample | None) -> dict[str, int] | None:
         return None
     return {
         "offset": sample.offset,
-        "timestamp": sample.observed_ms,
+        "timestamp": sample.observed_ms if sample.commit_ms is None else sample.commit_ms,  # Burrow's: the commit's
         "observedAt": sample.observed_ms,
         "lag": sample.lag,
     }

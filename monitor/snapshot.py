@@ -50,6 +50,9 @@ class GroupInfo:
     offsets: Mapping[tuple[str, int], int] = field(default_factory=dict)  # committed offset per partition
     error: str | None = None
     assignments: Mapping[tuple[str, int], Member] = field(default_factory=dict)  # who holds a partition now
+    # When each offset was committed (the commit's own timestamp, read from __consumer_offsets); empty when the
+    # offsets came from the admin API, which does not say.
+    commit_ms: Mapping[tuple[str, int], int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -146,7 +146,8 @@ def observe_snapshot(windows: OffsetWindows, snapshot: ClusterSnapshot) -> None:
             offsets = snapshot.partitions.get((topic, partition))
             if offsets is None or offsets.latest is None:
                 continue
-            sample = OffsetSample(offset, snapshot.observed_ms, offsets.latest, group.members > 0)
+            committed = group.commit_ms.get((topic, partition))
+            sample = OffsetSample(offset, snapshot.observed_ms, offsets.latest, group.members > 0, commit_ms=committed)
             windows.observe((snapshot.alias, group.group_id, topic, partition), sample)
 
 

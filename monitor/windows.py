@@ -6,12 +6,13 @@ that went backwards is always kept), and expiry
 of partitions and groups that stopped appearing (a deleted group must not stay in ERR for ever).
 
 Beyond the window, each partition keeps its group's commit cadence: the median time between the last few moves of
-its offset (`commit_gap_ms`; of two middle ones the lower). A 100 s window cannot hold two 60 s commits, and the
-evaluator needs to know how long a silence is normal for this group before it calls one a stop. A silence longer
-than the evaluator's WARN threshold for the cadence known then (one and a half gaps) is an incident or an idle spell,
-not cadence, and is not learned: after a few incidents close together (a flapping target) the median would
-otherwise be an incident's length, and the next incident would read OK. Only when such long gaps come
-OUTLIERS_TO_RELEARN times in a row has the group's cadence changed, and they become it.
+its offset (`commit_gap_ms`; of two middle ones the lower), or, where commits are followed in `__consumer_offsets`
+(samples with `commit_ms`), between its last few commits, a commit of the same offset again included. A 100 s
+window cannot hold two 60 s commits, and the evaluator needs to know how long a silence is normal for this group
+before it calls one a stop. A silence longer than the evaluator's WARN threshold for the cadence known then (one and
+a half gaps) is an incident or an idle spell, not cadence, and is not learned: after a few incidents close together
+(a flapping target) the median would otherwise be an incident's length, and the next incident would read OK. Only
+when such long gaps come OUTLIERS_TO_RELEARN times in a row has the group's cadence changed, and they become it.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class OffsetWindows:
         self.expire_after_ms = expire_after_ms
         self._windows: dict[WindowKey, deque[OffsetSample]] = {}
         self._moved_ms: dict[WindowKey, int] = {}  # when the offset last moved (unknown before the first move seen)
+        self._committed_ms: dict[WindowKey, int] = {}  # the last commit's own time, where commits are followed
         self._gaps: dict[WindowKey, deque[int]] = {}  # the last times between two moves
         self._outliers: dict[WindowKey, list[int]] = {}  # long gaps in a row, not (yet) the cadence
         # (cluster, group) -> its partitions with a window: a group's partitions without a scan of every window
@@ -61,9 +63,15 @@ class OffsetWindows:
             sample = replace(sample, since_ms=previous.first_seen_ms, lag_since_ms=lag_since)
         elif window:  # it moved
             moved = self._moved_ms.get(key)
-            if moved is not None:
+            if moved is not None and sample.commit_ms is None:
                 self._learn_gap(key, sample.observed_ms - moved)
             self._moved_ms[key] = sample.observed_ms
+        if sample.commit_ms is not None:  # every commit is known with its time, the same offset again included
+            last = self._committed_ms.get(key)
+            if last is None or sample.commit_ms > last:
+                if last is not None:
+                    self._learn_gap(key, sample.commit_ms - last)
+                self._committed_ms[key] = sample.commit_ms
         too_close = window and sample.observed_ms - window[-1].observed_ms < self.min_distance_ms
         if too_close and sample.offset >= window[-1].offset:  # a move backwards is news (REWIND): never replaced
             window[-1] = sample
@@ -118,6 +126,7 @@ class OffsetWindows:
             if not partitions:
                 del self._by_group[(key[0], key[1])]
         self._moved_ms.pop(key, None)
+        self._committed_ms.pop(key, None)
         self._gaps.pop(key, None)
         self._outliers.pop(key, None)
 

@@ -3,12 +3,14 @@ the ones the admin API returns, aborted transactional commits never count, delet
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
 
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
+from starlette.testclient import TestClient
 
 from mirrorwatch import group_offsets
 from mirrorwatch.config import MirrorwatchConfig
@@ -16,7 +18,10 @@ from mirrorwatch.kafka import client_config, new_admin, new_consumer
 from mirrorwatch.wait import wait_until
 from monitor.collector import ClusterSnapshot, collect_cluster
 from monitor.commit_follower import CommitFollower
+from monitor.http import create_app
+from monitor.service import MonitorService
 from tests.kafka_helpers import Record, produce
+from tests.processes import session_config
 
 pytestmark = pytest.mark.integration
 
@@ -193,3 +198,67 @@ def test_a_follower_that_falls_behind_makes_the_commits_unknown_and_asks_no_offs
     polled = collect_cluster(admin, "source", int(time.time() * 1000), cluster=source, timeout_s=10)
     assert polled.up and dict(polled.groups[group].offsets) == {(topic, 0): 1}
     assert asking.asks == asked + 1
+
+
+def test_a_commit_of_the_same_offset_again_is_a_commit_stalled_while_it_goes_on_stopped_when_it_ends(
+    clusters_config: MirrorwatchConfig, make_topic: Callable[..., str], unique: Callable[[str], str]
+) -> None:
+    """A member-less group committing offset 10 again every second while producers go on (a simple consumer that
+    commits without reading, as a wedged MirrorMaker 1 or a Spark job's progress does): where commits are followed in
+    __consumer_offsets it is STALL (there, committing, not moving), never STOP, and the Burrow API's commit
+    timestamp advances with each commit; the admin API cannot tell those commits from none and reads STOP. Once the
+    commits end, the followed monitor reads STOP too. Thresholds are scaled down (interval 2 s, stop after 6 s)."""
+    source = clusters_config.clusters["source"]
+    topic = make_topic("source", 1)
+    produce(source, "source", topic, [Record(value=b"x") for _ in range(20)])
+    group = unique("recommits")
+    scaled = {"interval_seconds": 2, "min_stop_seconds": 6, "max_commit_interval_seconds": 3}
+    config = session_config(clusters_config)
+    services = {
+        mode: MonitorService(
+            config.monitor.model_copy(update={**scaled, "commits_from": mode}), config.clusters, config.links
+        )
+        for mode in ("auto", "admin_api")
+    }
+    seen: dict[str, list[tuple[str, int | None]]] = {mode: [] for mode in services}  # (status, Burrow's timestamp)
+    client = TestClient(create_app(services["auto"]))
+
+    def collect(rounds: int) -> None:
+        for _ in range(rounds):
+            produce(source, "source", topic, [Record(value=b"x") for _ in range(5)])  # records keep waiting
+            if committing.is_set():
+                _commit(clusters_config, group, {(topic, 0): 10})
+            for mode, service in services.items():
+                view = service.collect().groups.get(("source", group))
+                if view is not None and view.evaluation.partitions:
+                    seen[mode].append((view.evaluation.partitions[0].status.name, None))
+            burrow = client.get(f"/v3/kafka/source/consumer/{group}/lag")
+            if seen["auto"] and burrow.status_code == 200 and burrow.json()["status"]["partitions"]:
+                end = burrow.json()["status"]["partitions"][0]["end"]
+                seen["auto"][-1] = (seen["auto"][-1][0], end["timestamp"] if end else None)
+            time.sleep(2)
+
+    committing = threading.Event()
+    committing.set()
+    try:
+        wait_until(  # the followed monitor has read the topic's history: from here on it reads every commit
+            lambda: services["auto"].collect().clusters["source"].commits_from == "offsets-topic",
+            timeout_s=60,
+            interval_s=1,
+            description="the followed monitor to read from __consumer_offsets",
+        )
+        collect(12)  # 24 s committing offset 10 again each round (the consumer never moves)
+        committing.clear()
+        collect(8)  # 16 s without a commit
+    finally:
+        for service in services.values():
+            service.stop()
+    report = {mode: [status for status, _ in statuses] for mode, statuses in seen.items()}
+    while_committing, after = seen["auto"][:12], seen["auto"][12:]
+    assert [s for s, _ in while_committing[-4:]] == ["STALL"] * 4, report  # stuck > 6 s, committing: STALL
+    assert "STOP" not in [s for s, _ in while_committing], report
+    stamps = [stamp for _, stamp in while_committing if stamp is not None]
+    assert len(stamps) >= 10 and all(b > a for a, b in itertools.pairwise(stamps)), stamps  # each a new commit
+    assert [s for s, _ in after[-3:]] == ["STOP"] * 3, report  # the commits ended: nobody there, nothing committed
+    assert all(s != "OK" for s, _ in after), report
+    assert [s for s, _ in seen["admin_api"][8:12]] == ["STOP"] * 4, report  # the admin API sees no commit at all

@@ -90,6 +90,13 @@ _commit_only_group = window(list(range(0, 200, 20)), list(range(100, 200, 10)), 
 _stuck_under_allowed = window([100] * 10, 105, step_ms=15_000)
 _stuck_20s = window([*range(0, 90, 10), 80], list(range(100, 200, 10)))
 _stuck_40s = window([*range(0, 80, 10), 70, 70], list(range(100, 200, 10)))
+# A member-less group (Burrow's commit-only consumer) committing offset 100 again every 10 s while records wait, as
+# read from __consumer_offsets: each sample carries its last commit's time, 2 s before the observation.
+_recommitting = tuple(
+    replace(s, commit_ms=s.observed_ms - 2_000) for s in window([100] * 10, list(range(200, 300, 10)), members=False)
+)
+# The same group, whose last commit (the same offset again) came 90 s ago and none since.
+_recommitted_then_silent = tuple(replace(s, commit_ms=T0) for s in window([100] * 10, 300, members=False))
 _slid_window_gone = tuple(OffsetSample(300, T0 + i * STEP, 400, False, since_ms=T0 - 10 * MIN) for i in range(3))
 
 CASES = [
@@ -469,6 +476,30 @@ CASES = [
         Status.WARN,
         {"stopped": False, "stuck": True},
         lag_seconds=12.0,
+        commit_gap_ms=STEP,
+    ),
+    Case(
+        36,
+        "no member, committing the same offset every 10 s (followed in __consumer_offsets), records waiting 95 s",
+        "rule 4a: a group that keeps committing is there, stalled, not stopped (Burrow's STALL)",
+        _recommitting,
+        300,
+        after(_recommitting, 0),
+        Status.STALL,
+        {"stopped": False, "stalled": True, "rewound": False},
+        lag_seconds=95.0,
+        commit_gap_ms=STEP,
+    ),
+    Case(
+        37,
+        "the same group, its last commit (the same offset) 90 s ago and none since",
+        "rule 2: nothing committed within the stop threshold (30 s) and nobody in the group: STOP",
+        _recommitted_then_silent,
+        300,
+        after(_recommitted_then_silent, 0),
+        Status.STOP,
+        {"stopped": True, "stalled": False},
+        lag_seconds=95.0,
         commit_gap_ms=STEP,
     ),
 ]

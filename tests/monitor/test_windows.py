@@ -95,6 +95,24 @@ def test_the_commit_cadence_is_the_median_gap_between_moves_and_outlives_the_win
     assert windows.commit_gap_ms(key) is None
 
 
+def test_where_commits_are_followed_the_cadence_is_the_time_between_commits_of_the_same_offset_too() -> None:
+    """A consumer that commits offset 100 again every 5 s (commit times from __consumer_offsets), observed every
+    10 s: the offset never moves, yet the cadence is learned from the commits (two commits each 10 s apart as
+    observed, 5 s where two observations saw consecutive commits); the admin API could not learn it at all."""
+    windows = OffsetWindows(3)
+    key = ("c", "g", "t", 0)
+    commits = [1_000, 11_000, 16_000, 21_000]  # the last commit each observation saw
+    for i, committed in enumerate(commits):
+        windows.observe(key, OffsetSample(100, T0 + (i + 1) * 10_000, 200, commit_ms=T0 + committed))
+    assert windows.commit_gap_ms(key) == 5_000  # gaps 10, 5, 5 s
+    windows.observe(key, OffsetSample(100, T0 + 50_000, 200, commit_ms=T0 + 21_000))  # the same commit seen again
+    assert windows.commit_gap_ms(key) == 5_000
+    plain = OffsetWindows(3)
+    for i in range(4):
+        plain.observe(key, OffsetSample(100, T0 + (i + 1) * 10_000, 200))
+    assert plain.commit_gap_ms(key) is None
+
+
 def test_incidents_close_together_do_not_become_the_cadence_unless_they_keep_coming() -> None:
     """Moves every 5 s, then incidents with few moves between them (a mirror killed, frozen, its target down: 16 s,
     38 s, 7 s, 47 s): a median of every gap would be 16 s, and the next 30 s incident would read OK. Gaps longer
