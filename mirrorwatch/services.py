@@ -26,6 +26,7 @@ from mirrorwatch.access import require_access
 from mirrorwatch.clock import SystemClock
 from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.errors import MirrorwatchError
+from mirrorwatch.processes import limit_malloc_arenas
 from mirrorwatch.status_board import HOST, KEEP_STALE_MS, STATUS_MAX_AGE_MS, StatusBoard
 from mirrorwatch.web_config import load_web_config
 from mirrorwatch.worker_status import WorkerStatus
@@ -212,6 +213,7 @@ def _monitoring(
 
 def run_monitor(config: MirrorwatchConfig, stop: threading.Event) -> int:
     """The monitor and its HTTP API until `stop` is set."""
+    limit_malloc_arenas()  # before the first client's threads
     require_access(config, config.clusters, ("monitor", "failover"))
     with _monitoring(config, _link_statuses(config, {})):
         stop.wait()
