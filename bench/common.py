@@ -14,7 +14,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,9 +113,11 @@ class ProcessTree:
     root: int
     cpu_ticks: dict[int, int] = field(default_factory=dict)  # per pid, the latest (cumulative) user+system ticks
     peak_rss_kb: int = 0
+    # More roots found at each sample: processes the peer makes others start (a Spark application's executors)
+    also: Callable[[], list[int]] | None = None
 
     def sample(self) -> None:
-        tree, pids, rss = _children(), [self.root], 0
+        tree, pids, rss = _children(), [self.root, *(self.also() if self.also else [])], 0
         seen: list[int] = []
         while pids:
             pid = pids.pop()

@@ -13,8 +13,11 @@ is read back and checked (count, no duplicates, per-partition order where the pe
 otherwise).
 
 Peers: `python-1` and `python-2` (mirrorwatch's python engine with 1 and 2 worker processes), `spark` (the spark
-engine, local mode), `kcat` (`kcat -C ... | kcat -P -X enable.idempotence=true ...`, Debian's kcat: plain librdkafka
-with no mirroring logic; it keeps keys but not partitions, so its order is checked per key), `mm2` and `mm2-tuned`
+engine, local mode), `spark-standalone-1` and `-2` (the spark engine on a Spark standalone cluster of two workers of
+one core, started for the run from pyspark's own distribution, its application given one or two cores: executors on
+one or both workers; their CPU and memory count with the driver's), `kcat`
+(`kcat -C ... | kcat -P -X enable.idempotence=true ...`, Debian's kcat: plain librdkafka with no mirroring logic; it
+keeps keys but not partitions, so its order is checked per key), `mm2` and `mm2-tuned`
 (Apache Kafka's MirrorMaker 2 4.1.1 in dedicated mode, jars org.apache.kafka:connect-mirror from Maven Central;
 defaults, and a profile with 2 tasks, bigger fetches and batches, lz4 to the target).
 """
@@ -22,6 +25,7 @@ defaults, and a profile with 2 tasks, bigger fetches and batches, lz4 to the tar
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -54,11 +58,13 @@ from bench.common import (
     topic_label,
 )
 from bench.mm2 import DATA_ONLY, mm2_command, mm2_properties
+from mirror.spark_cluster import LocalSparkCluster
 from mirrorwatch.config import ClusterConfig, MirrorwatchConfig
 from mirrorwatch.kafka import create_topics, new_admin, new_consumer, new_producer
 
-PEERS = ("python-1", "python-2", "spark", "kcat", "mm2", "mm2-tuned")
-KEEPS_PARTITIONS = {"python-1", "python-2", "spark", "mm2", "mm2-tuned"}
+STANDALONE = ("spark-standalone-1", "spark-standalone-2")
+PEERS = ("python-1", "python-2", "spark", *STANDALONE, "kcat", "mm2", "mm2-tuned")
+KEEPS_PARTITIONS = {"python-1", "python-2", "spark", *STANDALONE, "mm2", "mm2-tuned"}
 PEER_TIMEOUT_S = 900.0  # one peer's drain, at most
 
 
@@ -196,10 +202,18 @@ def _config_file(work: Path, clusters: MirrorwatchConfig, link: dict[str, Any]) 
 
 
 def peer_command(
-    peer: str, work: Path, clusters: MirrorwatchConfig, source_topic: str, target_topic: str, *, follow: bool = False
+    peer: str,
+    work: Path,
+    clusters: MirrorwatchConfig,
+    source_topic: str,
+    target_topic: str,
+    *,
+    follow: bool = False,
+    spark_master: str | None = None,
 ) -> list[str]:
     """The command line of one peer mirroring `source_topic` to `target_topic`; `follow`: kcat keeps reading at the
-    end of the topic instead of exiting (a steady-rate run), the others always do."""
+    end of the topic instead of exiting (a steady-rate run), the others always do; `spark_master`: the standalone
+    cluster of the spark-standalone peers."""
     name = f"bench-{topic_label(peer)}-{uuid.uuid4().hex[:6]}"
     checkout, peer = checkout_of(peer), peer_kind(peer)
     link: dict[str, Any] = {
@@ -217,6 +231,19 @@ def peer_command(
     if peer == "spark":
         link["engine"] = "spark"
         link["spark"] = {"trigger_interval_seconds": 0, "checkpoint_dir": str(work / f"checkpoint-{name}")}
+        return [*cli, str(_config_file(work, clusters, link)), "--link", name]
+    if peer in STANDALONE:
+        if spark_master is None:
+            raise SystemExit(f"{peer} needs the standalone cluster the run starts")
+        cores = peer.rsplit("-", 1)[1]
+        conf = {"spark.cores.max": cores, "spark.executor.cores": "1", "spark.executor.memory": "768m"}
+        link["engine"] = "spark"
+        link["spark"] = {
+            "master": spark_master,
+            "trigger_interval_seconds": 0,
+            "checkpoint_dir": str(work / f"checkpoint-{name}"),
+            "conf": conf,
+        }
         return [*cli, str(_config_file(work, clusters, link)), "--link", name]
     if peer.startswith("mm2"):
         alias = target_topic.split(".", maxsplit=1)[0]
@@ -261,20 +288,29 @@ def target_topic_for(peer: str, clusters: MirrorwatchConfig, source_topic: str, 
 
 
 def run_peer(
-    peer: str, work: Path, clusters: MirrorwatchConfig, source_topic: str, *, case: Case, partitions: int
+    peer: str,
+    work: Path,
+    clusters: MirrorwatchConfig,
+    source_topic: str,
+    *,
+    case: Case,
+    partitions: int,
+    spark: LocalSparkCluster | None = None,
 ) -> Run:
     target = clusters.clusters["target"]
     target_topic = target_topic_for(peer, clusters, source_topic, partitions)
     records, size = case.records, case.size
     log = (work / f"{target_topic}.log").open("wb")
+    master = spark.master_url if spark is not None else None
+    executors = spark.executors if spark is not None and peer_kind(peer) in STANDALONE else None
     started = time.monotonic()
     process = subprocess.Popen(
-        peer_command(peer, work, clusters, source_topic, target_topic),
+        peer_command(peer, work, clusters, source_topic, target_topic, spark_master=master),
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    tree = ProcessTree(process.pid)
+    tree = ProcessTree(process.pid, also=executors)
     first = done = None
     try:
         deadline = started + PEER_TIMEOUT_S
@@ -339,7 +375,7 @@ def summarize(title: str, runs: Sequence[Run], peers: Sequence[str]) -> str:
         rows,
     )
     ratios = []
-    for mine in ("python-1", "python-2", "spark"):
+    for mine in ("python-1", "python-2", "spark", *STANDALONE):
         for peer in ("mm2", "mm2-tuned", "kcat", "python-1"):
             if mine in medians and peer in medians and mine != peer:
                 ratios.append(f"{mine} / {peer} = {medians[mine] / medians[peer]:.2f}")
@@ -367,7 +403,10 @@ def main(argv: list[str] | None = None) -> int:
     out: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="mirrorwatch-bench-") as tmp:
         work = Path(tmp)
-        with clusters_for(args.clusters, work) as clusters:
+        with clusters_for(args.clusters, work) as clusters, contextlib.ExitStack() as started:
+            spark = None
+            if any(peer_kind(p) in STANDALONE for p in peers):
+                spark = started.enter_context(LocalSparkCluster(work / "spark", workers=2, cores=1, progress=print))
             for case in cases:
                 topic = f"bench.{case.records}x{case.size}.{case.compression}.{uuid.uuid4().hex[:6]}"
                 print(f"pre-loading {case.title(args.partitions)} ...", flush=True)
@@ -375,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
                 runs = []
                 for repeat in range(args.repeat):
                     for peer in peers:
-                        run = run_peer(peer, work, clusters, topic, case=case, partitions=args.partitions)
+                        run = run_peer(peer, work, clusters, topic, case=case, partitions=args.partitions, spark=spark)
                         print(f"  run {repeat + 1} {peer}: {run.records_per_second:,.0f} records/s, {run.verified}")
                         runs.append(run)
                 print(summarize(case.title(args.partitions), runs, peers), flush=True)

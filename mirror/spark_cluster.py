@@ -179,6 +179,10 @@ class LocalSparkCluster:
                 continue
         return pids
 
+    def executors(self) -> list[int]:
+        """Every executor JVM the workers run now."""
+        return [pid for index in range(len(self._workers)) for pid in self.executor_pids(index)]
+
     def kill_worker(self, index: int) -> None:
         """Lose worker `index` as a machine is lost: the worker JVM and its executors SIGKILLed at once."""
         daemon = self._workers[index]

@@ -339,6 +339,7 @@ def run_spark_link(
     query = (
         _records(spark, plan, config.clusters[link.source], source_id, target_id)
         .writeStream.format("kafka")
+        .options(**{f"kafka.{name}": value for name, value in plan.producer.items()})
         .options(**java_kafka_options("kafka.", target))
         .option("kafka.acks", "all")
         .option("checkpointLocation", str(plan.checkpoint))

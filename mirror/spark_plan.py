@@ -28,6 +28,9 @@ from mirrorwatch.provenance import ProvenanceForm
 __all__ = ["RenameSpec", "SparkLinkPlan", "apply_rename", "parse_end_offsets", "plan_spark_link", "spark_problems"]
 
 TOPIC = None  # in RenameSpec.parts: the source topic's name
+# The sink's producer batches as the python engine's do (mirror.settings.PRODUCER_DEFAULTS): the Java client's 16 KB
+# batches and 5 ms linger send a 100-byte record stream in many small requests.
+SINK_DEFAULTS = {"linger.ms": "20", "batch.size": str(1024 * 1024)}
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,8 @@ class SparkLinkPlan:
     checkpoint: Path
     master: str
     conf: Mapping[str, str]
+    # The sink's Java producer settings (`kafka.*` options): SINK_DEFAULTS under the link's producer_properties
+    producer: Mapping[str, str] = field(default_factory=dict)
 
 
 def spark_problems(link: LinkConfig, index: int) -> list[ConfigProblem]:
@@ -158,6 +163,7 @@ def plan_spark_link(config: MirrorwatchConfig, link: LinkConfig) -> SparkLinkPla
         checkpoint=checkpoint,
         master=link.spark.master,
         conf=reveal(link.spark.conf),
+        producer={**SINK_DEFAULTS, **reveal(link.producer_properties)},
     )
 
 
