@@ -75,6 +75,7 @@ class LocalSparkCluster:
         self.ui_port = free_port()
         self._master: _Daemon | None = None
         self._workers: list[_Daemon | None] = []
+        self._env: dict[str, str] | None = None
 
     @property
     def master_url(self) -> str:
@@ -97,8 +98,10 @@ class LocalSparkCluster:
 
     def env(self) -> dict[str, str]:
         """The environment every Spark process here runs with (also what a spark-submit against it needs)."""
+        if self._env is not None:
+            return self._env
         java = Path(require_java()).resolve()
-        return {
+        self._env = {
             **os.environ,
             "SPARK_HOME": str(spark_home()),
             "JAVA_HOME": str(java.parent.parent),
@@ -106,6 +109,7 @@ class LocalSparkCluster:
             "SPARK_LOG_DIR": str(self.directory / "logs"),
             "SPARK_NO_DAEMONIZE": "1",
         }
+        return self._env
 
     def start(self, timeout_s: float = 120) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -163,25 +167,19 @@ class LocalSparkCluster:
                 raise SetupError(f"spark: {count} workers did not register with {self.master_url} in {timeout_s:.0f} s")
             time.sleep(0.5)
 
-    def executor_pids(self, index: int) -> list[int]:
-        """The executor JVMs worker `index` runs now (its process group, the worker itself left out)."""
-        daemon = self._workers[index]
-        if daemon is None:
-            return []
-        pids = []
+    def executors(self) -> list[int]:
+        """The executor JVMs the workers run now: the members of a worker's process group, the worker left out."""
+        workers = {daemon.process.pid for daemon in self._workers if daemon is not None}
+        found = []
         for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit() or int(entry.name) == daemon.process.pid:
+            if not entry.name.isdigit() or int(entry.name) in workers:
                 continue
             try:
-                if os.getpgid(int(entry.name)) == daemon.process.pid:
-                    pids.append(int(entry.name))
+                if os.getpgid(int(entry.name)) in workers:
+                    found.append(int(entry.name))
             except OSError:  # gone meanwhile
                 continue
-        return pids
-
-    def executors(self) -> list[int]:
-        """Every executor JVM the workers run now."""
-        return [pid for index in range(len(self._workers)) for pid in self.executor_pids(index)]
+        return found
 
     def kill_worker(self, index: int) -> None:
         """Lose worker `index` as a machine is lost: the worker JVM and its executors SIGKILLed at once."""
