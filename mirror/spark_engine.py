@@ -222,6 +222,7 @@ def _records(spark: Any, plan: SparkLinkPlan, source: ClusterConfig, source_id: 
 
     reader = (
         spark.readStream.format("kafka")
+        .options(**{f"kafka.{name}": value for name, value in plan.consumer.items()})
         .options(**java_kafka_options("kafka.", source))
         .option("subscribePattern", plan.subscribe_pattern)
         .option("includeHeaders", "true")

@@ -87,6 +87,8 @@ class SparkLinkPlan:
     conf: Mapping[str, str]
     # The sink's Java producer settings (`kafka.*` options): SINK_DEFAULTS under the link's producer_properties
     producer: Mapping[str, str] = field(default_factory=dict)
+    # The source's Java consumer settings: the link's consumer_properties (the Java client's defaults otherwise)
+    consumer: Mapping[str, str] = field(default_factory=dict)
 
 
 def spark_problems(link: LinkConfig, index: int) -> list[ConfigProblem]:
@@ -164,6 +166,7 @@ def plan_spark_link(config: MirrorwatchConfig, link: LinkConfig) -> SparkLinkPla
         master=link.spark.master,
         conf=reveal(link.spark.conf),
         producer={**SINK_DEFAULTS, **reveal(link.producer_properties)},
+        consumer=reveal(link.consumer_properties),
     )
 
 

@@ -66,7 +66,7 @@ def test_plan_subscribes_to_the_includes_and_the_canary_and_excludes_internal_to
     assert plan.preserve_partition and plan.starting_offsets == "earliest" and plan.master == "local[*]"
 
 
-def test_the_sink_batches_as_the_python_engine_does_unless_the_links_producer_properties_say_otherwise() -> None:
+def test_the_sink_batches_as_the_python_engine_does_and_the_links_client_properties_go_to_the_source_and_sink() -> None:
     plain = config()
     assert plan_spark_link(plain, plain.links[0]).producer == {"linger.ms": "20", "batch.size": "1048576"}
     tuned = config(producer_properties={"linger.ms": 50, "compression.type": "lz4"})
@@ -75,6 +75,9 @@ def test_the_sink_batches_as_the_python_engine_does_unless_the_links_producer_pr
         "batch.size": "1048576",
         "compression.type": "lz4",
     }
+    assert plan_spark_link(plain, plain.links[0]).consumer == {}
+    fetching = config(consumer_properties={"max.poll.records": 10000})
+    assert plan_spark_link(fetching, fetching.links[0]).consumer == {"max.poll.records": "10000"}
 
 
 RENAMES = [
