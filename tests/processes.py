@@ -4,11 +4,13 @@ worker on a thread of the test, and configs for the session's clusters."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
 import subprocess
 import threading
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -102,3 +104,31 @@ class MirrorProcess:
 
     def wait_exit(self, timeout_s: float = 60) -> int:
         return self.process.wait(timeout=timeout_s)
+
+
+def get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.load(response)
+
+
+def monitor_sees_link_caught_up(base: str, link: str, group: str, topic: str, partitions: int) -> dict[str, Any]:
+    """Wait until the monitor at `base` says the link's replication lag is 0 on every partition of `topic` (from the
+    link's published positions), then until its Burrow view of the link's group says total lag 0 (from the
+    collector's own rounds, which may list the group a round later); returns that Burrow status."""
+
+    def caught_up() -> bool:
+        seen = get_json(f"{base}/mirror/links/{link}")
+        rows = [p for p in seen["partitions"] if p["topic"] == topic]
+        return bool(
+            seen["engine_running"] and len(rows) == partitions and all(p["replication_lag_records"] == 0 for p in rows)
+        )
+
+    wait_until(caught_up, timeout_s=60, interval_s=0.5, ignore=(urllib.error.HTTPError,), description="link lag 0")
+    burrow: dict[str, Any] = {}
+
+    def group_caught_up() -> bool:
+        burrow.update(get_json(f"{base}/v3/kafka/source/consumer/{group}/lag")["status"])
+        return bool(burrow["totallag"] == 0)
+
+    wait_until(group_caught_up, timeout_s=60, interval_s=0.5, ignore=(urllib.error.HTTPError,), description="lag 0")
+    return burrow

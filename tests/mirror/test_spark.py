@@ -3,12 +3,9 @@ without loss, progress visible to the monitor, refusals."""
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,16 +36,11 @@ from tests.kafka_helpers import (
     user_headers,
     wait_for_commits,
 )
-from tests.processes import MirrorProcess
+from tests.processes import MirrorProcess, monitor_sees_link_caught_up
 
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 6
-
-
-def get(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return json.load(response)
 
 
 def ours(record: Any) -> tuple[str, ...]:
@@ -116,24 +108,9 @@ def test_fifty_thousand_records_keep_partition_key_value_and_headers_and_the_mon
         timeout_s=240,
     )
 
-    # The monitor: the link's replication lag goes to 0, from the Spark driver's published positions.
-    def caught_up() -> bool:
-        link = get(f"{base}/mirror/links/sparked")
-        data = [p for p in link["partitions"] if p["topic"] == topic]
-        return (
-            link["engine_running"] and len(data) == PARTITIONS and all(p["replication_lag_records"] == 0 for p in data)
-        )
-
-    wait_until(caught_up, timeout_s=60, interval_s=0.5, ignore=(urllib.error.HTTPError,), description="lag 0")
-    # The Burrow view comes from the collector's own OffsetFetch rounds, not from the link's status: the group
-    # answers (no 404) once the collector has listed it, which may be a round after the link reports lag 0.
-    lag: dict[str, Any] = {}
-
-    def group_seen() -> bool:
-        lag.update(get(f"{base}/v3/kafka/source/consumer/{group}/lag")["status"])
-        return bool(lag["totallag"] == 0)
-
-    wait_until(group_seen, timeout_s=60, interval_s=0.5, ignore=(urllib.error.HTTPError,), description="group lag 0")
+    # The monitor: the link's replication lag goes to 0 (the Spark driver's published positions), and its group's
+    # lag in the Burrow view (the collector's own rounds).
+    lag = monitor_sees_link_caught_up(base, "sparked", group, topic, PARTITIONS)
     assert lag["partition_count"] == PARTITIONS and lag["totallag"] == 0 and lag["status"] == "OK"
 
     got = read_all(target, "target", topic, len(sent), timeout_s=120)

@@ -6,14 +6,11 @@ written twice are counted (only a retried micro-batch writes twice)."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -37,7 +34,7 @@ from tests.kafka_helpers import (
     user_headers,
     wait_for_commits,
 )
-from tests.processes import MirrorProcess
+from tests.processes import MirrorProcess, monitor_sees_link_caught_up
 
 pytestmark = pytest.mark.integration
 
@@ -48,11 +45,6 @@ PARTITIONS = 4
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSparkCluster]:
     with LocalSparkCluster(tmp_path_factory.mktemp("spark"), workers=2, cores=1, memory="1g") as cluster:
         yield cluster
-
-
-def get(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return json.load(response)
 
 
 def link(topic: str, group: str, tmp_path: Path, master: str, **spark: Any) -> dict[str, Any]:
@@ -192,21 +184,7 @@ def test_spark_submit_and_mirror_master_run_a_link_on_the_workers_and_the_monito
     wait_until(lambda: executors_on_both_workers(spark_cluster), timeout_s=180, description="executors on both")
     wait_for_commits(source, "source", group, topic, PARTITIONS, timeout_s=300)
 
-    def caught_up() -> bool:
-        seen = get(f"{base}/mirror/links/sparked")
-        rows = [p for p in seen["partitions"] if p["topic"] == topic]
-        return (
-            seen["engine_running"] and len(rows) == PARTITIONS and all(p["replication_lag_records"] == 0 for p in rows)
-        )
-
-    wait_until(caught_up, timeout_s=60, interval_s=0.5, ignore=(urllib.error.HTTPError,), description="link lag 0")
-    burrow: dict[str, Any] = {}
-
-    def group_caught_up() -> bool:
-        burrow.update(get(f"{base}/v3/kafka/source/consumer/{group}/lag")["status"])
-        return bool(burrow["totallag"] == 0)
-
-    wait_until(group_caught_up, timeout_s=60, interval_s=0.5, ignore=(urllib.error.HTTPError,), description="Burrow")
+    burrow = monitor_sees_link_caught_up(base, "sparked", group, topic, PARTITIONS)
     assert burrow["partition_count"] == PARTITIONS and burrow["status"] == "OK"
     assert mirror.stop(timeout_s=120) == 0 and monitor.stop() == 0
     high = end_offsets(source, "source", topic, PARTITIONS)
