@@ -31,6 +31,9 @@ TOPIC = None  # in RenameSpec.parts: the source topic's name
 # The sink's producer batches as the python engine's do (mirror.settings.PRODUCER_DEFAULTS): the Java client's 16 KB
 # batches and 5 ms linger send a 100-byte record stream in many small requests.
 SINK_DEFAULTS = {"linger.ms": "20", "batch.size": str(1024 * 1024)}
+# The source reads what the python engine reads (mirror.settings.CONSUMER_DEFAULTS): committed transactions only, not
+# aborted ones nor those still open (the Java client's default is read_uncommitted).
+SOURCE_DEFAULTS = {"isolation.level": "read_committed"}
 
 
 @dataclass(frozen=True)
@@ -87,7 +90,7 @@ class SparkLinkPlan:
     conf: Mapping[str, str]
     # The sink's Java producer settings (`kafka.*` options): SINK_DEFAULTS under the link's producer_properties
     producer: Mapping[str, str] = field(default_factory=dict)
-    # The source's Java consumer settings: the link's consumer_properties (the Java client's defaults otherwise)
+    # The source's Java consumer settings: SOURCE_DEFAULTS under the link's consumer_properties
     consumer: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -166,7 +169,7 @@ def plan_spark_link(config: MirrorwatchConfig, link: LinkConfig) -> SparkLinkPla
         master=link.spark.master,
         conf=reveal(link.spark.conf),
         producer={**SINK_DEFAULTS, **reveal(link.producer_properties)},
-        consumer=reveal(link.consumer_properties),
+        consumer={**SOURCE_DEFAULTS, **reveal(link.consumer_properties)},
     )
 
 
