@@ -6,7 +6,7 @@ import logging
 import threading
 from collections.abc import Iterable
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 from confluent_kafka.cimpl import NewPartitions, NewTopic
 
@@ -70,6 +70,23 @@ def list_topic_partitions(admin: AdminClient, timeout_s: float = TIMEOUT_S) -> d
     """Every topic of the cluster with its partition count (topics in error are left out)."""
     metadata = admin.list_topics(timeout=timeout_s)
     return {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}
+
+
+def refused_topics(admin: AdminClient, topics: Iterable[str], timeout_s: float = TIMEOUT_S) -> list[str]:
+    """Of `topics`, those the cluster refuses to describe to this principal (a listing hides them as if they were
+    gone). DescribeTopics, which never creates a topic, unlike a metadata request for it by name."""
+    names = list(topics)
+    if not names:
+        return []
+    futures = admin.describe_topics(TopicCollection(names), request_timeout=timeout_s)
+    refused = []
+    for name, future in futures.items():
+        try:
+            future.result(timeout=timeout_s)
+        except KafkaException as exc:
+            if exc.args and exc.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                refused.append(name)
+    return refused
 
 
 def describe_topics(admin: AdminClient, topics: Iterable[str], partitions: dict[str, int]) -> dict[str, TopicInfo]:

@@ -13,7 +13,7 @@ import threading
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from mirror.admin import describe_topics, execute_plan, list_topic_partitions
+from mirror.admin import describe_topics, execute_plan, list_topic_partitions, refused_topics
 from mirror.failure import MirrorFailure
 from mirror.topics import ConfigDrift, CreateTopic, TopicPlan, plan_topics, select_topics
 from mirrorwatch.config import LinkConfig, MirrorwatchConfig
@@ -62,6 +62,9 @@ class TopicKeeper:
         self.same_cluster = same_cluster
         self.rename: RenamePolicy = rename_policy(link.rename, link.source)
         self.selected: tuple[str, ...] = ()
+        # Topics mirrored until the last refresh that the listing now hides because this principal may no longer
+        # Describe them (a lost ACL; Read implies Describe), not because they were deleted
+        self.refused: tuple[str, ...] = ()
         self.topic_map: dict[str, str] = {}
         self.target_partitions: dict[str, int] = {}
         self.known_source_partitions: dict[str, int] = {}
@@ -126,6 +129,8 @@ class TopicKeeper:
         self.known_source_partitions = dict(plan.source_partitions)
         self.topic_map = dict(plan.mapping)
         self.target_partitions = {t: target_partitions.get(t, 0) for t in plan.mapping.values()}
+        vanished = [t for t in self.selected if t not in source_partitions]
+        self.refused = tuple(refused_topics(self.source_admin, vanished)) if vanished else ()
         self.selected = tuple(selected)
         return plan
 
