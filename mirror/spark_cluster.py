@@ -50,7 +50,6 @@ class _Daemon:
     name: str
     process: subprocess.Popen[bytes]
     log_path: Path
-    ui_port: int
 
 
 class LocalSparkCluster:
@@ -123,14 +122,13 @@ class LocalSparkCluster:
         self._progress(f"spark: {self.worker_count} workers of {self.cores} core(s) and {self.memory} registered")
 
     def _start_worker(self, index: int) -> _Daemon:
-        ui = free_port()
         work = self.directory / f"worker-{index}"
         work.mkdir(parents=True, exist_ok=True)
-        args = [WORKER, self.master_url, "--host", "127.0.0.1", "--webui-port", str(ui)]
+        args = [WORKER, self.master_url, "--host", "127.0.0.1", "--webui-port", str(free_port())]
         args += ["--cores", str(self.cores), "--memory", self.memory, "--work-dir", str(work)]
-        return self._launch(f"worker-{index}", args, ui)
+        return self._launch(f"worker-{index}", args)
 
-    def _launch(self, name: str, args: list[str], ui_port: int | None = None) -> _Daemon:
+    def _launch(self, name: str, args: list[str]) -> _Daemon:
         log_path = self.directory / f"{name}.log"
         with log_path.open("ab") as out:
             process = subprocess.Popen(
@@ -143,7 +141,7 @@ class LocalSparkCluster:
                 start_new_session=True,  # its executors join its process group: one killpg takes both
                 preexec_fn=die_with_parent,  # noqa: PLW1509 - only calls prctl
             )
-        return _Daemon(name, process, log_path, ui_port or self.ui_port)
+        return _Daemon(name, process, log_path)
 
     def state(self) -> dict[str, Any]:
         """The master's own view (its web UI's /json/): workers, their state, cores, running applications."""
