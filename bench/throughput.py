@@ -7,8 +7,10 @@
 The records (JSON-like events behind a sequence number; lz4 compresses them about 2.5x, like real event
 streams) are produced into the source before the clock starts; each peer then mirrors the same topic into its
 own target topic, peers interleaved (A, B, A, B ...) and repeated (median of --repeat runs). Measured per run:
-records/s and MB/s from the first record on the target to the last, CPU-seconds per million records and peak RSS of
-the peer's whole process tree (from /proc), time to the first record on the target; afterwards every target record
+records/s and MB/s from the first record on the target to the last, CPU-seconds per million records (the whole run,
+start-up included), the cores used while draining (CPU-seconds from the first record to the last, per second) and
+records/s per such core (the per-core figure: a JVM's start-up does not count), peak RSS of the peer's whole
+process tree (from /proc), time to the first record on the target; afterwards every target record
 is read back and checked (count, no duplicates, per-partition order where the peer keeps partitions, per-key order
 otherwise).
 
@@ -100,7 +102,8 @@ class Run:
     seconds: float
     records_per_second: float
     mb_per_second: float
-    cpu_seconds_per_million: float
+    cpu_seconds_per_million: float  # the whole run: start-up (a JVM's class loading, JIT) included
+    drain_cores: float  # CPU seconds per second between the first record on the target and the last
     peak_rss_mb: float
     first_record_seconds: float
     verified: str
@@ -312,6 +315,7 @@ def run_peer(
     )
     tree = ProcessTree(process.pid, also=executors)
     first = done = None
+    cpu_at_first = cpu_at_done = 0.0
     try:
         deadline = started + PEER_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -319,9 +323,9 @@ def run_peer(
             count = total_records(target, "target", target_topic, partitions)
             now = time.monotonic()
             if count and first is None:
-                first = now
+                first, cpu_at_first = now, tree.cpu_seconds
             if count >= records:
-                done = now
+                done, cpu_at_done = now, tree.cpu_seconds
                 break
             if process.poll() is not None and peer != "kcat":
                 break
@@ -345,6 +349,7 @@ def run_peer(
         records_per_second=records / span,
         mb_per_second=records * size / span / 1e6,
         cpu_seconds_per_million=tree.cpu_seconds / (records / 1e6),
+        drain_cores=(cpu_at_done - cpu_at_first) / span,
         peak_rss_mb=tree.peak_rss_kb / 1024,
         first_record_seconds=first - started,
         verified=verified,
@@ -364,6 +369,8 @@ def summarize(title: str, runs: Sequence[Run], peers: Sequence[str]) -> str:
                 f"{rate:,.0f}",
                 f"{median([r.mb_per_second for r in of_peer]):.1f}",
                 f"{median([r.cpu_seconds_per_million for r in of_peer]):.1f}",
+                f"{median([r.drain_cores for r in of_peer]):.2f}",
+                f"{median([r.records_per_second / max(r.drain_cores, 1e-3) for r in of_peer]):,.0f}",
                 f"{median([r.peak_rss_mb for r in of_peer]):.0f}",
                 f"{median([r.first_record_seconds for r in of_peer]):.1f}",
                 ", ".join(sorted({r.verified for r in of_peer})),
@@ -371,7 +378,18 @@ def summarize(title: str, runs: Sequence[Run], peers: Sequence[str]) -> str:
             ]
         )
     table = markdown_table(
-        ["peer", "records/s", "MB/s", "CPU s per M records", "peak RSS MB", "first record s", "verified", "runs"],
+        [
+            "peer",
+            "records/s",
+            "MB/s",
+            "CPU s per M records",
+            "cores while draining",
+            "records/s per core",
+            "peak RSS MB",
+            "first record s",
+            "verified",
+            "runs",
+        ],
         rows,
     )
     ratios = []
