@@ -231,10 +231,12 @@ def _records(spark: Any, plan: SparkLinkPlan, source: ClusterConfig, source_id: 
     )
     if plan.max_offsets_per_trigger is not None:
         reader = reader.option("maxOffsetsPerTrigger", str(plan.max_offsets_per_trigger))
-    rows = reader.load()
-    if plan.exclude_pattern is not None:
-        rows = rows.filter(~F.col("topic").rlike(plan.exclude_pattern) | F.col("topic").isin(list(plan.always)))
-    headers = F.coalesce(F.col("headers"), F.array().cast("array<struct<key:string,value:binary>>"))
+    rows = reader.load()  # the subscription leaves the link's excludes out: no row of theirs is read
+    headers = F.col("headers")  # null or empty for a record without headers
+    # Everything that looks into the headers is in a branch taken only for a record that has some: a record without
+    # them (most streams) costs no array function, and the higher-order `filter`s, which Spark interprets instead of
+    # generating code for, run only where there is a header to filter.
+    has_headers = F.coalesce(F.size(headers) > 0, F.lit(False))
 
     def first(name: str) -> Any:
         return F.try_element_at(F.filter(headers, lambda h: h["key"] == name), F.lit(1))["value"].cast("string")
@@ -246,9 +248,10 @@ def _records(spark: Any, plan: SparkLinkPlan, source: ClusterConfig, source_id: 
     compact_path = F.when(
         F.size(F.split(compact, ";")) >= 4, compact.substr(F.lit(1), F.length(compact) - F.length(last_three) - 1)
     ).otherwise(compact)
-    path = F.coalesce(first(PATH), compact_path, F.lit(""))
-    visited = F.split(F.translate(path, ";", ","), ",")
-    rows = rows.filter(~F.array_contains(visited, target_id))  # never back onto a cluster it was on
+    path = F.when(has_headers, F.coalesce(first(PATH), compact_path, F.lit(""))).otherwise(F.lit(""))
+    # never back onto a cluster it was on: the target's id is not one of the path's ids (`,` or `;` between them)
+    visited = F.concat(F.lit(","), F.translate(path, ";", ","), F.lit(","))
+    rows = rows.filter(~(has_headers & visited.contains(f",{target_id},")))
     new_path = F.when(path == "", F.lit(source_id)).otherwise(F.concat(path, F.lit(","), F.lit(source_id)))
 
     def header(name: str, value: Any) -> Any:
@@ -272,7 +275,7 @@ def _records(spark: Any, plan: SparkLinkPlan, source: ClusterConfig, source_id: 
             header(PATH, new_path),
             header(HOPS, F.size(F.split(new_path, ",")).cast("string")),
         )
-    kept = F.filter(headers, lambda h: ~h["key"].isin(_PROVENANCE))
+    kept = F.filter(headers, lambda h: ~h["key"].isin(_PROVENANCE))  # the record's own headers, in their order
     if plan.rename.mapping:
         pairs = [F.lit(x) for item in sorted(plan.rename.mapping.items()) for x in item]
         target_topic = F.coalesce(F.try_element_at(F.create_map(*pairs), F.col("topic")), F.col("topic"))
@@ -283,7 +286,7 @@ def _records(spark: Any, plan: SparkLinkPlan, source: ClusterConfig, source_id: 
     columns = [
         F.col("key"),
         F.col("value"),
-        F.concat(kept, provenance).alias("headers"),
+        F.when(has_headers, F.concat(kept, provenance)).otherwise(provenance).alias("headers"),
         target_topic.alias("topic"),
     ]
     if plan.preserve_partition:

@@ -1,5 +1,5 @@
 """The Spark link plan (pure): refusals with what to change, the rename spec equal to the rename policy, the
-subscription and exclusion patterns, the batch end offsets."""
+subscription pattern (the python engine's topic selection in one regex), the batch end offsets."""
 
 from __future__ import annotations
 
@@ -10,7 +10,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mirror.spark_plan import apply_rename, parse_end_offsets, parse_offset_log, plan_spark_link, rename_spec
+from mirror.spark_plan import (
+    JVM_DEFAULT,
+    apply_rename,
+    parse_end_offsets,
+    parse_offset_log,
+    plan_spark_link,
+    rename_spec,
+)
+from mirror.topics import select_topics
 from mirrorwatch.config import MirrorwatchConfig, parse_config
 from mirrorwatch.errors import ConfigError
 from mirrorwatch.rename import rename_policy
@@ -48,22 +56,36 @@ def test_what_spark_cannot_do_is_refused_with_what_to_change() -> None:
 
 
 def test_plan_subscribes_to_the_includes_and_the_canary_and_excludes_internal_topics() -> None:
-    cfg = config(topics={"include": ["orders\\..*", "payments"], "exclude": ["orders\\.tmp"]})
+    cfg = config(topics={"include": ["orders\\..*", "payments", "mirrorwatch.*"], "exclude": ["orders\\.tmp"]})
     plan = plan_spark_link(cfg, cfg.links[0])
-    pattern = re.compile(plan.subscribe_pattern)
-    assert [bool(pattern.fullmatch(t)) for t in ("orders.eu", "payments", "mirrorwatch.canary", "paymentsX")] == [
-        True,
-        True,
-        True,
-        False,
-    ]
-    assert plan.exclude_pattern is not None
-    excluded = re.compile(plan.exclude_pattern)
-    assert excluded.search("orders.tmp") and excluded.search("__consumer_offsets")
-    assert not excluded.search("orders.tmp2") and not excluded.search("orders.eu")
-    assert plan.always == ("mirrorwatch.canary",)
+    pattern = re.compile(plan.subscribe_pattern)  # Kafka full-matches it (Java's syntax here is Python's)
+    topics = {
+        "orders.eu": True,
+        "payments": True,
+        "mirrorwatch.canary": True,  # excluded as internal, but the canary topic is always mirrored
+        "paymentsX": False,
+        "orders.tmp": False,  # the link's exclude
+        "orders.tmp2": True,  # an exclude is a full match too
+        "orders.x-internal": False,  # internal topics, excluded by default
+        "__consumer_offsets": False,
+        "mirrorwatch.status": False,
+        "orders.eu.internalX": True,
+    }
+    assert {t: bool(pattern.fullmatch(t)) for t in topics} == topics
+    selection = cfg.links[0].topics  # the python engine's selection of the same topics agrees
+    assert select_topics(topics, selection, always=["mirrorwatch.canary"]) == sorted(t for t, y in topics.items() if y)
     assert str(plan.checkpoint) == "/var/lib/mw/checkpoints/l"
     assert plan.preserve_partition and plan.starting_offsets == "earliest" and plan.master == "local[*]"
+    kept = config(topics={"include": ["orders\\..*"]}, exclude_internal_topics=False)
+    assert re.fullmatch(plan_spark_link(kept, kept.links[0]).subscribe_pattern, "orders.x-internal")
+
+
+@given(st.lists(st.text(alphabet="ab._-mirowtchnl", max_size=14), max_size=30))
+def test_the_subscription_selects_what_the_python_engine_selects(topics: list[str]) -> None:
+    cfg = config(topics={"include": ["a.*", "b[._].*", "mirror.*"], "exclude": ["a_.*", ".*b"]})
+    pattern = re.compile(plan_spark_link(cfg, cfg.links[0]).subscribe_pattern)
+    expected = select_topics(set(topics), cfg.links[0].topics, always=[cfg.canary.topic])
+    assert sorted({t for t in topics if pattern.fullmatch(t)}) == expected
 
 
 def test_the_sink_batches_as_the_python_engine_does_and_the_links_client_properties_go_to_the_source_and_sink() -> None:
@@ -121,3 +143,29 @@ def test_an_offset_log_entry_gives_the_batch_end_offsets_and_nothing_when_not_in
     assert parse_offset_log(entry) == {("orders", 0): 23942, ("orders", 1): 23941}
     for broken in ("", "v1\n{}", "v1\n{}\nnot json", "v1\n{}\n[1, 2]", "garbage\n{}\n{}"):
         assert parse_offset_log(broken) == {}
+
+
+def test_the_jvms_collect_with_the_throughput_collector_unless_the_link_picks_one() -> None:
+    plain = config()
+    assert plan_spark_link(plain, plain.links[0]).conf == {
+        "spark.driver.extraJavaOptions": JVM_DEFAULT,
+        "spark.executor.extraJavaOptions": JVM_DEFAULT,
+    }
+    own = config(
+        spark={
+            "conf": {
+                "spark.driver.extraJavaOptions": "-Dx=1 -XX:+UseG1GC",
+                "spark.executor.defaultJavaOptions": "-XX:+UseZGC",
+                "spark.executor.extraJavaOptions": "-Dy=2",
+                "spark.executor.memory": "2g",
+            }
+        }
+    )
+    assert plan_spark_link(own, own.links[0]).conf == {
+        "spark.driver.extraJavaOptions": "-Dx=1 -XX:+UseG1GC",
+        "spark.executor.defaultJavaOptions": "-XX:+UseZGC",
+        "spark.executor.extraJavaOptions": "-Dy=2",
+        "spark.executor.memory": "2g",
+    }
+    options = config(spark={"conf": {"spark.driver.extraJavaOptions": "-Dx=1"}})
+    assert plan_spark_link(options, options.links[0]).conf["spark.driver.extraJavaOptions"] == f"{JVM_DEFAULT} -Dx=1"
