@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from mirror.admin import cluster_id
 from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.kafka import new_admin, new_producer
 from mirrorwatch.provenance import (
@@ -169,7 +170,7 @@ def test_stopping_and_restarting_the_query_mid_stream_loses_nothing(
     ]
     # ... and records that have been on the target cluster already (either provenance form names it on their path):
     # loop prevention drops them, as the python engine does; and records without any header
-    target_id = new_admin(target, "target").list_topics(timeout=10).cluster_id.encode()
+    target_id = cluster_id(new_admin(target, "target")).encode()
     looped = [((PATH, b"elsewhere," + target_id),), ((PROVENANCE, target_id + b";orders;0;1"),)]
     later = records(30_000, 10_000)
     later += [Record(value=b"forged-%d" % i, partition=0, headers=h) for i, h in enumerate(forged)]
