@@ -189,7 +189,23 @@ class LinkWorker(WorkerBase):
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         assert self._keeper is not None and self._router is not None
-        committed = consumer.committed(partitions, timeout=30)
+        if self._stop.is_set():
+            # Assigned while leaving the group (another worker left first and close() joined the rebalance): nothing
+            # will be read, and asking the coordinator for committed offsets from a closing consumer waits out its
+            # timeout and raises out of close() (seen: 30 s, then the worker exited 1 on SIGTERM).
+            log.info("link %s: assigned %s while stopping; not reading them", self.name, _tps(partitions))
+            return
+        try:
+            committed = consumer.committed(partitions, timeout=30)
+        except KafkaException as exc:  # never out of a rebalance callback: the positions start unknown instead
+            log.warning(
+                "link %s: reading the committed offsets of %s failed (%s); their positions are known from the first "
+                "record read",
+                self.name,
+                _tps(partitions),
+                error_text(exc),
+            )
+            committed = [TopicPartition(tp.topic, tp.partition) for tp in partitions]  # offset -1001: unknown
         for tp in committed:
             start = tp.offset if tp.offset >= 0 else None
             self._progress[(tp.topic, tp.partition)] = PartitionProgress(start_offset=start, committed=start)
