@@ -149,8 +149,7 @@ class LinkWorker(WorkerBase):
     def refresh_topics(self) -> TopicPlan:
         """Select source topics, create/grow their targets, (re)subscribe when the selection changed."""
         assert self._keeper is not None and self._router is not None
-        plan = self._keeper.refresh()
-        self._say_refused()
+        plan = super().refresh_topics()
         if self._producer is not None:
             for grown in plan.add_partitions:  # the producer's metadata cache would otherwise learn this in 5 minutes
                 self._producer.list_topics(grown.topic, timeout=10)

@@ -130,7 +130,7 @@ class TopicKeeper:
         self.topic_map = dict(plan.mapping)
         self.target_partitions = {t: target_partitions.get(t, 0) for t in plan.mapping.values()}
         vanished = [t for t in self.selected if t not in source_partitions]
-        self.refused = tuple(refused_topics(self.source_admin, vanished)) if vanished else ()
+        self.refused = tuple(refused_topics(self.source_admin, vanished))  # no request when none vanished
         self.selected = tuple(selected)
         return plan
 

@@ -267,17 +267,13 @@ class WorkerBase:
     def refresh_topics(self) -> TopicPlan:
         assert self._keeper is not None
         plan = self._keeper.refresh()
-        self._say_refused()
-        return plan
-
-    def _say_refused(self) -> None:
-        """A mirrored topic the source now hides from this principal drops out of the selection like a deleted one,
-        often before any fetch of it is refused: say the refusal (once) all the same. Kafka answers a principal
-        without Describe on a name the same whether the topic exists or not, so the reason says both."""
-        assert self._keeper is not None
+        # A mirrored topic the source now hides from this principal drops out of the selection like a deleted one,
+        # often before any fetch of it is refused: say the refusal (once) all the same. Kafka answers a principal
+        # without Describe on a name the same whether the topic exists or not, so the reason says both.
         for topic in self._keeper.refused:
             reason = "source: no longer listed and may not be described: an ACL was removed, or the topic deleted"
             self._denials.denied("Read", "topic", topic, reason)
+        return plan
 
     def _heartbeat(self, stop: threading.Event) -> None:
         """Publish the status every STATUS_EVERY_S from a thread of its own: the loop may block for a while (a
