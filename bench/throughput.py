@@ -9,7 +9,9 @@ streams) are produced into the source before the clock starts; each peer then mi
 own target topic, peers interleaved (A, B, A, B ...) and repeated (median of --repeat runs). Measured per run:
 records/s and MB/s from the first record on the target to the last, CPU-seconds per million records (the whole run,
 start-up included), the cores used while draining (CPU-seconds from the first record to the last, per second) and
-records/s per such core (the per-core figure: a JVM's start-up does not count), peak RSS of the peer's whole
+records/s per such core (the per-core figure: a JVM's start-up does not count), the same over the drain's second
+half (records per CPU-second from half the records on the target to the last: a long-running mirror's steady state,
+with the JIT's compilation of the hot path, in the drain's first seconds, behind it), peak RSS of the peer's whole
 process tree (from /proc), time to the first record on the target; afterwards every target record
 is read back and checked (count, no duplicates, per-partition order where the peer keeps partitions, per-key order
 otherwise).
@@ -104,6 +106,9 @@ class Run:
     mb_per_second: float
     cpu_seconds_per_million: float  # the whole run: start-up (a JVM's class loading, JIT) included
     drain_cores: float  # CPU seconds per second between the first record on the target and the last
+    # records per CPU-second from half the records on the target to the last: the steady state of a long-running
+    # mirror, a JVM's JIT warm-up behind it (it compiles the hot path during the drain's first seconds)
+    second_half_per_core: float
     peak_rss_mb: float
     first_record_seconds: float
     verified: str
@@ -315,7 +320,8 @@ def run_peer(
     )
     tree = ProcessTree(process.pid, also=executors)
     first = done = None
-    cpu_at_first = cpu_at_done = 0.0
+    cpu_at_first = cpu_at_half = cpu_at_done = 0.0
+    count_at_half = None
     try:
         deadline = started + PEER_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -324,6 +330,8 @@ def run_peer(
             now = time.monotonic()
             if count and first is None:
                 first, cpu_at_first = now, tree.cpu_seconds
+            if count >= records // 2 and count_at_half is None and count < records:
+                count_at_half, cpu_at_half = count, tree.cpu_seconds
             if count >= records:
                 done, cpu_at_done = now, tree.cpu_seconds
                 break
@@ -350,6 +358,12 @@ def run_peer(
         mb_per_second=records * size / span / 1e6,
         cpu_seconds_per_million=tree.cpu_seconds / (records / 1e6),
         drain_cores=(cpu_at_done - cpu_at_first) / span,
+        # no sample between half and the end (a drain shorter than one poll): the whole drain's figure stands in
+        second_half_per_core=(
+            (records - count_at_half) / max(cpu_at_done - cpu_at_half, 1e-3)
+            if count_at_half is not None
+            else records / span / max((cpu_at_done - cpu_at_first) / span, 1e-3)
+        ),
         peak_rss_mb=tree.peak_rss_kb / 1024,
         first_record_seconds=first - started,
         verified=verified,
@@ -358,11 +372,14 @@ def run_peer(
 
 def summarize(title: str, runs: Sequence[Run], peers: Sequence[str]) -> str:
     rows = []
-    medians: dict[str, float] = {}
+    medians: dict[str, dict[str, float]] = {"records/s": {}, "per core": {}, "per core, 2nd half": {}}
     for peer in peers:
         of_peer = [r for r in runs if r.peer == peer]
         rate = median([r.records_per_second for r in of_peer])
-        medians[peer] = rate
+        per_core = median([r.records_per_second / max(r.drain_cores, 1e-3) for r in of_peer])
+        second_half = median([r.second_half_per_core for r in of_peer])
+        for figure, value in zip(medians, (rate, per_core, second_half), strict=True):
+            medians[figure][peer] = value
         rows.append(
             [
                 peer,
@@ -370,7 +387,8 @@ def summarize(title: str, runs: Sequence[Run], peers: Sequence[str]) -> str:
                 f"{median([r.mb_per_second for r in of_peer]):.1f}",
                 f"{median([r.cpu_seconds_per_million for r in of_peer]):.1f}",
                 f"{median([r.drain_cores for r in of_peer]):.2f}",
-                f"{median([r.records_per_second / max(r.drain_cores, 1e-3) for r in of_peer]):,.0f}",
+                f"{per_core:,.0f}",
+                f"{second_half:,.0f}",
                 f"{median([r.peak_rss_mb for r in of_peer]):.0f}",
                 f"{median([r.first_record_seconds for r in of_peer]):.1f}",
                 ", ".join(sorted({r.verified for r in of_peer})),
@@ -385,6 +403,7 @@ def summarize(title: str, runs: Sequence[Run], peers: Sequence[str]) -> str:
             "CPU s per M records",
             "cores while draining",
             "records/s per core",
+            "per core, 2nd half",
             "peak RSS MB",
             "first record s",
             "verified",
@@ -392,6 +411,14 @@ def summarize(title: str, runs: Sequence[Run], peers: Sequence[str]) -> str:
         ],
         rows,
     )
+    lines = [f"### {title}", "", table, ""]
+    for figure, of in medians.items():
+        lines.append(f"{figure} ratios (median): {'; '.join(_ratios(of)) or 'n/a'}")
+    return "\n".join(lines) + "\n"
+
+
+def _ratios(medians: dict[str, float]) -> list[str]:
+    """mirrorwatch's engines against the other peers, and each engine against its own earlier checkout's."""
     ratios = []
     for mine in ("python-1", "python-2", "spark", *STANDALONE):
         for peer in ("mm2", "mm2-tuned", "kcat", "python-1"):
@@ -400,7 +427,7 @@ def summarize(title: str, runs: Sequence[Run], peers: Sequence[str]) -> str:
     for other, rate in medians.items():
         if checkout_of(other) is not None and peer_kind(other) in medians:
             ratios.append(f"{peer_kind(other)} / {other} = {medians[peer_kind(other)] / rate:.2f}")
-    return f"### {title}\n\n{table}\n\nrecords/s ratios (median): {'; '.join(ratios) or 'n/a'}\n"
+    return ratios
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -79,8 +79,11 @@ def test_throughput_smoke_every_peer_mirrors_and_verifies(
     assert {r["verified"] for r in case["runs"]} == {"ok"}
     # figures are not asserted (600 records take less CPU than /proc's 10 ms tick); only that each was measured
     assert all(r["records_per_second"] > 0 and r["peak_rss_mb"] > 0 for r in case["runs"])
+    assert all(r["second_half_per_core"] > 0 for r in case["runs"])
     printed = capsys.readouterr().out
-    assert "| peer | records/s |" in printed and "python-1 / kcat = " in printed
+    assert "| peer | records/s |" in printed and "| per core, 2nd half |" in printed
+    assert "records/s ratios (median): python-1 / mm2 = " in printed
+    assert "per core, 2nd half ratios (median): python-1 / mm2 = " in printed
 
 
 def test_throughput_runs_the_engine_of_another_checkout_side_by_side(
