@@ -317,6 +317,7 @@ def run_peer(
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        cwd=work,  # what a peer leaves in its working directory goes with the run (a Spark driver's artifacts/)
     )
     tree = ProcessTree(process.pid, also=executors)
     first = done = None

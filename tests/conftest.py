@@ -160,6 +160,7 @@ def start_mirror(tmp_path: Path) -> Iterator[Callable[..., MirrorProcess]]:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: kill() takes the workers down with it
+                cwd=tmp_path,  # what a process leaves in its working directory (a killed Spark driver: artifacts/)
             )
         started.append(MirrorProcess(process, log_path))
         return started[-1]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -219,11 +220,13 @@ def wait_for_commits(
     upto: list[int] | None = None,
     timeout_s: float = 120,
     description: str = "",
+    while_running: Callable[[], bool] = lambda: True,
 ) -> list[int]:
-    """Wait until `group` has committed `upto` on every partition (default: the high-watermarks); returns them."""
+    """Wait until `group` has committed `upto` on every partition (default: the high-watermarks); returns them.
+    `while_running` is asked first each round and may raise (a mirror that exited fails the wait at once)."""
     target = upto if upto is not None else end_offsets(cluster, alias, topic, partitions)
     wait_until(
-        lambda: committed_offsets(cluster, alias, group, topic, partitions) == target,
+        lambda: while_running() and committed_offsets(cluster, alias, group, topic, partitions) == target,
         timeout_s=timeout_s,
         description=description or f"{group} to commit {target} on {alias}:{topic}",
     )

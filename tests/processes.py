@@ -91,6 +91,13 @@ class MirrorProcess:
 
         wait_until(seen, timeout_s=timeout_s, description=f"the mirror to log {text!r}")
 
+    def running(self) -> bool:
+        """True while the process runs; an AssertionError with its log once it has exited (for a wait that would
+        otherwise wait out its timeout on a dead mirror)."""
+        if self.process.poll() is not None:
+            raise AssertionError(f"the mirror exited ({self.process.returncode}):\n{self.log()[-5000:]}")
+        return True
+
     def stop(self, timeout_s: float = 60) -> int:
         """SIGTERM, as an operator or systemd would; returns the exit code."""
         if self.process.poll() is None:

@@ -108,6 +108,7 @@ def test_fifty_thousand_records_keep_partition_key_value_and_headers_and_the_mon
         PARTITIONS,
         upto=[50_000 // PARTITIONS + (p < 50_000 % PARTITIONS) for p in range(PARTITIONS)],
         timeout_s=240,
+        while_running=mirror.running,
     )
 
     # The monitor: the link's replication lag goes to 0 (the Spark driver's published positions), and its group's
@@ -178,7 +179,7 @@ def test_stopping_and_restarting_the_query_mid_stream_loses_nothing(
     later += [Record(value=b"plain-%d" % i, key=b"k", partition=2) for i in range(3)]
     produce(source, "source", topic, later)
     mirror = start_mirror("--config", str(config), "--link", "sparked")
-    wait_for_commits(source, "source", group, topic, PARTITIONS, timeout_s=240)
+    wait_for_commits(source, "source", group, topic, PARTITIONS, timeout_s=240, while_running=mirror.running)
     assert mirror.stop() == 0
     dropped = {
         (r.partition, r.offset)
@@ -242,7 +243,7 @@ def test_aborted_transactions_on_the_source_are_not_mirrored_and_the_group_commi
     group = unique("spark-tx")
     config = write_config([spark_link(topic, group, tmp_path, max_offsets_per_trigger=100)])
     mirror = start_mirror("--config", str(config), "--link", "sparked")
-    wait_for_commits(source, "source", group, topic, partitions, timeout_s=240)
+    wait_for_commits(source, "source", group, topic, partitions, timeout_s=240, while_running=mirror.running)
     assert mirror.stop() == 0
     got = by_partition(read_to_end(target, "target", topic, partitions))
     assert {p: [r.value for r in rows] for p, rows in got.items()} == kept

@@ -166,11 +166,12 @@ def test_spark_submit_and_mirror_master_run_a_link_on_the_workers_and_the_monito
             stderr=subprocess.STDOUT,
             env={**spark_cluster.env(), "PYSPARK_PYTHON": sys.executable},
             start_new_session=True,
+            cwd=tmp_path,  # as start_mirror's: a killed driver's artifacts/ stays with the test
         )
     submitted_run = MirrorProcess(submitted, submit_log)
     try:
         wait_until(lambda: executors_on_both_workers(spark_cluster), timeout_s=180, description="executors on both")
-        wait_for_commits(source, "source", group, topic, PARTITIONS, timeout_s=300)
+        wait_for_commits(source, "source", group, topic, PARTITIONS, timeout_s=300, while_running=submitted_run.running)
     finally:
         # SIGTERM to the python driver (the JVM that spark-submit started ends when the driver does)
         os.kill(python_driver(submitted.pid, engine), signal.SIGTERM)
@@ -182,7 +183,7 @@ def test_spark_submit_and_mirror_master_run_a_link_on_the_workers_and_the_monito
     monitor = start_mirror("--config", str(config), command="monitor")
     base = monitor.http_base()
     wait_until(lambda: executors_on_both_workers(spark_cluster), timeout_s=180, description="executors on both")
-    wait_for_commits(source, "source", group, topic, PARTITIONS, timeout_s=300)
+    wait_for_commits(source, "source", group, topic, PARTITIONS, timeout_s=300, while_running=mirror.running)
 
     burrow = monitor_sees_link_caught_up(base, "sparked", group, topic, PARTITIONS)
     assert burrow["partition_count"] == PARTITIONS and burrow["status"] == "OK"
@@ -231,7 +232,7 @@ def test_a_lost_worker_and_a_killed_driver_lose_nothing_and_the_duplicates_are_c
     finally:
         spark_cluster.restart_worker(0)
     mirror = start_mirror("--config", str(config), "--link", "sparked", "--master", spark_cluster.master_url)
-    wait_for_commits(source, "source", group, topic, PARTITIONS, timeout_s=300)
+    wait_for_commits(source, "source", group, topic, PARTITIONS, timeout_s=300, while_running=mirror.running)
     assert mirror.stop(timeout_s=120) == 0
     high = end_offsets(source, "source", topic, PARTITIONS)
     got = read_to_end(target, "target", topic, PARTITIONS)
