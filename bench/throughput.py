@@ -350,6 +350,8 @@ def run_peer(
         how = f"it exited with {exited}" if exited is not None else f"stopped after {PEER_TIMEOUT_S:.0f} s"
         raise SystemExit(f"{peer} did not mirror {records} records ({how}); its log ends:\n" + "\n".join(tail))
     span = max(done - first, 1e-3)
+    # no sample between half and the end (a drain shorter than one poll): from the first record instead
+    from_count, from_cpu = (count_at_half, cpu_at_half) if count_at_half is not None else (0, cpu_at_first)
     verified = verify(target, target_topic, records, partitions, peer_kind(peer) in KEEPS_PARTITIONS)
     return Run(
         peer=peer,
@@ -359,12 +361,7 @@ def run_peer(
         mb_per_second=records * size / span / 1e6,
         cpu_seconds_per_million=tree.cpu_seconds / (records / 1e6),
         drain_cores=(cpu_at_done - cpu_at_first) / span,
-        # no sample between half and the end (a drain shorter than one poll): the whole drain's figure stands in
-        second_half_per_core=(
-            (records - count_at_half) / max(cpu_at_done - cpu_at_half, 1e-3)
-            if count_at_half is not None
-            else records / span / max((cpu_at_done - cpu_at_first) / span, 1e-3)
-        ),
+        second_half_per_core=(records - from_count) / max(cpu_at_done - from_cpu, 1e-3),
         peak_rss_mb=tree.peak_rss_kb / 1024,
         first_record_seconds=first - started,
         verified=verified,
