@@ -36,6 +36,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from mirror.delivery import Delivery
 from mirror.progress import PartitionProgress
+from mirror.topic_keeper import Survey
 from mirror.topics import TopicPlan
 from mirror.worker import STATUS_EVERY_S, WorkerBase
 from mirrorwatch.kafka import error_text
@@ -146,10 +147,10 @@ class LinkWorker(WorkerBase):
         self._delivery.producer = producer = super()._new_producer()
         return producer
 
-    def refresh_topics(self) -> TopicPlan:
-        """Select source topics, create/grow their targets, (re)subscribe when the selection changed."""
+    def _adopt(self, survey: Survey) -> TopicPlan:
+        """The keeper's new topics and partition counts; (re)subscribe when the selection changed."""
         assert self._keeper is not None and self._router is not None
-        plan = super().refresh_topics()
+        plan = super()._adopt(survey)
         if self._producer is not None:
             for grown in plan.add_partitions:  # the producer's metadata cache would otherwise learn this in 5 minutes
                 self._producer.list_topics(grown.topic, timeout=10)
@@ -211,7 +212,7 @@ class LinkWorker(WorkerBase):
             self._router.forget((tp.topic, tp.partition))
             target_partitions = self._keeper.target_partitions.get(self._keeper.topic_map.get(tp.topic, ""), 0)
             if self.link.partitioning == "preserve" and tp.partition >= target_partitions:
-                self._refresh_requested = True  # a new source partition: the target must grow first
+                self._request_refresh()  # a new source partition: the target must grow first
         log.info("link %s: assigned %s", self.name, _tps(partitions))
         self._topics_readable({tp.topic for tp in partitions})
 
@@ -253,19 +254,19 @@ class LinkWorker(WorkerBase):
     def _loop(self) -> None:
         assert self._consumer is not None and self._delivery is not None
         consumer, delivery, clock = self._consumer, self._delivery, self._clock
-        refresh_every_s = self.link.refresh_topics_interval_seconds
         commit_every_s = self.link.offset_commit_interval_ms / 1000
         now = clock.monotonic_s()
-        next_refresh, next_commit, next_progress = now + refresh_every_s, now + commit_every_s, now + PROGRESS_EVERY_S
+        next_commit, next_progress = now + commit_every_s, now + PROGRESS_EVERY_S
         next_high = now
         last_progress = (0, now)  # records mirrored, and when, at the last progress line
         full_since: float | None = None  # when the producer last became full
         while not self._stop.is_set() and self._failure is None:
             if delivery.sparse_failure is not None and delivery.sparse:
                 self._replay_exactly()
-            if self._refresh_requested or delivery.refresh_wanted:
-                self._refresh_requested = delivery.refresh_wanted = False
-                self._refresh_safely()
+            if delivery.refresh_wanted:
+                delivery.refresh_wanted = False
+                self._request_refresh()
+            self._take_survey()
             delivery.drain()
             if delivery.outbox:
                 # Back-pressure: the producer is full. Read nothing more until it takes records again; pause the
@@ -294,9 +295,6 @@ class LinkWorker(WorkerBase):
             if now >= next_commit:
                 self._commit()
                 next_commit = now + commit_every_s
-            if now >= next_refresh:
-                self._refresh_safely()
-                next_refresh = now + refresh_every_s
             if now >= next_progress:
                 last_progress = self._log_progress(now, *last_progress)
                 next_progress = now + PROGRESS_EVERY_S

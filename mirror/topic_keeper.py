@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import dataclass
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
@@ -21,7 +22,7 @@ from mirrorwatch.errors import ConfigError, ConfigProblem, KafkaClientError
 from mirrorwatch.kafka import error_text
 from mirrorwatch.rename import RenamePolicy, rename_policy
 
-__all__ = ["TopicKeeper", "refuse_loop"]
+__all__ = ["Survey", "Surveyor", "TopicKeeper", "refuse_loop"]
 
 log = logging.getLogger("mirrorwatch.mirror")
 
@@ -41,6 +42,17 @@ def refuse_loop(config: MirrorwatchConfig, link: LinkConfig, source_id: str, tar
             )
         ]
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Survey:
+    """What one refresh round found (`TopicKeeper.survey`), for `TopicKeeper.adopt`."""
+
+    plan: TopicPlan
+    selected: tuple[str, ...]
+    target_partitions: dict[str, int]  # of the target topics the plan maps to
+    target_limits: tuple[int, ...]  # max.message.bytes of the target topics that set it
+    refused: tuple[str, ...]  # selected until now, no longer listed, and not describable
 
 
 class TopicKeeper:
@@ -78,7 +90,13 @@ class TopicKeeper:
         return target
 
     def refresh(self) -> TopicPlan:
-        """One round of select, describe, plan and execute; MirrorFailure when the plan has problems."""
+        """One round of select, describe, plan and execute, taken at once; MirrorFailure when the plan has problems."""
+        return self.adopt(self.survey())
+
+    def survey(self) -> Survey:
+        """Select, describe, plan and execute (create and grow target topics): every request of a round, and no
+        change to what the engines route by (`adopt` makes that), so that it can run on a thread of its own while
+        the engine mirrors. MirrorFailure when the plan has problems."""
         link = self.link
         source_partitions = list_topic_partitions(self.source_admin)
         selected = select_topics(
@@ -109,6 +127,20 @@ class TopicKeeper:
         if plan.changes_target:
             execute_plan(self.target_admin, plan)
             target_partitions = list_topic_partitions(self.target_admin)
+        limits = [info.max_message_bytes for info in target_info.values() if info.max_message_bytes]
+        limits += [int(c.configs["max.message.bytes"]) for c in plan.create if "max.message.bytes" in c.configs]
+        vanished = [t for t in self.selected if t not in source_partitions]
+        return Survey(
+            plan=plan,
+            selected=tuple(selected),
+            target_partitions={t: target_partitions.get(t, 0) for t in plan.mapping.values()},
+            target_limits=tuple(limits),
+            refused=tuple(refused_topics(self.source_admin, vanished)),  # no request when none vanished
+        )
+
+    def adopt(self, survey: Survey) -> TopicPlan:
+        """What the engines route by, from a survey; no request. Config drift is logged when it changed."""
+        plan = survey.plan
         if plan.drift != self.drift:
             for d in plan.drift:
                 log.warning(
@@ -121,17 +153,15 @@ class TopicKeeper:
                     d.target_value,
                 )
             self.drift = plan.drift
-        limits = [info.max_message_bytes for info in target_info.values() if info.max_message_bytes]
-        limits += [int(c.configs["max.message.bytes"]) for c in plan.create if "max.message.bytes" in c.configs]
-        if limits:
+        if survey.target_limits:
             known = self.smallest_target_limit
-            self.smallest_target_limit = min(limits) if known is None else min(known, *limits)
+            smallest = min(survey.target_limits)
+            self.smallest_target_limit = smallest if known is None else min(known, smallest)
         self.known_source_partitions = dict(plan.source_partitions)
         self.topic_map = dict(plan.mapping)
-        self.target_partitions = {t: target_partitions.get(t, 0) for t in plan.mapping.values()}
-        vanished = [t for t in self.selected if t not in source_partitions]
-        self.refused = tuple(refused_topics(self.source_admin, vanished))  # no request when none vanished
-        self.selected = tuple(selected)
+        self.target_partitions = dict(survey.target_partitions)
+        self.refused = survey.refused
+        self.selected = survey.selected
         return plan
 
     def create_like(self, target_topic: str, like_source_topic: str) -> None:
@@ -160,3 +190,77 @@ class TopicKeeper:
                 self.refresh()
             except (KafkaException, KafkaClientError, MirrorFailure) as exc:
                 log.warning("link %s: topic refresh failed (%s); retrying", self.name, error_text(exc))
+
+
+class Surveyor:
+    """The keeper's survey rounds on a thread of their own, for an engine loop that must never wait on an admin
+    request: a round asks both clusters (and their controllers, to create or grow topics) and may wait up to
+    mirror.admin.TIMEOUT_S on one that hangs, and the loop meanwhile serves delivery reports, reads and commits.
+    (Seen before this: a round that began during a 30-s target freeze held the loop 30 s past the thaw.)
+
+    A round starts every `interval_s`, or at once on `request()`; the loop takes its outcome with `take()`, which
+    never waits, and adopts it; the next round starts only after that, since a survey plans from what the last one
+    adopted. A round that fails on a Kafka error is logged and tried again at the next; one whose plan has problems
+    (MirrorFailure), or that fails unexpectedly, is raised by `take()` in the loop, as if the loop had run it."""
+
+    def __init__(self, keeper: TopicKeeper, interval_s: float, *, name: str) -> None:
+        self.keeper, self.interval_s, self.name = keeper, interval_s, name
+        self._changed = threading.Condition()  # guards the three below
+        self._wanted = False  # a round is wanted now
+        self._stopped = False
+        self._outcome: Survey | BaseException | None = None  # of a finished round, until taken
+        self._thread = threading.Thread(target=self._run, name=f"topics-{name}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def request(self) -> None:
+        """A round as soon as the current one (if any) was taken."""
+        with self._changed:
+            self._wanted = True
+            self._changed.notify_all()
+
+    def take(self) -> Survey | None:
+        """The outcome of a finished round, once; None while none finished (never waits)."""
+        if self._outcome is None:  # the loop's every turn: no lock
+            return None
+        with self._changed:
+            outcome, self._outcome = self._outcome, None
+            self._changed.notify_all()
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Stop; a round waiting on a cluster is left to its timeout (the thread is a daemon)."""
+        with self._changed:
+            self._stopped = True
+            self._changed.notify_all()
+        if self._thread.is_alive():
+            self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        changed = self._changed
+        while True:
+            with changed:
+                changed.wait_for(lambda: self._stopped or self._wanted, timeout=self.interval_s)
+                if self._stopped:
+                    return
+                self._wanted = False
+            outcome: Survey | BaseException
+            try:
+                outcome = self.keeper.survey()
+            except (KafkaException, KafkaClientError) as exc:
+                log.warning(
+                    "link %s: topic refresh failed (%s); the link keeps mirroring what it has",
+                    self.name,
+                    error_text(exc),
+                )
+                continue
+            except Exception as exc:  # MirrorFailure, or a bug: the loop raises it
+                outcome = exc
+            with changed:
+                self._outcome = outcome
+                changed.wait_for(lambda: self._stopped or self._outcome is None)
+                if self._stopped:
+                    return

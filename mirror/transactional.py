@@ -31,6 +31,7 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaExcep
 from mirror.admin import execute_plan
 from mirror.delivery import dead_letter_headers
 from mirror.handler import MirrorRecord
+from mirror.topic_keeper import Survey
 from mirror.topics import CreateTopic, TopicPlan
 from mirror.worker import WorkerBase
 from mirrorwatch.kafka import error_text, new_consumer
@@ -130,9 +131,9 @@ class TransactionalLinkWorker(WorkerBase):
 
     # -- partitions -------------------------------------------------------------------------------------------------
 
-    def refresh_topics(self) -> TopicPlan:
-        """The keeper's refresh, then this worker's share of the partitions (no group membership: owner_of)."""
-        plan = super().refresh_topics()
+    def _adopt(self, survey: Survey) -> TopicPlan:
+        """The keeper's new topics, then this worker's share of the partitions (no group membership: owner_of)."""
+        plan = super()._adopt(survey)
         assert self._consumer is not None
         workers = self.link.num_streams
         owned = {
@@ -180,12 +181,8 @@ class TransactionalLinkWorker(WorkerBase):
         consumer, producer = self._consumer, self._producer
         producer.init_transactions(TIMEOUT_S)
         transaction_s = self.link.offset_commit_interval_ms / 1000
-        next_refresh = time.monotonic() + self.link.refresh_topics_interval_seconds
         while not self._stop.is_set() and self._failure is None:
-            if time.monotonic() >= next_refresh or self._refresh_requested:
-                self._refresh_requested = False
-                self._refresh_safely()
-                next_refresh = time.monotonic() + self.link.refresh_topics_interval_seconds
+            self._take_survey()  # between transactions: the assignment may change
             producer.begin_transaction()
             advanced: dict[tuple[str, int], int] = {}
             deadline = time.monotonic() + transaction_s

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import asdict
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mirror.admin import link_cluster_ids
@@ -26,12 +26,11 @@ from mirror.progress import PartitionProgress
 from mirror.routes import Router
 from mirror.settings import PRODUCER_DEFAULTS, consumer_settings, producer_settings
 from mirror.stats import LinkStats
-from mirror.topic_keeper import TopicKeeper, refuse_loop
+from mirror.topic_keeper import Survey, Surveyor, TopicKeeper, refuse_loop
 from mirror.topics import ConfigDrift, TopicPlan
 from mirrorwatch.acl import DenialLog
 from mirrorwatch.clock import Clock, SystemClock
 from mirrorwatch.config import LinkConfig, MirrorwatchConfig
-from mirrorwatch.errors import KafkaClientError
 from mirrorwatch.kafka import error_text, new_admin, new_consumer, new_producer
 from mirrorwatch.rename import rename_policy
 from mirrorwatch.status_board import HOST, StatusBoard
@@ -86,10 +85,10 @@ class WorkerBase:
         self._progress: dict[tuple[str, int], PartitionProgress] = {}
         self._client_stats: dict[str, ClientStats] = {}
         self._paused = False
-        self._refresh_requested = False
         self._batch_bytes = 0  # the producer's batch.size
         # Clients (and the parts that hold them) are created in run(), never here.
         self._keeper: TopicKeeper | None = None
+        self._surveyor: Surveyor | None = None  # the refresh rounds after the first, off the loop
         self._router: Router | None = None
         self._consumer: Consumer | None = None
         self._producer: Producer | None = None
@@ -195,8 +194,12 @@ class WorkerBase:
             self._prepare()
             self.refresh_topics()  # before the producer: its batch size depends on the target topics
             self._producer = self._new_producer()
+            self._surveyor = Surveyor(self._keeper, link.refresh_topics_interval_seconds, name=self.name)
+            self._surveyor.start()
             self._loop()
         finally:
+            if self._surveyor is not None:
+                self._surveyor.close()
             self._shutdown()
             heartbeat_stop.set()
             heartbeat.join(timeout=10)
@@ -265,8 +268,15 @@ class WorkerBase:
                 p.mark_committed(tp.offset)
 
     def refresh_topics(self) -> TopicPlan:
+        """A refresh round here and now: the first, before the loop (the producer's batch size depends on the target
+        topics). The loop's rounds run on the surveyor's thread (`_take_survey`)."""
         assert self._keeper is not None
-        plan = self._keeper.refresh()
+        return self._adopt(self._keeper.survey())
+
+    def _adopt(self, survey: Survey) -> TopicPlan:
+        """Take what a refresh round found, in the loop between records (routes and subscriptions change only here)."""
+        assert self._keeper is not None
+        plan = self._keeper.adopt(survey)
         # A mirrored topic the source now hides from this principal drops out of the selection like a deleted one,
         # often before any fetch of it is refused: say the refusal (once) all the same. Kafka answers a principal
         # without Describe on a name the same whether the topic exists or not, so the reason says both.
@@ -274,6 +284,17 @@ class WorkerBase:
             reason = "source: no longer listed and may not be described: an ACL was removed, or the topic deleted"
             self._denials.denied("Read", "topic", topic, reason)
         return plan
+
+    def _take_survey(self) -> None:
+        """Adopt the surveyor's round if one finished (the loop calls this every turn: it never waits)."""
+        survey = self._surveyor.take() if self._surveyor is not None else None
+        if survey is not None:
+            self._adopt(survey)
+
+    def _request_refresh(self) -> None:
+        """A refresh round as soon as possible (a new source partition, a target topic the producer does not know)."""
+        if self._surveyor is not None:
+            self._surveyor.request()
 
     def _heartbeat(self, stop: threading.Event) -> None:
         """Publish the status every STATUS_EVERY_S from a thread of its own: the loop may block for a while (a
@@ -291,14 +312,6 @@ class WorkerBase:
     def _publish_status(self) -> None:
         status = self.worker_status()
         self._board.publish("links", self.link.name, self.worker, status.as_json(), status.observed_ms)
-
-    def _refresh_safely(self) -> None:
-        try:
-            self.refresh_topics()
-        except (KafkaClientError, KafkaException) as exc:
-            log.warning(
-                "link %s: topic refresh failed (%s); the link keeps mirroring what it has", self.name, error_text(exc)
-            )
 
     def _consumer_error(self, err: KafkaError, topic: str | None = None) -> None:
         code = err.code()

@@ -6,11 +6,13 @@ from __future__ import annotations
 import itertools
 import random
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from mirror.admin import TIMEOUT_S
 from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.local import LocalClusters
 from mirrorwatch.provenance import HOPS, PATH, PROVENANCE, SOURCE_CLUSTER, SOURCE_OFFSET, SOURCE_PARTITION, SOURCE_TOPIC
@@ -217,6 +219,48 @@ def test_target_broker_restart_mid_stream_loses_nothing(
     by_upstream = source_offsets_on_target(got)
     for p in range(partitions):  # every upstream offset is there (duplicates from producer retries are allowed)
         assert set(by_upstream[p]) == set(range(ends[p])), f"partition {p} lost records"
+    assert "Traceback" not in mirror.log()
+
+
+@pytest.mark.parametrize("frozen", ["target", "source"])
+def test_a_topic_refresh_under_way_when_a_broker_froze_does_not_hold_the_mirror_after_the_thaw(
+    frozen: str,
+    clusters_config: MirrorwatchConfig,
+    local_clusters: LocalClusters,
+    make_topic: Callable[..., str],
+    write_config: Callable[..., Any],
+    start_mirror: Callable[..., MirrorProcess],
+) -> None:
+    """A topic refresh asks both clusters (and their controllers) and waits up to mirror.admin.TIMEOUT_S for an
+    answer. Refreshes that fall due while a broker is frozen (SIGSTOP) must not keep the mirror from serving delivery
+    reports and reading records after the thaw: records produced right after it are on the target long before such a
+    refresh could time out. Seen in CI when refreshes ran in the engine loop: a round that began 21 s into a 30-s
+    target freeze waited for the controller until 30 s after the thaw, and held the loop as long. Locally the held
+    requests were answered at the thaw in every try, so this guards the engine through real freezes while
+    tests/mirror/test_surveyor.py pins the property itself: the loop never waits on a round."""
+    source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
+    topic = make_topic("source", 1)
+    produce(source, "source", topic, [Record(value=b"before") for _ in range(100)])
+    mirror = start_mirror("--config", str(write_config([link("refresh", topic, refresh_topics_interval_seconds=1)])))
+    wait_for_records(target, "target", topic, 1, 100, timeout_s=60, description="the mirror before the freeze")
+    freeze_s = 5.0
+    local_clusters.freeze(frozen)
+    try:
+        time.sleep(freeze_s)  # refreshes fall due every second: one is waiting on the frozen broker now
+    finally:
+        local_clusters.thaw(frozen)
+    thawed = time.monotonic()
+    produce(source, "source", topic, [Record(value=b"after") for _ in range(100)])
+    # A refresh that began as the broker froze times out TIMEOUT_S later, that is TIMEOUT_S - freeze_s after the thaw;
+    # half of that is ample for records produced after the thaw (they take well under a second when nothing holds them).
+    deadline_s = (TIMEOUT_S - freeze_s) / 2
+    wait_for_records(
+        target, "target", topic, 1, 200, timeout_s=deadline_s, description="the records produced after the thaw"
+    )
+    elapsed_s = time.monotonic() - thawed
+    assert mirror.stop() == 0
+    got = read_all(target, "target", topic, expected=200)
+    assert [r.value for r in got] == [b"before"] * 100 + [b"after"] * 100, f"after the thaw in {elapsed_s:.1f} s"
     assert "Traceback" not in mirror.log()
 
 
