@@ -280,8 +280,11 @@ def _poll_monitor(url: str, topic: str, samples: list[Sample], stop: threading.E
 
 @contextlib.contextmanager
 def _process(command: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """The process runs in the log's directory (the run's own): a Spark driver writes artifacts/ where it runs."""
     with log.open("ab") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=log.parent
+        )
     try:
         yield process
     finally:
@@ -704,7 +707,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.engine_run:
         faults = tuple(f for f in faults if f != "mirror-stop")
     with tempfile.TemporaryDirectory(prefix="mirrorwatch-bench-") as tmp:
-        work = args.logs or Path(tmp)
+        work = (args.logs or Path(tmp)).resolve()  # absolute: the processes run in it
         work.mkdir(parents=True, exist_ok=True)
         clusters = LocalClusters(args.clusters or Path(tmp) / "clusters", progress=lambda _line: None)
         owned = args.clusters is None
