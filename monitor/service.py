@@ -14,6 +14,7 @@ import logging
 import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 
 from confluent_kafka.admin import AdminClient
@@ -32,6 +33,7 @@ from monitor.state import (
     MonitorState,
     SafePosition,
     WorkerSighting,
+    date_record,
     evaluate_groups,
     link_view,
     observe_snapshot,
@@ -47,9 +49,18 @@ log = logging.getLogger("mirrorwatch.monitor")
 # waits for the commit follower to catch up): until then it publishes nothing (the API answers 503 "no collection
 # yet") rather than figures without a source; a cluster still silent after it reads down, "no answer for N s".
 FIRST_ANSWER_WAIT_S = 15.0
+DATES_KEPT = 200_000  # record times settled by `_dated` (as many as the record time fetcher caches)
 
 # link name -> the status of each of its workers: in memory for this process's workers, else from status files
 LinkStatuses = Callable[[], Mapping[str, Sequence[WorkerStatus]]]
+
+
+def _high_watermark(snapshot: ClusterSnapshot | None, topic: str, partition: int) -> tuple[int, int] | None:
+    """(observed_ms, high-watermark) of a partition in a snapshot that answered; None when it did not say."""
+    offsets = snapshot.partitions.get((topic, partition)) if snapshot is not None and snapshot.up else None
+    if snapshot is None or offsets is None or offsets.latest is None:
+        return None
+    return snapshot.observed_ms, offsets.latest
 
 
 def is_process_running(pid: int) -> bool:
@@ -115,6 +126,7 @@ class MonitorService:
         self._running: dict[str, tuple[int, concurrent.futures.Future[ClusterSnapshot]]] = {}
         self._latest: dict[str, ClusterSnapshot] = {}
         self._previous: dict[str, ClusterSnapshot] = {}  # the good snapshot before the latest, per cluster
+        self._dates: OrderedDict[Key, int] = OrderedDict()  # record times as first settled (_dated)
         self._round_wait_s = settings.interval_seconds / 2
         self._record_times: RecordTimeFetcher | None = None
         self._lock = threading.Lock()  # one collection at a time, also when called directly
@@ -186,7 +198,7 @@ class MonitorService:
                 )
                 for link in self.links
             }
-            record_times = self._times(self._wanted_record_times(snapshots, positions))
+            record_times = self._dated(self._times(self._wanted_record_times(snapshots, positions)), snapshots)
             groups = {}
             for snapshot in snapshots.values():
                 groups.update(evaluate_groups(self._windows, snapshot, self._evaluator, record_times))
@@ -316,6 +328,31 @@ class MonitorService:
         # bounded: a cluster that answers slowly (just thawed, say) leaves some ages unknown for a round rather
         # than holding the round, and with it every other figure, back
         return self._record_times.times(wanted, budget_s=max(2.0, self.settings.interval_seconds / 2))
+
+    def _dated(self, times: dict[Key, int | None], snapshots: Mapping[str, ClusterSnapshot]) -> dict[Key, int | None]:
+        """Record times as `date_record` settles them the first round each is known, from the source snapshot of
+        this round (the offset is below its high-watermark) and the one before (whether the offset was, yet): kept
+        from then on, so that a record's age does not change its basis when those observations are long gone."""
+        dates = self._dates
+        out: dict[Key, int | None] = {}
+        for key, timestamp in times.items():
+            if timestamp is None:
+                out[key] = None
+                continue
+            dated = dates.get(key)
+            if dated is None:
+                alias, topic, partition, offset = key
+                now = _high_watermark(snapshots.get(alias), topic, partition)
+                then = _high_watermark(self._previous.get(alias), topic, partition)
+                earlier = then if then is not None and then[1] <= offset else None
+                later = now if now is not None and now[1] > offset else None
+                dated = dates[key] = date_record(timestamp, offset, earlier, later)
+            else:
+                dates.move_to_end(key)
+            out[key] = dated
+        while len(dates) > DATES_KEPT:
+            dates.popitem(last=False)
+        return out
 
     def _collect_safely(self) -> None:
         try:

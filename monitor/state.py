@@ -45,15 +45,19 @@ __all__ = [
     "RecordTimes",
     "SafePosition",
     "WorkerSighting",
+    "append_bounds",
+    "date_record",
     "evaluate_groups",
     "interpolate_record_time",
     "lag_age",
     "link_view",
     "observe_snapshot",
+    "record_time",
     "safe_positions",
 ]
 
-# (cluster alias, topic, partition, offset) -> the record's timestamp in ms (None: the record is gone)
+# (cluster alias, topic, partition, offset) -> when the record was written, in ms: its timestamp, dated by the monitor
+# where its observations contradict it (`date_record`); None: the record is gone
 RecordTimes = Mapping[tuple[str, str, int, int], int | None]
 
 
@@ -169,22 +173,67 @@ def interpolate_record_time(history: Sequence[OffsetSample], offset: int) -> int
     return None
 
 
-def lag_age(
-    now_ms: int, key: tuple[str, str, int, int], record_times: RecordTimes, history: Sequence[OffsetSample]
-) -> tuple[float | None, str | None]:
-    """Age in seconds of the record at `key`'s offset, and how it was found: "record", "interpolated", or "at_least"
-    when the record predates the history (the age is then a lower bound)."""
+def date_record(timestamp: int, offset: int, earlier: tuple[int, int] | None, later: tuple[int, int] | None) -> int:
+    """When the record at `offset` was written: its timestamp, unless the source's high-watermarks observed either
+    side of its arrival say otherwise. `earlier` (observed_ms, high-watermark) is an observation that had not reached
+    the offset yet, `later` one that had. A timestamp outside that span (a producer clock ahead; a backfill's event
+    times; records a producer held through a source outage) gives way to the point where the offset falls between
+    the two high-watermarks; with only one of them, to that observation's time."""
+    if (earlier is None or timestamp > earlier[0]) and (later is None or timestamp <= later[0]):
+        return timestamp
+    if earlier is None or later is None:
+        return (earlier or later or (timestamp, 0))[0]
+    (after, low), (before, high) = earlier, later
+    share = (offset - low) / (high - low) if high > low else 1.0
+    return after + max(1, int(share * (before - after)))
+
+
+def append_bounds(history: Sequence[OffsetSample], offset: int) -> tuple[int | None, int | None]:
+    """When the record at `offset` became readable on the source, as the observed high-watermarks bound it: after the
+    last observation that had not reached it, no later than the first that had (None: no such observation). Both
+    None when the history contradicts itself (a topic deleted and created again)."""
+    after = max((s.observed_ms for s in history if s.high_watermark <= offset), default=None)
+    before = min((s.observed_ms for s in history if s.high_watermark > offset), default=None)
+    if after is not None and before is not None and after >= before:
+        return None, None
+    return after, before
+
+
+def record_time(
+    key: tuple[str, str, int, int], record_times: RecordTimes, history: Sequence[OffsetSample]
+) -> tuple[int | None, str | None]:
+    """When the record at `key` was written, and how that was found: "record" (its own timestamp), "interpolated"
+    (from the high-watermark history), "at_least" (older than that history: the time is an upper bound, the age a
+    lower one). None: unknown (not read yet).
+
+    A record's timestamp is its producer's word (CreateTime: its clock, or an event time it chose; a backfill writes
+    last week's). Where the high-watermarks the monitor observed contradict it (the record was not on the source yet
+    at a later moment, or already was at an earlier one), the observations date it instead: a producer's clock or
+    event times never make a stuck link read as caught up, nor a caught-up one as a week behind."""
     if key not in record_times:
         return None, None  # not read (yet): unknown
     timestamp = record_times[key]
+    offset = key[3]
     if timestamp is not None:
-        return _age_seconds(now_ms, timestamp), "record"
-    interpolated = interpolate_record_time(history, key[3])
+        after, before = append_bounds(history, offset)
+        if (after is None or timestamp > after) and (before is None or timestamp <= before):
+            return timestamp, "record"
+        if before is None:  # on the source only since after the newest observation that had not reached it
+            return after, "interpolated"
+    interpolated = interpolate_record_time(history, offset)
     if interpolated is None:
         return None, None
-    # Older than every high-watermark observed: the age is only a lower bound.
-    method = "at_least" if history and key[3] < history[0].high_watermark else "interpolated"
-    return _age_seconds(now_ms, interpolated), method
+    # Older than every high-watermark observed: the time is only an upper bound (the age a lower one).
+    method = "at_least" if history and offset < history[0].high_watermark else "interpolated"
+    return interpolated, method
+
+
+def lag_age(
+    now_ms: int, key: tuple[str, str, int, int], record_times: RecordTimes, history: Sequence[OffsetSample]
+) -> tuple[float | None, str | None]:
+    """Age in seconds of the record at `key`'s offset, and how its time was found (`record_time`)."""
+    written, method = record_time(key, record_times, history)
+    return _age_seconds(now_ms, written), method
 
 
 def evaluate_groups(
@@ -476,11 +525,11 @@ def _partition_view(
         seconds = 0.0
     elif lag is not None and position.safe is not None:
         key = (source, position.topic, position.partition, position.safe)
-        written = record_times.get(key)
+        written, method = record_time(key, record_times, history)
         if written is not None and written > position.observed_ms:
-            lag, seconds = 0, 0.0  # the first record not on the target was written after that moment: none behind
+            lag, seconds, method = 0, 0.0, None  # the first record not on the target came after that moment
         else:
-            seconds, method = lag_age(position.observed_ms, key, record_times, history)
+            seconds = _age_seconds(position.observed_ms, written)
     high = position.high_watermark
     live = position.live
     return LinkPartitionView(

@@ -28,6 +28,7 @@ from tests.processes import running_worker, session_config
 pytestmark = pytest.mark.integration
 
 BASE_TS = 1_700_000_000_000
+WEEK_MS = 7 * 24 * 3_600_000
 
 
 def monitor_config(clusters_config: MirrorwatchConfig, **extra: Any) -> MirrorwatchConfig:
@@ -147,6 +148,50 @@ def test_groups_are_evaluated_stop_stall_rewind_catching_up_idle_and_lag_seconds
     finally:
         for consumer in (stuck, rewinder, catcher):
             consumer.close()
+
+
+def test_record_timestamps_from_a_backfill_or_a_clock_ahead_do_not_date_the_lag(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    unique: Callable[[str], str],
+    service_for: Callable[..., MonitorService],
+) -> None:
+    """Producers choose record timestamps (CreateTime): a backfill writes last week's event times, a producer whose
+    clock runs ahead writes the future. Records written now with such timestamps, behind a group that consumed
+    everything before them and a link with no worker (a dead mirror), are seconds behind: the stopwatch around
+    their writing says how many. Believed, the timestamps would read a week behind, and caught up (0 s, 0 records:
+    "written after the status") for the clock ahead, for as long as it runs ahead."""
+    source = clusters_config.clusters["source"]
+    past, ahead = make_topic("source", 1), make_topic("source", 1)
+    group = {past: unique("backfilled"), ahead: unique("ahead")}
+    for topic in (past, ahead):
+        produce(source, "source", topic, [Record(value=b"before") for _ in range(10)])
+        consumer = member(clusters_config, group[topic], topic)
+        commit(consumer, topic, 10)  # caught up, then gone
+        consumer.close()
+    link = {"name": "dead", "source": "source", "target": "target", "topics": {"include": [ahead]}}
+    service = service_for(monitor_config(clusters_config, links=[{**link, "group_id": group[ahead]}]))
+    observe_source_after(service, time.time() * 1000)  # the monitor has seen both partitions caught up
+    written_from = time.time() * 1000
+    produce(source, "source", past, [Record(value=b"old", timestamp_ms=int(written_from) - WEEK_MS)] * 100)
+    produce(source, "source", ahead, [Record(value=b"new", timestamp_ms=int(written_from) + 20 * 60_000)] * 100)
+    written_by = time.time() * 1000
+
+    def ages() -> dict[str, tuple[int | None, float | None]] | None:
+        state = service.collect()
+        partitions = {t: state.groups[("source", group[t])].evaluation.partitions[0] for t in (past, ahead)}
+        out = {t: (p.current_lag, p.lag_seconds) for t, p in partitions.items()}
+        dead = state.links["dead"].partitions[0]
+        out["link"] = (dead.replication_lag_records, dead.replication_lag_seconds)
+        return out if all(seconds is not None and seconds > 0 for _lag, seconds in out.values()) else None
+
+    seen = wait_until(ages, timeout_s=60, interval_s=0.5, description="every lag dated")
+    at = service.state.observed_ms  # type: ignore[union-attr]
+    oldest, youngest = (at - written_from) / 1000, (at - written_by) / 1000  # the truth, by the stopwatch
+    interval_s = 1.0  # the monitor's: its observations bound each arrival to within one
+    for name, (records, seconds) in seen.items():
+        assert records == 100, name
+        assert seconds is not None and youngest - interval_s <= seconds <= oldest + interval_s, (name, seen, oldest)
 
 
 def test_mirror_replication_lag_rises_while_the_target_is_down_and_returns_to_zero(

@@ -15,6 +15,8 @@ from monitor.collector import ClusterSnapshot, GroupInfo, PartitionOffsets
 from monitor.evaluator import EvaluatorConfig, OffsetSample, Status
 from monitor.state import (
     WorkerSighting,
+    append_bounds,
+    date_record,
     evaluate_groups,
     interpolate_record_time,
     lag_age,
@@ -58,7 +60,8 @@ def test_groups_are_evaluated_with_lag_in_records_and_seconds() -> None:
     for i in range(10):
         observe_snapshot(windows, snapshot(T0 + i * 10_000, 100 + i * 20, i * 10))  # falling behind
     last = snapshot(T0 + 90_000, 280, 90)
-    views = evaluate_groups(windows, last, EvaluatorConfig(), {("source", "orders", 0, 90): T0 + 30_000})
+    # the record at the committed offset was below the high-watermark at the first observation: written before it
+    views = evaluate_groups(windows, last, EvaluatorConfig(), {("source", "orders", 0, 90): T0 - 5_000})
     view = views[("source", "g")]
     assert (view.state, view.members) == ("STABLE", 1)
     assert view.evaluation.status == Status.WARN
@@ -66,7 +69,7 @@ def test_groups_are_evaluated_with_lag_in_records_and_seconds() -> None:
     assert (by_partition[0].status, by_partition[0].current_lag, by_partition[0].lag_seconds) == (
         Status.WARN,
         190,
-        60.0,
+        95.0,
     )
     assert (by_partition[1].status, by_partition[1].current_lag, by_partition[1].lag_seconds) == (Status.OK, 0, 0.0)
     assert view.evaluation.total_lag == 190
@@ -315,6 +318,84 @@ def test_lag_age(
 ) -> None:
     history = [OffsetSample(0, T0, 100), OffsetSample(0, T0 + 10_000, 200)]
     assert lag_age(T0 + 30_000, ("source", "t", 0, 150), record_times, history) == expected
+
+
+HOUR_MS = 3_600_000
+WEEK_MS = 7 * 24 * HOUR_MS
+# the high-watermark at each observation: offset 150 arrived between T0 + 10 s and T0 + 20 s
+BRACKETED = [OffsetSample(0, T0, 100), OffsetSample(0, T0 + 10_000, 140), OffsetSample(0, T0 + 20_000, 200)]
+
+
+def test_append_bounds_are_the_observations_either_side_of_the_offset() -> None:
+    assert append_bounds(BRACKETED, 150) == (T0 + 10_000, T0 + 20_000)
+    assert append_bounds(BRACKETED, 50) == (None, T0)  # before the history: no earlier bound
+    assert append_bounds(BRACKETED, 250) == (T0 + 20_000, None)  # not on the source as of the last observation
+    recreated = [OffsetSample(0, T0, 500), OffsetSample(0, T0 + 10_000, 20)]  # deleted and created again
+    assert append_bounds(recreated, 100) == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("timestamp", "offset", "expected"),
+    [
+        # the producer's timestamp agrees with the observations: exact
+        (T0 + 15_000, 150, (15.0, "record")),
+        (T0 + 20_000, 150, (10.0, "record")),
+        # a backfill (last week's event times) or a producer that buffered through a source outage: the record was
+        # not on the source at T0 + 10 s, so it is dated from the observations, not a week back
+        (T0 - WEEK_MS, 150, (18.334, "interpolated")),  # a sixth of the way from 140 (T0 + 10 s) to 200 (T0 + 20 s)
+        (T0 - WEEK_MS, 250, (10.0, "interpolated")),  # on the source only after the last observation (T0 + 20 s)
+        # a producer clock an hour ahead: the record was on the source by T0 + 20 s, so it is dated from the
+        # observations too, never "written in the future, nothing behind"
+        (T0 + HOUR_MS, 150, (18.334, "interpolated")),
+        (T0 + HOUR_MS, 50, (30.0, "at_least")),  # on the source before the first observation
+    ],
+)
+def test_a_record_timestamp_the_observed_high_watermarks_contradict_is_not_believed(
+    timestamp: int, offset: int, expected: tuple[float, str]
+) -> None:
+    assert lag_age(T0 + 30_000, ("source", "t", 0, offset), {("source", "t", 0, offset): timestamp}, BRACKETED) == (
+        expected
+    )
+
+
+@pytest.mark.parametrize(
+    ("timestamp", "expected"),
+    [
+        (T0 + 4_000, T0 + 4_000),  # between the two observations: the record's own time
+        (T0 + 10_000, T0 + 10_000),
+        (T0 - WEEK_MS, T0 + 2_500),  # a backfill: where offset 125 falls between 100 (at T0) and 200 (at T0 + 10 s)
+        (T0, T0 + 2_500),  # not on the source yet at T0
+        (T0 + HOUR_MS, T0 + 2_500),  # a producer clock an hour ahead
+    ],
+)
+def test_a_record_is_dated_within_the_observations_either_side_of_its_arrival(timestamp: int, expected: int) -> None:
+    assert date_record(timestamp, 125, (T0, 100), (T0 + 10_000, 200)) == expected
+
+
+def test_a_record_with_one_observation_beside_it_is_dated_no_further_than_that() -> None:
+    assert date_record(T0 + HOUR_MS, 125, None, (T0 + 10_000, 200)) == T0 + 10_000  # on the source by then
+    assert date_record(T0 - WEEK_MS, 125, None, (T0 + 10_000, 200)) == T0 - WEEK_MS  # no earlier bound: believed
+    assert date_record(T0 - WEEK_MS, 125, (T0, 100), None) == T0  # not there at T0
+    assert date_record(T0 - WEEK_MS, 125, None, None) == T0 - WEEK_MS
+
+
+def test_a_stuck_link_whose_producer_clock_runs_ahead_is_behind_not_caught_up() -> None:
+    """The worker stopped mirroring at offset 1000 a minute ago and reports so every second; the record there carries
+    a timestamp an hour ahead (its producer's clock). Trusted, it would be "written after the status: none behind"
+    for an hour. The high-watermarks the monitor observed had passed 1000 a minute ago: 60 s behind."""
+    status_at = T0 - 500
+    history = [OffsetSample(990, T0 - 60_000, 1001), OffsetSample(1000, T0 - 30_000, 1050)]
+    view = link_view(
+        LINK,
+        sightings=[sighting({"partitions": [_position(1000)]}, status_at)],
+        snapshot=snapshot(T0, 1100, 900),
+        record_times={("source", "orders", 0, 1000): T0 + HOUR_MS},
+        now_ms=T0,
+        history=lambda _topic, _partition: history,
+    )
+    p0 = next(p for p in view.partitions if p.partition == 0)
+    assert p0.replication_lag_records == 100
+    assert (p0.replication_lag_seconds, p0.replication_lag_seconds_method) == (59.5, "at_least")
 
 
 def test_a_group_whose_record_is_gone_gets_an_interpolated_age() -> None:
