@@ -180,7 +180,9 @@ def test_record_timestamps_from_a_backfill_or_a_clock_ahead_do_not_date_the_lag(
     def ages() -> dict[str, tuple[int | None, float | None]] | None:
         state = service.collect()
         partitions = {t: state.groups[("source", group[t])].evaluation.partitions[0] for t in (past, ahead)}
-        out = {t: (p.current_lag, p.lag_seconds) for t, p in partitions.items()}
+        out: dict[str, tuple[int | None, float | None]] = {
+            t: (p.current_lag, p.lag_seconds) for t, p in partitions.items()
+        }
         dead = state.links["dead"].partitions[0]
         out["link"] = (dead.replication_lag_records, dead.replication_lag_seconds)
         return out if all(seconds is not None and seconds > 0 for _lag, seconds in out.values()) else None
