@@ -55,12 +55,17 @@ DATES_KEPT = 200_000  # record times settled by `_dated` (as many as the record 
 LinkStatuses = Callable[[], Mapping[str, Sequence[WorkerStatus]]]
 
 
-def _high_watermark(snapshot: ClusterSnapshot | None, topic: str, partition: int) -> tuple[int, int] | None:
-    """(observed_ms, high-watermark) of a partition in a snapshot that answered; None when it did not say."""
+def _high_watermark(
+    snapshot: ClusterSnapshot | None, topic: str, partition: int, *, read_by: bool
+) -> tuple[int, int] | None:
+    """(when, high-watermark) of a partition in a snapshot that answered; None when it did not say. The
+    high-watermark was read during the collection: it held no earlier than the collection's start and, with
+    `read_by`, no later than its end."""
     offsets = snapshot.partitions.get((topic, partition)) if snapshot is not None and snapshot.up else None
     if snapshot is None or offsets is None or offsets.latest is None:
         return None
-    return snapshot.observed_ms, offsets.latest
+    at = snapshot.observed_ms + (int(snapshot.collect_seconds * 1000) if read_by else 0)
+    return at, offsets.latest
 
 
 def is_process_running(pid: int) -> bool:
@@ -342,8 +347,8 @@ class MonitorService:
             dated = dates.get(key)
             if dated is None:
                 alias, topic, partition, offset = key
-                now = _high_watermark(snapshots.get(alias), topic, partition)
-                then = _high_watermark(self._previous.get(alias), topic, partition)
+                now = _high_watermark(snapshots.get(alias), topic, partition, read_by=True)
+                then = _high_watermark(self._previous.get(alias), topic, partition, read_by=False)
                 earlier = then if then is not None and then[1] <= offset else None
                 later = now if now is not None and now[1] > offset else None
                 dated = dates[key] = date_record(timestamp, offset, earlier, later)

@@ -190,10 +190,13 @@ def date_record(timestamp: int, offset: int, earlier: tuple[int, int] | None, la
 
 def append_bounds(history: Sequence[OffsetSample], offset: int) -> tuple[int | None, int | None]:
     """When the record at `offset` became readable on the source, as the observed high-watermarks bound it: after the
-    last observation that had not reached it, no later than the first that had (None: no such observation). Both
-    None when the history contradicts itself (a topic deleted and created again)."""
+    last observation that had not reached it; no later than the observation after the first that had (an
+    observation's time is when its collection began and the high-watermark was read during it; the next began after
+    it ended). None: no such observation. Both None when the history contradicts itself (a topic deleted and created
+    again)."""
     after = max((s.observed_ms for s in history if s.high_watermark <= offset), default=None)
-    before = min((s.observed_ms for s in history if s.high_watermark > offset), default=None)
+    reached = [i for i, s in enumerate(history) if s.high_watermark > offset]
+    before = history[reached[0] + 1].observed_ms if reached and reached[0] + 1 < len(history) else None
     if after is not None and before is not None and after >= before:
         return None, None
     return after, before
@@ -202,27 +205,26 @@ def append_bounds(history: Sequence[OffsetSample], offset: int) -> tuple[int | N
 def record_time(
     key: tuple[str, str, int, int], record_times: RecordTimes, history: Sequence[OffsetSample]
 ) -> tuple[int | None, str | None]:
-    """When the record at `key` was written, and how that was found: "record" (its own timestamp), "interpolated"
-    (from the high-watermark history), "at_least" (older than that history: the time is an upper bound, the age a
-    lower one). None: unknown (not read yet).
+    """When the record at `key` was written, and how that was found: "record" (its time as the monitor settled it:
+    `date_record`), "interpolated" (from the high-watermark history), "at_least" (older than that history: the time
+    is an upper bound, the age a lower one). None: unknown (not read yet).
 
     A record's timestamp is its producer's word (CreateTime: its clock, or an event time it chose; a backfill writes
-    last week's). Where the high-watermarks the monitor observed contradict it (the record was not on the source yet
-    at a later moment, or already was at an earlier one), the observations date it instead: a producer's clock or
+    last week's). Where the high-watermarks in the group's window contradict it (the record was not on the source
+    yet at a later moment, or already was at an earlier one), the window dates it instead: a producer's clock or
     event times never make a stuck link read as caught up, nor a caught-up one as a week behind."""
     if key not in record_times:
         return None, None  # not read (yet): unknown
     timestamp = record_times[key]
     offset = key[3]
+    after = None
     if timestamp is not None:
         after, before = append_bounds(history, offset)
         if (after is None or timestamp > after) and (before is None or timestamp <= before):
             return timestamp, "record"
-        if before is None:  # on the source only since after the newest observation that had not reached it
-            return after, "interpolated"
     interpolated = interpolate_record_time(history, offset)
-    if interpolated is None:
-        return None, None
+    if interpolated is None:  # newer than the window: on the source only since its last observation without it
+        return (after, "interpolated") if after is not None else (None, None)
     # Older than every high-watermark observed: the time is only an upper bound (the age a lower one).
     method = "at_least" if history and offset < history[0].high_watermark else "interpolated"
     return interpolated, method

@@ -322,14 +322,21 @@ def test_lag_age(
 
 HOUR_MS = 3_600_000
 WEEK_MS = 7 * 24 * HOUR_MS
-# the high-watermark at each observation: offset 150 arrived between T0 + 10 s and T0 + 20 s
-BRACKETED = [OffsetSample(0, T0, 100), OffsetSample(0, T0 + 10_000, 140), OffsetSample(0, T0 + 20_000, 200)]
+# the high-watermark at each observation: offset 150 arrived after T0 + 10 s, and had by the collection that began at
+# T0 + 20 s read the high-watermark (which ended before the next began, at T0 + 25 s)
+BRACKETED = [
+    OffsetSample(0, T0, 100),
+    OffsetSample(0, T0 + 10_000, 140),
+    OffsetSample(0, T0 + 20_000, 200),
+    OffsetSample(0, T0 + 25_000, 260),
+]
 
 
 def test_append_bounds_are_the_observations_either_side_of_the_offset() -> None:
-    assert append_bounds(BRACKETED, 150) == (T0 + 10_000, T0 + 20_000)
-    assert append_bounds(BRACKETED, 50) == (None, T0)  # before the history: no earlier bound
-    assert append_bounds(BRACKETED, 250) == (T0 + 20_000, None)  # not on the source as of the last observation
+    assert append_bounds(BRACKETED, 150) == (T0 + 10_000, T0 + 25_000)
+    assert append_bounds(BRACKETED, 50) == (None, T0 + 10_000)  # before the history: no earlier bound
+    assert append_bounds(BRACKETED, 230) == (T0 + 20_000, None)  # reached only by the newest observation
+    assert append_bounds(BRACKETED, 300) == (T0 + 25_000, None)  # not on the source as of the newest observation
     recreated = [OffsetSample(0, T0, 500), OffsetSample(0, T0 + 10_000, 20)]  # deleted and created again
     assert append_bounds(recreated, 100) == (None, None)
 
@@ -339,11 +346,11 @@ def test_append_bounds_are_the_observations_either_side_of_the_offset() -> None:
     [
         # the producer's timestamp agrees with the observations: exact
         (T0 + 15_000, 150, (15.0, "record")),
-        (T0 + 20_000, 150, (10.0, "record")),
+        (T0 + 25_000, 150, (5.0, "record")),  # the high-watermark was read during the collection begun at T0 + 20 s
         # a backfill (last week's event times) or a producer that buffered through a source outage: the record was
         # not on the source at T0 + 10 s, so it is dated from the observations, not a week back
         (T0 - WEEK_MS, 150, (18.334, "interpolated")),  # a sixth of the way from 140 (T0 + 10 s) to 200 (T0 + 20 s)
-        (T0 - WEEK_MS, 250, (10.0, "interpolated")),  # on the source only after the last observation (T0 + 20 s)
+        (T0 - WEEK_MS, 300, (5.0, "interpolated")),  # on the source only after the newest observation (T0 + 25 s)
         # a producer clock an hour ahead: the record was on the source by T0 + 20 s, so it is dated from the
         # observations too, never "written in the future, nothing behind"
         (T0 + HOUR_MS, 150, (18.334, "interpolated")),
