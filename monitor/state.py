@@ -179,13 +179,18 @@ def date_record(timestamp: int, offset: int, earlier: tuple[int, int] | None, la
     the offset yet, `later` one that had. A timestamp outside that span (a producer clock ahead; a backfill's event
     times; records a producer held through a source outage) gives way to the point where the offset falls between
     the two high-watermarks; with only one of them, to that observation's time."""
-    if (earlier is None or timestamp > earlier[0]) and (later is None or timestamp <= later[0]):
+    if _agrees(timestamp, earlier[0] if earlier else None, later[0] if later else None):
         return timestamp
-    if earlier is None or later is None:
+    if earlier is None or later is None:  # not both: a timestamp with no bound at all agrees
         return (earlier or later or (timestamp, 0))[0]
     (after, low), (before, high) = earlier, later
     share = (offset - low) / (high - low) if high > low else 1.0
     return after + max(1, int(share * (before - after)))
+
+
+def _agrees(timestamp: int, after: int | None, before: int | None) -> bool:
+    """Whether a record's timestamp falls where the observations put its arrival: after `after`, by `before`."""
+    return (after is None or timestamp > after) and (before is None or timestamp <= before)
 
 
 def append_bounds(history: Sequence[OffsetSample], offset: int) -> tuple[int | None, int | None]:
@@ -220,7 +225,7 @@ def record_time(
     after = None
     if timestamp is not None:
         after, before = append_bounds(history, offset)
-        if (after is None or timestamp > after) and (before is None or timestamp <= before):
+        if _agrees(timestamp, after, before):
             return timestamp, "record"
     interpolated = interpolate_record_time(history, offset)
     if interpolated is None:  # newer than the window: on the source only since its last observation without it
