@@ -97,11 +97,16 @@ def test_the_sink_batches_as_the_python_engine_does_and_the_links_client_propert
         "batch.size": "1048576",
         "compression.type": "lz4",
     }
-    assert plan_spark_link(plain, plain.links[0]).consumer == {"isolation.level": "read_committed"}
-    fetching = config(consumer_properties={"max.poll.records": 10000})
-    assert plan_spark_link(fetching, fetching.links[0]).consumer == {
+    assert plan_spark_link(plain, plain.links[0]).consumer == {
         "isolation.level": "read_committed",
         "max.poll.records": "10000",
+        "max.partition.fetch.bytes": "4194304",
+    }
+    fetching = config(consumer_properties={"max.poll.records": 500, "isolation.level": "read_uncommitted"})
+    assert plan_spark_link(fetching, fetching.links[0]).consumer == {
+        "isolation.level": "read_uncommitted",
+        "max.poll.records": "500",
+        "max.partition.fetch.bytes": "4194304",
     }
 
 
