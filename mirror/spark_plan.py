@@ -46,7 +46,7 @@ SINK_DEFAULTS = {"linger.ms": "20", "batch.size": str(1024 * 1024)}
 # connector's task consumer (one partition each) follows every poll with a seek to the partition's beginning and to
 # its end to learn the available range (two ListOffsets round trips, and the position moved off any prefetched data),
 # so the Java client's 500 records per poll cost that 4,000 times per 2,000,000 records. 10,000 records per poll and
-# 4 MB per partition fetch: 1.25x records/s and per core on B1 in one A/B run (bench.throughput, spark vs spark@old).
+# 4 MB per partition fetch: 1.24x records/s, 1.26x per core on B1 in one A/B run (bench.throughput, spark vs spark@old).
 SOURCE_DEFAULTS = {
     "isolation.level": "read_committed",
     "max.poll.records": "10000",
