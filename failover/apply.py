@@ -10,17 +10,20 @@ against the source commits on a fresh scan: the records each position would miss
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 
-from failover.plan import FailoverPlan, GroupPlan
+from failover.plan import FailoverPlan, GroupPlan, committed_offsets
 from failover.translate import PositionCheck, check_position
 from mirrorwatch.config import MirrorwatchConfig
+from mirrorwatch.errors import MirrorwatchError
 from mirrorwatch.kafka import error_text, new_admin
 
-__all__ = ["GroupCheck", "GroupOutcome", "apply_plan", "verify_plan"]
+__all__ = ["GroupCheck", "GroupOutcome", "apply_plan", "mirror_behind", "verify_plan", "wait_for_mirror"]
 
 TIMEOUT_S = 30.0
 Change = tuple[str, int, int | None, int]  # topic, partition, committed before (None: none), committed now
@@ -35,10 +38,24 @@ class GroupOutcome:
     changes: list[Change] = field(default_factory=list)
 
 
-def _decide(plan: GroupPlan, force: bool) -> GroupOutcome | list[Change]:
+def _decide(plan: GroupPlan, force: bool, allow_rereads: bool = False) -> GroupOutcome | list[Change]:
     target = plan.target
     if not plan.translations:
         return GroupOutcome(plan.group, target.group, "refused", "none of its topics is mirrored by this link")
+    if plan.read_not_mirrored and not allow_rereads:
+        behind = ", ".join(
+            f"{s.topic}[{s.partition}] copied to {s.mirrored_to}, committed {s.committed}"
+            for s in plan.sources
+            if s.read_not_mirrored
+        )
+        return GroupOutcome(
+            plan.group,
+            target.group,
+            "refused",
+            f"the mirror has not copied {plan.read_not_mirrored} record(s) it has read on the source ({behind}): "
+            "a consumer starting now would read them again when they arrive; let the link catch up "
+            "(--wait-seconds), or --allow-rereads to commit now",
+        )
     if target.members:
         return GroupOutcome(
             plan.group,
@@ -65,13 +82,64 @@ def _decide(plan: GroupPlan, force: bool) -> GroupOutcome | list[Change]:
     return changes
 
 
-def apply_plan(config: MirrorwatchConfig, plan: FailoverPlan, *, force: bool = False) -> list[GroupOutcome]:
+def mirror_behind(plan: FailoverPlan) -> dict[tuple[str, int], int]:
+    """Per source partition where a group of the plan has read records the mirror has not copied yet: the highest
+    such commit (the offset the link's own group must reach)."""
+    out: dict[tuple[str, int], int] = {}
+    for g in plan.groups:
+        for s in g.sources:
+            if s.read_not_mirrored:
+                out[(s.topic, s.partition)] = max(s.committed, out.get((s.topic, s.partition), 0))
+    return out
+
+
+def wait_for_mirror(
+    config: MirrorwatchConfig,
+    plan: FailoverPlan,
+    wait_s: float,
+    progress: Callable[[str], None],
+) -> bool:
+    """Wait (up to `wait_s`) until the link's own group has committed, on every source partition where a group of
+    the plan is ahead of the mirror, at least that group's commit: the mirror commits what the target acknowledged,
+    so every record those groups read is then on the target. True when it got there (re-plan then)."""
+    behind = mirror_behind(plan)
+    if not behind:
+        return True
+    link = next(ln for ln in config.links if ln.name == plan.link)
+    cluster = config.clusters[link.source]
+    deadline = time.monotonic() + wait_s
+    said = -1.0
+    while True:
+        try:
+            found = committed_offsets(cluster, link.source, [link.consumer_group])[link.consumer_group]
+        except MirrorwatchError as exc:
+            progress(f"reading the commits of the link's group {link.consumer_group!r}: {exc}")
+            found = {}
+        short = {sp: o - found.get(sp, 0) for sp, o in behind.items() if found.get(sp, 0) < o}
+        if not short:
+            return True
+        now = time.monotonic()
+        if now >= deadline:
+            return False
+        if now - said >= 5.0:
+            said = now
+            progress(
+                f"waiting up to {deadline - now:.0f} s for link {link.name} (group {link.consumer_group}) to copy "
+                f"{sum(short.values())} record(s) the groups have read: "
+                + ", ".join(f"{t}[{p}] {n}" for (t, p), n in sorted(short.items()))
+            )
+        time.sleep(min(1.0, max(0.0, deadline - now)))
+
+
+def apply_plan(
+    config: MirrorwatchConfig, plan: FailoverPlan, *, force: bool = False, allow_rereads: bool = False
+) -> list[GroupOutcome]:
     """Commit each group's plan on the target; one outcome per group."""
     link = next(ln for ln in config.links if ln.name == plan.link)
     admin = new_admin(config.clusters[link.target], link.target)
     outcomes: list[GroupOutcome] = []
     for group_plan in plan.groups:
-        decided = _decide(group_plan, force)
+        decided = _decide(group_plan, force, allow_rereads)
         if isinstance(decided, GroupOutcome):
             outcomes.append(decided)
             continue

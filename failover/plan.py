@@ -69,6 +69,12 @@ class GroupPlan:
     def not_mirrored(self) -> int:
         return sum(s.not_mirrored for s in self.sources)
 
+    @property
+    def read_not_mirrored(self) -> int:
+        """Records the group has read on the source whose copies the mirror has not written yet: a consumer
+        starting on the target now would read them again when they arrive."""
+        return sum(s.read_not_mirrored for s in self.sources)
+
 
 @dataclass(frozen=True)
 class FailoverPlan:
@@ -96,6 +102,7 @@ class FailoverPlan:
                 "unmirrored_topics": g.unmirrored,
                 "read_twice": g.read_twice,
                 "not_mirrored": g.not_mirrored,
+                "read_not_mirrored": g.read_not_mirrored,
             }
 
         return {
@@ -158,13 +165,19 @@ def select_groups(
     return sorted(g for g in existing if g not in exclude)
 
 
-def committed_offsets(cluster: ClusterConfig, alias: str, groups: list[str]) -> dict[str, dict[tuple[str, int], int]]:
+def committed_offsets(
+    cluster: ClusterConfig, alias: str, groups: list[str], *, optional: str | None = None
+) -> dict[str, dict[tuple[str, int], int]]:
     """Each group's committed offsets (one OffsetFetch per group, as the admin API allows, all in flight at once, in
     the child process of `mirrorwatch.group_offsets`: librdkafka's admin OffsetFetch can crash the asking process
-    when a coordinator moves, and a standby round runs inside the monitor)."""
+    when a coordinator moves, and a standby round runs inside the monitor). The `optional` group is fetched in the
+    same round; where its offsets cannot be read (a principal without Describe on it) it is left out."""
+    wanted = groups if optional is None or optional in groups else [*groups, optional]
     out: dict[str, dict[tuple[str, int], int]] = {}
-    for group, found in fetch_committed(cluster, alias, groups, TIMEOUT_S).items():
+    for group, found in fetch_committed(cluster, alias, wanted, TIMEOUT_S).items():
         if isinstance(found, FetchError):
+            if group == optional and group not in groups:
+                continue
             raise found.exception(f"fetching the offsets of group {group!r} on {alias}")
         out[group] = found
     return out
@@ -222,7 +235,10 @@ def make_plan(
     source_id = _cluster_id(source_admin, link.source)
     own = {ln.consumer_group for ln in config.links}
     selected = select_groups(source_admin, link.source, groups, pattern, own, select=select)
-    commits = committed_offsets(source_cluster, link.source, selected)
+    # the link's own group says how far the mirror has got where the target cannot (see `source_progress`)
+    commits = committed_offsets(source_cluster, link.source, selected, optional=link.consumer_group)
+    mirror_committed = commits.get(link.consumer_group, {}) if link.consumer_group not in selected else {}
+    commits = {g: c for g, c in commits.items() if g in selected}
     named = list(groups)
     empty = [g for g in named if not commits.get(g)]
     if empty:
@@ -259,7 +275,9 @@ def make_plan(
     plans: list[GroupPlan] = []
     for group in sorted(commits):
         target = targets[mapping.get(group, group)]
-        plan = _group_plan(clusters, group, commits[group], target, target_topic_of, logs, source_ends)
+        plan = _group_plan(
+            clusters, group, commits[group], target, target_topic_of, logs, source_ends, mirror_committed
+        )
         plan.unmirrored.extend(outside[group])
         plans.append(plan)
     for g in named:
@@ -312,10 +330,12 @@ def _group_plan(  # noqa: PLR0917 - the plan's parts, each read once
     target_topic_of: dict[str, str],
     logs: dict[tuple[str, int], TargetLog],
     source_ends: dict[tuple[str, int], Watermarks],
+    mirror_committed: dict[SourcePartition, int],
 ) -> GroupPlan:
     link = clusters.link
     translations: list[Translation] = []
     unmirrored: list[str] = []
+    exact: set[str] = set()  # source topics translated by provenance (what this link wrote)
     for source_topic in sorted({t for t, _ in commits}):
         tt = target_topic_of[source_topic]
         mine = {sp: o for sp, o in commits.items() if sp[0] == source_topic}
@@ -324,6 +344,7 @@ def _group_plan(  # noqa: PLR0917 - the plan's parts, each read once
             topic_logs = [log for log in topic_logs if (source_topic, log.partition) in mine]
         if any(sp in log.last_seen for log in topic_logs for sp in mine):
             translations.extend(translate(log, mine) for log in topic_logs)
+            exact.add(source_topic)
         elif topic_logs and any(log.records for log in topic_logs):
             # another mirror wrote this topic (no provenance of this source): its checkpoint when asked for and
             # there is one, else by timestamp, partition for partition
@@ -343,8 +364,19 @@ def _group_plan(  # noqa: PLR0917 - the plan's parts, each read once
                 )
         else:
             unmirrored.append(source_topic)
+    # what the group read that the link has not copied yet is known where the link wrote the topic (another
+    # mirror's progress is not this link's group)
     sources = [
         source_progress(sp, o, source_ends[sp].end, logs.values())
+        if sp[0] not in exact
+        else source_progress(
+            sp,
+            o,
+            source_ends[sp].end,
+            logs.values(),
+            log_start=source_ends[sp].start,
+            mirror_committed=mirror_committed.get(sp),
+        )
         for sp, o in sorted(commits.items())
         if sp[0] not in unmirrored
     ]

@@ -44,6 +44,12 @@ def plan_lines(plan: FailoverPlan) -> list[str]:
                 hw = "-" if s.high_watermark is None else str(s.high_watermark)
                 name = f"{s.topic}[{s.partition}]"
                 lines.append(f"  {name:<32} {s.committed:>10} {hw:>10} {mirrored:>10} {s.not_mirrored:>8}")
+                if s.read_not_mirrored:
+                    lines.append(
+                        f"    ! the group has read {s.read_not_mirrored} record(s) of {s.topic}[{s.partition}] the "
+                        f"mirror has not copied yet (offsets {s.mirrored_to}..{s.committed - 1}): a consumer starting "
+                        "now reads them again when they arrive; `apply` waits for the link"
+                    )
                 if s.before_first:
                     lines.append(
                         f"    ! {s.before_first} offset(s) from {s.committed} are below the first record of "
@@ -52,9 +58,12 @@ def plan_lines(plan: FailoverPlan) -> list[str]:
                     )
         for topic in g.unmirrored:
             lines.append(f"  ! {topic}: nothing of it on the target through this link; not translated")
+        ahead = (
+            f" (and {g.read_not_mirrored} it has read whose copies are still to come)" if g.read_not_mirrored else ""
+        )
         lines.append(
             f"  a consumer starting there reads {'an unknown number of' if g.read_twice is None else g.read_twice} "
-            "record(s) twice; "
+            f"record(s) twice{ahead}; "
             f"{g.not_mirrored} offset(s) at or after its commits are not mirrored yet"
         )
     return lines

@@ -185,7 +185,9 @@ class Standby:
             plan.seconds,
             plan.logs,
         )
-        outcomes = {o.group: o for o in apply_plan(self.config, idle, force=False)}
+        # only forward; a group ahead of the mirror is committed at the end all the same: when the source is lost,
+        # what the mirror had not copied is gone, and while it is not, the next round moves the group on
+        outcomes = {o.group: o for o in apply_plan(self.config, idle, force=False, allow_rereads=True)}
         for o in outcomes.values():
             if o.outcome == "committed":
                 moves = ", ".join(f"{t}[{p}] {b if b is not None else 'none'} -> {a}" for t, p, b, a in o.changes)

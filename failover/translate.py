@@ -280,6 +280,10 @@ class SourceProgress:
     last_on_target: int | None  # highest
     not_mirrored: int  # offsets at or after the commit above the highest mirrored (still to come)
     before_first: int  # offsets at or after the commit below the lowest on the target (gone or never mirrored)
+    # offsets below the commit (records the group has read) that the mirror has not passed yet: their copies are
+    # still to come, after the partition's present end, so a consumer starting now would read them twice
+    read_not_mirrored: int = 0
+    mirrored_to: int | None = None  # the offset the mirror has passed (the first one not on the target yet)
 
 
 def source_progress(
@@ -287,7 +291,15 @@ def source_progress(
     committed: int,
     high_watermark: int | None,
     logs: Iterable[TargetLog],
+    *,
+    log_start: int | None = None,
+    mirror_committed: int | None = None,
 ) -> SourceProgress:
+    """How far the target has `source`, against a group's commit there. The mirror has passed an offset when a
+    later one of the same partition is on the target (a mirror copies a partition in order), when the link's own
+    group committed past it (it commits what the target acknowledged: gaps such as transaction markers are passed
+    that way), or when it lies below the source's log start (`log_start`: nothing there to copy)."""
+    logs = list(logs)
     firsts = [log.first_seen[source] for log in logs if source in log.first_seen]
     lasts = [log.last_seen[source] for log in logs if source in log.last_seen] if firsts else []
     first = min(firsts) if firsts else None
@@ -295,4 +307,18 @@ def source_progress(
     frontier = committed if last is None else max(committed, last + 1)
     not_mirrored = max(0, high_watermark - frontier) if high_watermark is not None else 0
     before_first = max(0, first - committed) if first is not None else 0
-    return SourceProgress(source[0], source[1], committed, high_watermark, first, last, not_mirrored, before_first)
+    passed = [o for o in (None if last is None else last + 1, mirror_committed, log_start) if o is not None]
+    mirrored_to = max(passed) if passed else None
+    read_not_mirrored = max(0, committed - mirrored_to) if mirrored_to is not None else 0
+    return SourceProgress(
+        source[0],
+        source[1],
+        committed,
+        high_watermark,
+        first,
+        last,
+        not_mirrored,
+        before_first,
+        read_not_mirrored,
+        mirrored_to,
+    )

@@ -112,7 +112,7 @@ def failover() -> None:
 
     \b
     mirrorwatch failover plan   --config F --link L [--group G ... | --groups REGEX] [--json]
-    mirrorwatch failover apply  --config F --link L [--group G ...] [--map SRC=DST] [--force]
+    mirrorwatch failover apply  --config F --link L [--group G ...] [--map SRC=DST] [--force] [--wait-seconds S]
     mirrorwatch failover verify --config F --link L [--group G ...] [--map SRC=DST]
 
     Translation is exact for topics mirrorwatch mirrored: every record carries its source partition and offset
@@ -141,14 +141,31 @@ def plan_command(selection: _Selection, as_json: bool) -> None:
 @failover.command("apply")
 @_selection
 @click.option("--force", is_flag=True, help="Commit even where it moves a target group backwards.")
-def apply_command(selection: _Selection, force: bool) -> None:
-    """Commit the plan to the groups on the target. A group with active members there, or one the plan would move
-    backwards (without --force), is refused and nothing of it committed; applying twice changes nothing."""
-    from failover.apply import apply_plan
+@click.option(
+    "--wait-seconds",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="How long to wait for the link to copy records a group has read on the source but the target does not "
+    "have yet (the link's own group must commit past the group's commits), then plan again. 0: do not wait.",
+)
+@click.option(
+    "--allow-rereads",
+    is_flag=True,
+    help="Commit a group even while the mirror has not copied records it has read (it reads them again).",
+)
+def apply_command(selection: _Selection, force: bool, wait_seconds: float, allow_rereads: bool) -> None:
+    """Commit the plan to the groups on the target. A group with active members there, one the plan would move
+    backwards (without --force), or one that has read records the mirror has not copied yet (after --wait-seconds,
+    without --allow-rereads) is refused and nothing of it committed; applying twice changes nothing."""
+    from failover.apply import apply_plan, mirror_behind, wait_for_mirror
     from failover.report import outcome_lines
 
     config, plan = _plan(selection)
-    outcomes = apply_plan(config, plan, force=force)
+    if not allow_rereads and wait_seconds > 0 and mirror_behind(plan):
+        wait_for_mirror(config, plan, wait_seconds, lambda line: click.echo(f"mirrorwatch: {line}", err=True))
+        config, plan = _plan(selection)
+    outcomes = apply_plan(config, plan, force=force, allow_rereads=allow_rereads)
     for line in outcome_lines(outcomes):
         click.echo(line)
     sys.exit(1 if any(o.outcome == "refused" for o in outcomes) else 0)

@@ -235,6 +235,62 @@ def _group_commits(cluster: ClusterConfig, group: str, topic: str, partitions: i
         consumer.close()
 
 
+def test_a_group_ahead_of_the_mirror_waits_for_the_link_or_is_refused_and_the_rereads_are_counted(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    write_config: Callable[..., Path],
+    start_mirror: Callable[..., MirrorProcess],
+    unique: Callable[[str], str],
+) -> None:
+    """The group has read records the mirror has not copied yet (the mirror stopped, the application read on). The
+    plan counts them against what is really on the target; `apply` refuses the group when the link does not catch up
+    within --wait-seconds (nothing committed), commits with --allow-rereads (and the group then reads exactly those
+    records twice), and with the mirror running again waits for it and commits the exact offsets."""
+    source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
+    partitions = 3
+    topic, group, copy = make_topic("source", partitions), unique("app"), unique("app-copy")
+    config = write_config([link("dr", topic)])
+    mirror = start_mirror("--config", str(config))
+    produce(source, "source", topic, keyed(0, 1500, partitions))
+    wait_for_records(target, "target", topic, partitions, 1500)
+    assert mirror.stop() == 0
+    produce(source, "source", topic, keyed(1500, 1500, partitions))
+    on_target = end_offsets(target, "target", topic, partitions)
+    assert on_target == [500, 500, 500]
+    # the application reads on, past what the target has, and commits
+    commits = {0: 900, 1: 700, 2: 400}
+    commit_source_group(source, group, topic, commits)
+    expected = sum(max(0, commits[p] - on_target[p]) for p in range(partitions))
+    plan = planned(config, "dr", group)
+    assert plan["read_not_mirrored"] == expected == 600, plan["sources"]
+    text = failover("plan", config, "--link", "dr", "--group", group)
+    assert "the mirror has not copied yet" in text.stdout, text.stdout
+
+    refused = failover("apply", config, "--link", "dr", "--group", group, "--wait-seconds", "2")
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "nothing committed" in refused.stdout and f"has not copied {expected} record(s)" in refused.stdout
+    assert "waiting up to" in refused.stderr, refused.stderr  # it said what it waited for
+    assert set(_group_commits(target, group, topic, partitions).values()) == {-1001}  # nothing committed
+    # --allow-rereads commits now (to a copy of the group): it reads exactly the records the plan counted again
+    allowed = failover("apply", config, "--link", "dr", "--group", group, "--map", f"{group}={copy}", "--allow-rereads")
+    assert allowed.returncode == 0 and "committed" in allowed.stdout, allowed.stdout + allowed.stderr
+
+    # the mirror runs again: apply waits for it and commits the exact offsets
+    mirror = start_mirror("--config", str(config))
+    applied = failover("apply", config, "--link", "dr", "--group", group)
+    assert applied.returncode == 0 and f"{group}: committed" in applied.stdout, applied.stdout + applied.stderr
+    verified = failover("verify", config, "--link", "dr", "--group", group)
+    assert verified.returncode == 0 and f"{group}: exact" in verified.stdout, verified.stdout + verified.stderr
+    wait_for_records(target, "target", topic, partitions, 3000)
+    truth = source_truth(source, topic, partitions)
+    unread = {v for v, (p, o) in truth.items() if o >= commits[p]}
+    for name, twice_expected in ((group, 0), (copy, expected)):
+        read = consume_as_group(target, name, topic, lambda got: {r.value for r in got} >= unread)
+        missed, twice = judge(truth, commits, read)
+        assert (len(missed), sum(twice.values())) == (0, twice_expected), (name, len(missed), twice)
+    assert mirror.stop() == 0
+
+
 def test_a_group_in_use_on_the_target_is_refused_and_a_backward_move_needs_force(
     clusters_config: MirrorwatchConfig,
     make_topic: Callable[..., str],

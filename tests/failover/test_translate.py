@@ -108,6 +108,29 @@ def test_a_group_level_with_or_ahead_of_the_mirror_starts_at_the_end_and_the_res
     assert source_progress(S, 90, 180, [log]).not_mirrored == 80
 
 
+def test_records_the_group_read_that_the_mirror_has_not_copied_yet_are_counted() -> None:
+    """The group read up to 150; the mirror copied up to 99: 50 records it read are still to come, and a consumer
+    started at the end now would read them again. What the mirror passed counts as copied: a later record on the
+    target, the link's own commit (gaps such as transaction markers are passed that way), the source's log start."""
+    log = log_of(run(range(100)), {S: 150})
+    ahead = source_progress(S, 150, 180, [log], log_start=0)
+    assert (ahead.read_not_mirrored, ahead.mirrored_to) == (50, 100)
+    assert source_progress(S, 150, 180, [log], log_start=0, mirror_committed=120).read_not_mirrored == 30
+    assert source_progress(S, 150, 180, [log], log_start=0, mirror_committed=150).read_not_mirrored == 0
+    assert source_progress(S, 90, 180, [log], log_start=0, mirror_committed=40).read_not_mirrored == 0
+    # nothing of the partition on the target yet: everything from the source's log start on is to come
+    empty = log_of([], {S: 40})
+    assert source_progress(S, 40, 60, [empty], log_start=10).read_not_mirrored == 30
+    assert source_progress(S, 40, 60, [empty], log_start=10, mirror_committed=45).read_not_mirrored == 0
+    # a log start past the commit (retention on the source): nothing below it can come
+    assert source_progress(S, 40, 60, [empty], log_start=50).read_not_mirrored == 0
+    # the copies of a replayed stretch: the highest copied offset is what counts, wherever it lies
+    replayed = log_of(run(range(60)) + run(range(30, 45)), {S: 50})
+    assert source_progress(S, 70, 80, [replayed], log_start=0).read_not_mirrored == 10
+    # nothing known at all (no log start, no commit of the link, nothing on the target): no claim
+    assert source_progress(S, 40, 60, [empty]).read_not_mirrored == 0
+
+
 def test_retention_that_removed_the_start_of_the_target_is_counted_not_hidden() -> None:
     history = run(range(50, 100))
     log = log_of(history, {S: 20}, start=50)
