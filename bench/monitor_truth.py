@@ -16,8 +16,10 @@ partition is t minus the acknowledgement time of its oldest record acknowledged 
 when there is none), in records the acknowledged records from that one on. Every figure the monitor serves states the
 moment it describes (`observed_ms`); it is compared with the truth at that moment. Printed per phase: the median and
 largest error in seconds (and records), samples that read 0 while the truth was above 2 s, samples without a figure,
-and how old the served figure was when read (what a scrape sees). At the end every acknowledged record must be on
-the target. Every process it starts is stopped.
+and how old the served figure was when read (what a scrape sees), and the link group's Burrow-style status at the
+phase's end with how long after the fault's removal it read OK for good (each recovery waits up to 60 s for it: a
+windowed judgement of commits, measured, not timed). At the end every acknowledged record must be on the target.
+Every process it starts is stopped.
 """
 
 from __future__ import annotations
@@ -65,6 +67,9 @@ SPARK_TRIGGER_S = 0.5
 # publishes: until then a committed batch is still the running one for what the engine can know.
 SPARK_REPORT_MS = 500
 STEADY_SPAN_S = 5.0  # caught up this long before the steady phase starts
+# After a recovery, how long to wait for the link group's Burrow-style status to read OK again before the next
+# phase (the time it took is measured and reported, never asserted: it is a windowed judgement of commits)
+GROUP_OK_WAIT_S = 60.0
 
 
 @dataclass
@@ -75,8 +80,19 @@ class Phase:
     alerts_fired: set[str] = field(default_factory=set)  # every alert seen firing during the phase (with --prometheus)
     alerts_at_end: set[str] = field(default_factory=set)  # those still firing when the phase ended
     group_statuses: list[str] = field(default_factory=list)  # the link group's Burrow status, once a second
+    group_status_ms: list[int] = field(default_factory=list)  # when each of them was read
     # its partitions at WARN or worse when it was last read (what the status was judged on), for a failure to show
     group_detail: list[dict[str, Any]] = field(default_factory=list)
+
+    def ok_after_seconds(self) -> float | None:
+        """From the fault's removal to the link group's status reading OK for the rest of the phase (None: it did
+        not end OK, or there was no fault)."""
+        if len(self.events_ms) < 2 or not self.group_statuses or self.group_statuses[-1] != "OK":
+            return None
+        first_ok = len(self.group_statuses)
+        while first_ok > 0 and self.group_statuses[first_ok - 1] == "OK":
+            first_ok -= 1
+        return max(0.0, (self.group_status_ms[first_ok] - self.events_ms[-1]) / 1000)
 
 
 @dataclass
@@ -179,6 +195,7 @@ class TruthRun:
                     "events_ms": list(phase.events_ms),
                     "group_statuses": sorted(set(phase.group_statuses)),
                     "group_status_at_end": phase.group_statuses[-1] if phase.group_statuses else None,
+                    "group_ok_after_seconds": phase.ok_after_seconds(),
                     "group_detail_at_end": phase.group_detail,
                 }
             )
@@ -443,6 +460,7 @@ class _Harness:
                 continue
             if self.phases:
                 self.phases[-1].group_statuses.append(status)
+                self.phases[-1].group_status_ms.append(_now_ms())
                 self.phases[-1].group_detail = detail
 
     def watch_alerts(self, firing: Callable[[], set[str]], stop: threading.Event) -> None:
@@ -482,7 +500,21 @@ class _Harness:
         except WaitTimeout:
             raise WaitTimeout(f"the target to catch up ({self.missing_summary()})", 180, False) from None
         time.sleep(recover_s)
+        self.wait_group_ok()
         self.check_alive()
+
+    def wait_group_ok(self) -> None:
+        """Until the link group's status, read after now, is OK (at most GROUP_OK_WAIT_S; the report says what it
+        was at the phase's end and when it became OK)."""
+        if not self.phases:
+            return
+        phase, since = self.phases[-1], _now_ms()
+
+        def ok() -> bool:
+            return bool(phase.group_statuses) and phase.group_status_ms[-1] > since and phase.group_statuses[-1] == "OK"
+
+        with contextlib.suppress(WaitTimeout):
+            wait_until(ok, timeout_s=GROUP_OK_WAIT_S, interval_s=0.2, description="the link group to read OK")
 
     def check_alive(self) -> None:
         check_alive(
@@ -664,9 +696,9 @@ def run_truth(
 def print_report(run: TruthRun) -> None:
     print(
         "| phase | samples | truth max | error median / max (s) | error median / max (records) | outside 1 s* "
-        "| 0 while > 2 s behind | no figure | served figure age max |"
+        "| 0 while > 2 s behind | no figure | served figure age max | group status at end (OK after) |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 
     def num(value: float | None, fmt: str) -> str:
         return "-" if value is None else format(value, fmt)
@@ -677,7 +709,8 @@ def print_report(run: TruthRun) -> None:
             f"| {num(row['error_median_seconds'], '.2f')} / {num(row['error_max_seconds'], '.2f')} "
             f"| {num(row['error_median_records'], '.0f')} / {num(row['error_max_records'], '.0f')} "
             f"| {row['outside_tolerance']} | {row['zero_while_behind']} | {row['no_figure']} "
-            f"| {num(row['served_age_max_seconds'], '.1f')} s |"
+            f"| {num(row['served_age_max_seconds'], '.1f')} s "
+            f"| {row['group_status_at_end']} ({num(row['group_ok_after_seconds'], '.1f')} s) |"
         )
     print(
         f"\n{run.acked} records acknowledged by the source, {run.missing_on_target} missing on the target. "

@@ -56,8 +56,13 @@ def assert_truthful(run: TruthRun, phases: list[str], *, steady_below_s: float =
     # The Burrow-style status of the link's own group: never WARN or worse while healthy (NOTFOUND until its first
     # commit), not OK in a 30 s incident, OK again after.
     assert set(rows["steady"]["group_statuses"]) <= {"NOTFOUND", "OK"}, rows["steady"]
+    # After each recovery the harness waits (up to 60 s) for the status to read OK: how long it took is measured
+    # (group_ok_after_seconds, in the bench's table), not timed here; that it reads OK again is the point.
     for name, row in rows.items():
-        assert row["group_status_at_end"] == "OK", f"{name}: the link's group is not OK after the recovery: {row}"
+        assert row["group_status_at_end"] == "OK", (
+            f"{name}: the link's group reads {row['group_status_at_end']} 60 s after the recovery, partitions "
+            f"{row['group_detail_at_end']}: {row}"
+        )
     # Every incident that holds the mirror back for many commit intervals (all but the 3 s mirror restart, where the
     # offset stands for about two of them) reads WARN or worse at some point.
     for name, row in rows.items():
