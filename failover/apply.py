@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 
 from failover.plan import FailoverPlan, GroupPlan, committed_offsets
+from failover.scan import copies_below
 from failover.translate import PositionCheck, check_position
 from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.errors import MirrorwatchError
@@ -184,17 +185,29 @@ class GroupCheck:
         return sum(c.missed for c in self.checks)
 
 
-def verify_plan(plan: FailoverPlan) -> list[GroupCheck]:
-    """The target groups' committed positions against the source commits the plan read, on the plan's scan."""
+def verify_plan(config: MirrorwatchConfig, plan: FailoverPlan) -> list[GroupCheck]:
+    """The target groups' committed positions against the source commits the plan read, on the plan's scan. A
+    position below the first record the scan kept (a group committed too low) has the stretch up to it read again,
+    so that the copies it would read twice there are counted too."""
+    link = next(ln for ln in config.links if ln.name == plan.link)
     out: list[GroupCheck] = []
     for g in plan.groups:
         checks: list[PositionCheck] = []
         uncommitted: list[tuple[str, int]] = []
+        below: dict[tuple[str, int], tuple[int, int]] = {}
         for t in g.translations:
-            committed = g.target.committed.get((t.topic, t.partition))
+            tp = (t.topic, t.partition)
+            committed = g.target.committed.get(tp)
             if committed is None:
-                uncommitted.append((t.topic, t.partition))
+                uncommitted.append(tp)
                 continue
-            checks.append(check_position(plan.logs[(t.topic, t.partition)], g.commits, committed))
+            log = plan.logs[tp]
+            checks.append(check_position(log, g.commits, committed))
+            first_kept = log.first_kept
+            if t.method == "exact" and first_kept is not None and committed < first_kept:
+                below[tp] = (max(committed, log.start or 0), first_kept)
+        if below and plan.source_id:
+            extra = copies_below(config.clusters[link.target], link.target, below, plan.source_id, g.commits)
+            checks = [replace(c, read_twice=c.read_twice + extra.get((c.topic, c.partition), 0)) for c in checks]
         out.append(GroupCheck(g.group, g.target.group, checks, uncommitted))
     return out

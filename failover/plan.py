@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from failover.by_time import read_record_at, translate_by_time
@@ -86,6 +86,7 @@ class FailoverPlan:
     scanned_records: int
     seconds: float
     logs: dict[tuple[str, int], TargetLog] = field(repr=False, compare=False, default_factory=dict)
+    source_id: str = ""  # the source's cluster id (what provenance names)
 
     def to_json(self) -> dict[str, Any]:
         def group_json(g: GroupPlan) -> dict[str, Any]:
@@ -183,18 +184,45 @@ def committed_offsets(
     return out
 
 
+# A cluster that never had a consumer group creates __consumer_offsets at the first FindCoordinator and answers
+# NOT_COORDINATOR (librdkafka: not retriable) until its coordinators are loaded: a fresh DR or migration target.
+_COORDINATOR_MOVING = {
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+}
+
+
+def _describe_groups(admin: AdminClient, alias: str, groups: list[str]) -> dict[str, tuple[str, int]]:
+    """Each group's (state, members), asked again for a while where its coordinator is moving or not loaded yet."""
+    out: dict[str, tuple[str, int]] = {}
+    todo, deadline = list(groups), time.monotonic() + TIMEOUT_S
+    while todo:
+        described = admin.describe_consumer_groups(todo, request_timeout=TIMEOUT_S)
+        again: list[str] = []
+        for group in todo:
+            try:
+                d = described[group].result(timeout=TIMEOUT_S)
+                out[group] = (str(getattr(d.state, "name", d.state)).title(), len(d.members))
+            except KafkaException as exc:
+                if exc.args[0].code() in _COORDINATOR_MOVING and time.monotonic() < deadline:
+                    again.append(group)
+                    continue
+                raise kafka_error(exc, f"describing group {group!r} on {alias}") from None
+        todo = again
+        if todo:
+            time.sleep(0.5)
+    return out
+
+
 def target_groups(admin: AdminClient, cluster: ClusterConfig, alias: str, groups: list[str]) -> dict[str, TargetGroup]:
     if not groups:
         return {}
-    described = admin.describe_consumer_groups(groups, request_timeout=TIMEOUT_S)
+    described = _describe_groups(admin, alias, groups)  # first: its retries wait out coordinators still loading
     offsets = committed_offsets(cluster, alias, groups)
     out: dict[str, TargetGroup] = {}
     for group in groups:
-        try:
-            d = described[group].result(timeout=TIMEOUT_S)
-            state, members = str(getattr(d.state, "name", d.state)).title(), len(d.members)
-        except KafkaException as exc:
-            raise kafka_error(exc, f"describing group {group!r} on {alias}") from None
+        state, members = described[group]
         if state.upper() == "DEAD" or (state.upper() == "UNKNOWN" and not offsets[group]):
             state = "Dead"
         out[group] = TargetGroup(group, state, members, offsets[group])
@@ -296,6 +324,7 @@ def make_plan(
         scanned_records=sum(log.records for log in logs.values()),
         seconds=time.monotonic() - started,
         logs=logs,
+        source_id=source_id,
     )
 
 

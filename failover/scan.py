@@ -25,7 +25,16 @@ from mirrorwatch.errors import KafkaClientError
 from mirrorwatch.kafka import error_text, headers_of, kafka_error, new_consumer
 from mirrorwatch.provenance import provenance_source
 
-__all__ = ["Echo", "TargetScans", "Watermarks", "echo_offsets", "read_partitions", "scan_target", "watermarks"]
+__all__ = [
+    "Echo",
+    "TargetScans",
+    "Watermarks",
+    "copies_below",
+    "echo_offsets",
+    "read_partitions",
+    "scan_target",
+    "watermarks",
+]
 
 log = logging.getLogger("mirrorwatch.failover")
 
@@ -90,6 +99,32 @@ def scan_target(
 
     read_partitions(cluster, alias, ends, starts, on_record=on_record, on_done=on_done, progress=progress)
     return logs
+
+
+def copies_below(
+    cluster: ClusterConfig,
+    alias: str,
+    ranges: Mapping[tuple[str, int], tuple[int, int]],
+    source_cluster_id: str,
+    commits: Mapping[SourcePartition, int],
+) -> dict[tuple[str, int], int]:
+    """Per target partition, the copies in its range [from, to) of records below `commits` that `source_cluster_id`
+    wrote (by provenance, last hop): what a group committed at `from` reads again there. For the stretch before a
+    TargetLog's first kept record, which a scan does not keep (`failover verify` of a position below it)."""
+    source_id = source_cluster_id.encode()
+    counts = dict.fromkeys(ranges, 0)
+
+    def on_record(tp: tuple[str, int], _offset: int, msg: Message) -> None:
+        found = _source_of(msg)
+        if found is not None and found[0] == source_id:
+            commit = commits.get((found[1], found[2]))
+            if commit is not None and found[3] < commit:
+                counts[tp] += 1
+
+    ends = {tp: Watermarks(start, end) for tp, (start, end) in ranges.items()}
+    starts = {tp: start for tp, (start, _end) in ranges.items()}
+    read_partitions(cluster, alias, ends, starts, on_record=on_record, on_done=lambda _tp: None, progress=None)
+    return counts
 
 
 def echo_offsets(

@@ -141,6 +141,12 @@ class TargetLog:
     def kept(self) -> int:
         return len(self._positions)
 
+    @property
+    def first_kept(self) -> int | None:
+        """The position of the first record kept (every record before it is another writer's, or below its source's
+        floor); the end when none was kept. None before `finish`."""
+        return self._positions[0] if self._positions else self.end
+
     def _commits_by_index(self, commits: Mapping[SourcePartition, int]) -> list[int | None]:
         below = {s: o for s, o in commits.items() if s in self.floors and o < self.floors[s]}
         if below:

@@ -105,6 +105,7 @@ def _group_operations(admin: AdminClient, group: str) -> set[int] | KafkaError:
             if error is None or error.code() not in (
                 KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
                 KafkaError.COORDINATOR_NOT_AVAILABLE,
+                KafkaError.NOT_COORDINATOR,  # a cluster's first coordinator lookup answers so too
             ):
                 return error if error is not None else KafkaError(KafkaError._FAIL, str(exc))
         time.sleep(1.0)

@@ -179,8 +179,8 @@ def verify_command(selection: _Selection) -> None:
     from failover.apply import verify_plan
     from failover.report import check_lines
 
-    _, plan = _plan(selection)
-    checks = verify_plan(plan)
+    config, plan = _plan(selection)
+    checks = verify_plan(config, plan)
     for line in check_lines(checks):
         click.echo(line)
     sys.exit(0 if checks and all(c.exact for c in checks) else 1)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 import sys
 import threading
@@ -17,10 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
 
+from failover.plan import TargetGroup, target_groups
 from mirrorwatch.config import ClusterConfig, MirrorwatchConfig
 from mirrorwatch.kafka import new_admin, new_consumer, new_producer
+from mirrorwatch.local import LocalClusters
 from mirrorwatch.wait import wait_until
 from tests.kafka_helpers import (
     ReadRecord,
@@ -33,7 +37,7 @@ from tests.kafka_helpers import (
     wait_for_commits,
     wait_for_records,
 )
-from tests.processes import MirrorProcess
+from tests.processes import MirrorProcess, session_document
 
 pytestmark = pytest.mark.integration
 
@@ -193,8 +197,9 @@ def drill(
     config = write_config([link("dr", topic, **engine)])
     mirror = start_mirror("--config", str(config), *(("--link", "dr") if engine else ()))
     produce(source, "source", topic, keyed(0, 3000, partitions))
-    if engine:  # a Spark query takes seconds to start: the plan refuses a topic the link has not written to yet
-        wait_for_records(target, "target", topic, partitions, 1, timeout_s=180, description="Spark's first batch")
+    # The mirror is running (a Spark query takes seconds to start; on fresh clusters the python one a few too): the
+    # plan refuses a topic the link has not written to yet
+    wait_for_records(target, "target", topic, partitions, 1, timeout_s=180, description="the mirror's first records")
     # The application reads part of the topic on the source and commits, as applications do.
     app = new_consumer(source, "source", group, {"auto.offset.reset": "earliest", "enable.auto.commit": False})
     app.subscribe([topic])
@@ -233,6 +238,46 @@ def _group_commits(cluster: ClusterConfig, group: str, topic: str, partitions: i
         return {(tp.topic, tp.partition): tp.offset for tp in found}
     finally:
         consumer.close()
+
+
+def test_a_group_fails_over_to_a_cluster_that_never_had_a_consumer_group(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    start_mirror: Callable[..., MirrorProcess],
+    unique: Callable[[str], str],
+    tmp_path: Path,
+) -> None:
+    """A brand-new target (a migration's, a fresh DR cluster): its __consumer_offsets is created by the first
+    request for a group coordinator, which is answered NOT_COORDINATOR until it is loaded. The plan asks again
+    instead of failing, and the group is committed and exact."""
+    source = clusters_config.clusters["source"]
+    fresh = LocalClusters(tmp_path / "fresh", progress=lambda _line: None)
+    try:
+        group = unique("app")
+        (cluster,) = fresh.up(["target"], tie_to_parent=True)
+        target = cluster.cluster_config()
+        # the first question about a group this cluster is asked, right after its start (answered
+        # COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR at first)
+        described = target_groups(new_admin(target, "target"), target, "target", [group])
+        assert described == {group: TargetGroup(group, "Dead", 0, {})}
+        partitions = 2
+        topic = make_topic("source", partitions)
+        document = session_document(clusters_config, [link("dr", topic)])
+        document["clusters"]["target"] = {"bootstrap_servers": target.bootstrap_servers}
+        config = tmp_path / "fresh.yaml"
+        config.write_text(yaml.safe_dump(document, sort_keys=False))
+        mirror = start_mirror("--config", str(config))
+        produce(source, "source", topic, keyed(0, 400, partitions))
+        wait_for_records(target, "target", topic, partitions, 400)
+        commit_source_group(source, group, topic, {0: 120, 1: 30})
+        applied = failover("apply", config, "--link", "dr", "--group", group)
+        assert applied.returncode == 0 and f"{group}: committed" in applied.stdout, applied.stdout + applied.stderr
+        verified = failover("verify", config, "--link", "dr", "--group", group)
+        assert verified.returncode == 0 and f"{group}: exact" in verified.stdout, verified.stdout + verified.stderr
+        assert _group_commits(target, group, topic, partitions) == {(topic, 0): 120, (topic, 1): 30}
+        assert mirror.stop() == 0
+    finally:
+        fresh.down()
 
 
 def test_a_group_ahead_of_the_mirror_waits_for_the_link_or_is_refused_and_the_rereads_are_counted(
@@ -282,6 +327,11 @@ def test_a_group_ahead_of_the_mirror_waits_for_the_link_or_is_refused_and_the_re
     verified = failover("verify", config, "--link", "dr", "--group", group)
     assert verified.returncode == 0 and f"{group}: exact" in verified.stdout, verified.stdout + verified.stderr
     wait_for_records(target, "target", topic, partitions, 3000)
+    # verify judges the copy's positions (below the stretch a plan keeps) and counts what it reads again there
+    checked = failover("verify", config, "--link", "dr", "--group", group, "--map", f"{group}={copy}")
+    assert checked.returncode == 1 and f"{group} -> {copy}: NOT exact" in checked.stdout, checked.stdout
+    assert sum(int(n) for n in re.findall(r"reads (\d+) twice", checked.stdout)) == expected, checked.stdout
+    assert re.findall(r"misses (\d+) unread", checked.stdout) == ["0", "0"], checked.stdout  # partitions 0 and 1
     truth = source_truth(source, topic, partitions)
     unread = {v for v, (p, o) in truth.items() if o >= commits[p]}
     for name, twice_expected in ((group, 0), (copy, expected)):

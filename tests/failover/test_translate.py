@@ -131,6 +131,15 @@ def test_records_the_group_read_that_the_mirror_has_not_copied_yet_are_counted()
     assert source_progress(S, 40, 60, [empty]).read_not_mirrored == 0
 
 
+def test_the_first_kept_position_is_where_a_scan_began_keeping() -> None:
+    """Before it, only records of other writers and copies below their floors (what `failover verify` reads again
+    for a position below it); the end when nothing was kept."""
+    history: list[tuple[tuple[str, int], int] | None] = [None, *run(range(10)), None, *run(range(10, 20))]
+    assert log_of(history, {S: 5}).first_kept == 6
+    assert log_of(history, {S: 15}).first_kept == 17
+    assert log_of(history, {S: 40}).first_kept == len(history)
+
+
 def test_retention_that_removed_the_start_of_the_target_is_counted_not_hidden() -> None:
     history = run(range(50, 100))
     log = log_of(history, {S: 20}, start=50)
