@@ -303,8 +303,8 @@ def source_progress(
 ) -> SourceProgress:
     """How far the target has `source`, against a group's commit there. The mirror has passed an offset when a
     later one of the same partition is on the target (a mirror copies a partition in order), when the link's own
-    group committed past it (it commits what the target acknowledged: gaps such as transaction markers are passed
-    that way), or when it lies below the source's log start (`log_start`: nothing there to copy)."""
+    group committed past it (it commits what the target acknowledged, and past the records it skips, such as echoes
+    of the target's own), or when it lies below the source's log start (`log_start`: nothing there to copy)."""
     logs = list(logs)
     firsts = [log.first_seen[source] for log in logs if source in log.first_seen]
     lasts = [log.last_seen[source] for log in logs if source in log.last_seen] if firsts else []

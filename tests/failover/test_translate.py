@@ -111,7 +111,7 @@ def test_a_group_level_with_or_ahead_of_the_mirror_starts_at_the_end_and_the_res
 def test_records_the_group_read_that_the_mirror_has_not_copied_yet_are_counted() -> None:
     """The group read up to 150; the mirror copied up to 99: 50 records it read are still to come, and a consumer
     started at the end now would read them again. What the mirror passed counts as copied: a later record on the
-    target, the link's own commit (gaps such as transaction markers are passed that way), the source's log start."""
+    target, the link's own commit (past gaps the target cannot show), the source's log start."""
     log = log_of(run(range(100)), {S: 150})
     ahead = source_progress(S, 150, 180, [log], log_start=0)
     assert (ahead.read_not_mirrored, ahead.mirrored_to) == (50, 100)
