@@ -9,8 +9,9 @@ from a plan.
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
@@ -19,7 +20,7 @@ from confluent_kafka.admin import AdminClient
 from failover.by_time import read_record_at, translate_by_time
 from failover.mm2 import read_checkpoints
 from failover.mm2_format import Checkpoint
-from failover.scan import TargetScans, Watermarks, echo_offsets, scan_target, watermarks
+from failover.scan import TargetScans, Watermarks, echo_offsets, read_partitions, scan_target, watermarks
 from failover.translate import SourcePartition, SourceProgress, TargetLog, Translation, source_progress, translate
 from mirrorwatch.config import ClusterConfig, LinkConfig, MirrorwatchConfig
 from mirrorwatch.errors import MirrorwatchError
@@ -308,6 +309,7 @@ def make_plan(
         )
         plan.unmirrored.extend(outside[group])
         plans.append(plan)
+    plans = _records_not_mirrored(source_cluster, link.source, plans)
     for g in named:
         plan = next(p for p in plans if p.group == g)
         if not plan.translations:
@@ -410,6 +412,39 @@ def _group_plan(  # noqa: PLR0917 - the plan's parts, each read once
         if sp[0] not in unmirrored
     ]
     return GroupPlan(group, target, commits, translations, sources, unmirrored)
+
+
+def _records_not_mirrored(cluster: ClusterConfig, alias: str, plans: list[GroupPlan]) -> list[GroupPlan]:
+    """Offsets are not records: where a group is ahead of the mirror, the stretch between what the mirror passed and
+    the group's commit is read on the source (read_committed, as the mirror reads) and only its records are counted.
+    A transaction's marker after the last record the mirror copied is an offset no mirror writes or commits past, and
+    a group caught up with a transactional topic has committed past it."""
+    ranges: dict[SourcePartition, tuple[int, int]] = {}
+    for g in plans:
+        for s in g.sources:
+            if s.read_not_mirrored and s.mirrored_to is not None:
+                lo, hi = ranges.get((s.topic, s.partition), (s.mirrored_to, s.committed))
+                ranges[(s.topic, s.partition)] = (min(lo, s.mirrored_to), max(hi, s.committed))
+    if not ranges:
+        return plans
+    found: dict[SourcePartition, list[int]] = {sp: [] for sp in ranges}
+    read_partitions(
+        cluster,
+        alias,
+        {sp: Watermarks(lo, hi) for sp, (lo, hi) in ranges.items()},
+        {sp: lo for sp, (lo, _hi) in ranges.items()},
+        on_record=lambda sp, offset, _msg: found[sp].append(offset),
+        on_done=lambda _sp: None,
+        progress=None,
+    )
+
+    def counted(s: SourceProgress) -> SourceProgress:
+        if not s.read_not_mirrored or s.mirrored_to is None:
+            return s
+        offsets = found[(s.topic, s.partition)]
+        return replace(s, read_not_mirrored=bisect_left(offsets, s.committed) - bisect_left(offsets, s.mirrored_to))
+
+    return [replace(g, sources=[counted(s) for s in g.sources]) for g in plans]
 
 
 @dataclass(frozen=True)

@@ -501,6 +501,14 @@ def test_a_transactional_source_with_aborted_transactions(
     group_plan = planned(config, "dr", group)
     assert predicted_twice(group_plan) == {}
     assert apply_and_read(config, "dr", group, target, topic, truth, commits) == (set(), {})
+    # A group caught up with the topic has committed past each partition's last transaction marker, an offset the
+    # mirror never writes: it is not ahead of the mirror (nothing it read is still to come), and applies at once.
+    caught_up, ends = unique("caught-up"), end_offsets(source, "source", topic, partitions)
+    assert all(ends[p] > offsets[p][-1] + 1 for p in range(partitions))  # a marker after the last record
+    commit_source_group(source, caught_up, topic, dict(enumerate(ends)))
+    assert planned(config, "dr", caught_up)["read_not_mirrored"] == 0
+    applied = failover("apply", config, "--link", "dr", "--group", caught_up, "--wait-seconds", "5")
+    assert applied.returncode == 0 and f"{caught_up}: committed" in applied.stdout, applied.stdout + applied.stderr
     assert mirror.stop() == 0
 
 
