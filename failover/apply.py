@@ -84,13 +84,14 @@ def _decide(plan: GroupPlan, force: bool, allow_rereads: bool = False) -> GroupO
 
 
 def mirror_behind(plan: FailoverPlan) -> dict[tuple[str, int], int]:
-    """Per source partition where a group of the plan has read records the mirror has not copied yet: the highest
-    such commit (the offset the link's own group must reach)."""
+    """Per source partition where a group of the plan has read records the mirror has not copied yet: the offset the
+    link's own group must commit to (after the last of those records; the highest over the groups)."""
     out: dict[tuple[str, int], int] = {}
     for g in plan.groups:
         for s in g.sources:
             if s.read_not_mirrored:
-                out[(s.topic, s.partition)] = max(s.committed, out.get((s.topic, s.partition), 0))
+                reach = s.mirror_must_reach if s.mirror_must_reach is not None else s.committed
+                out[(s.topic, s.partition)] = max(reach, out.get((s.topic, s.partition), 0))
     return out
 
 

@@ -442,7 +442,9 @@ def _records_not_mirrored(cluster: ClusterConfig, alias: str, plans: list[GroupP
         if not s.read_not_mirrored or s.mirrored_to is None:
             return s
         offsets = found[(s.topic, s.partition)]
-        return replace(s, read_not_mirrored=bisect_left(offsets, s.committed) - bisect_left(offsets, s.mirrored_to))
+        below = bisect_left(offsets, s.committed)
+        count = below - bisect_left(offsets, s.mirrored_to)
+        return replace(s, read_not_mirrored=count, mirror_must_reach=offsets[below - 1] + 1 if count else None)
 
     return [replace(g, sources=[counted(s) for s in g.sources]) for g in plans]
 

@@ -290,6 +290,9 @@ class SourceProgress:
     # still to come, after the partition's present end, so a consumer starting now would read them twice
     read_not_mirrored: int = 0
     mirrored_to: int | None = None  # the offset the mirror has passed (the first one not on the target yet)
+    # where the link's own group must commit for every record the group read to be on the target: the offset after
+    # the last record below the commit (None: the commit itself; a transaction marker just below it is no record)
+    mirror_must_reach: int | None = None
 
 
 def source_progress(

@@ -308,6 +308,8 @@ def test_a_group_ahead_of_the_mirror_waits_for_the_link_or_is_refused_and_the_re
     expected = sum(max(0, commits[p] - on_target[p]) for p in range(partitions))
     plan = planned(config, "dr", group)
     assert plan["read_not_mirrored"] == expected == 600, plan["sources"]
+    # what the link's own group must commit to: after the last record the group read (no gaps in this topic)
+    assert [s["mirror_must_reach"] for s in plan["sources"]] == [900, 700, None], plan["sources"]
     text = failover("plan", config, "--link", "dr", "--group", group)
     assert "the mirror has not copied yet" in text.stdout, text.stdout
 
@@ -509,6 +511,24 @@ def test_a_transactional_source_with_aborted_transactions(
     assert planned(config, "dr", caught_up)["read_not_mirrored"] == 0
     applied = failover("apply", config, "--link", "dr", "--group", caught_up, "--wait-seconds", "5")
     assert applied.returncode == 0 and f"{caught_up}: committed" in applied.stdout, applied.stdout + applied.stderr
+    # Ahead of the mirror by a whole transaction: what the link's group must commit to is the offset after the
+    # transaction's last record (its marker's), which the mirror reaches; not the group's commit past the marker.
+    assert mirror.stop() == 0
+    producer.begin_transaction()
+    for i in range(30):
+        producer.produce(topic, value=f"late-{i}".encode(), key=str(i).encode(), partition=i % partitions)
+    producer.commit_transaction(30)
+    late, ends = unique("late"), end_offsets(source, "source", topic, partitions)
+    commit_source_group(source, late, topic, dict(enumerate(ends)))
+    sources = {s["partition"]: s for s in planned(config, "dr", late)["sources"]}
+    assert {p: (s["read_not_mirrored"], s["mirror_must_reach"]) for p, s in sources.items()} == {
+        p: (10, ends[p] - 1) for p in range(partitions)
+    }
+    mirror = start_mirror("--config", str(config))
+    applied = failover("apply", config, "--link", "dr", "--group", late)
+    assert applied.returncode == 0 and f"{late}: committed" in applied.stdout, applied.stdout + applied.stderr
+    verified = failover("verify", config, "--link", "dr", "--group", late)
+    assert verified.returncode == 0 and f"{late}: exact" in verified.stdout, verified.stdout + verified.stderr
     assert mirror.stop() == 0
 
 
