@@ -23,6 +23,7 @@ from failover.translate import PositionCheck, check_position
 from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.errors import MirrorwatchError
 from mirrorwatch.kafka import error_text, new_admin
+from mirrorwatch.wait import WaitTimeout, wait_until
 
 __all__ = ["GroupCheck", "GroupOutcome", "apply_plan", "mirror_behind", "verify_plan", "wait_for_mirror"]
 
@@ -109,28 +110,28 @@ def wait_for_mirror(
         return True
     link = next(ln for ln in config.links if ln.name == plan.link)
     cluster = config.clusters[link.source]
-    deadline = time.monotonic() + wait_s
-    said = -1.0
-    while True:
-        try:
-            found = committed_offsets(cluster, link.source, [link.consumer_group])[link.consumer_group]
-        except MirrorwatchError as exc:  # not readable (no Describe on it, say): plan again and let apply decide
-            progress(f"not waiting: the commits of the link's group {link.consumer_group!r} are unknown: {exc}")
-            return False
+    deadline, said = time.monotonic() + wait_s, [-5.0]
+
+    def copied() -> bool:
+        found = committed_offsets(cluster, link.source, [link.consumer_group])[link.consumer_group]
         short = {sp: o - found.get(sp, 0) for sp, o in behind.items() if found.get(sp, 0) < o}
-        if not short:
-            return True
         now = time.monotonic()
-        if now >= deadline:
-            return False
-        if now - said >= 5.0:
-            said = now
+        if short and now - said[0] >= 5.0:
+            said[0] = now
             progress(
-                f"waiting up to {deadline - now:.0f} s for link {link.name} (group {link.consumer_group}) to copy "
-                f"{sum(short.values())} record(s) the groups have read: "
+                f"waiting up to {max(0.0, deadline - now):.0f} s for link {link.name} (group {link.consumer_group}) "
+                f"to copy {sum(short.values())} record(s) the groups have read: "
                 + ", ".join(f"{t}[{p}] {n}" for (t, p), n in sorted(short.items()))
             )
-        time.sleep(min(1.0, max(0.0, deadline - now)))
+        return not short
+
+    try:
+        return wait_until(copied, timeout_s=wait_s, interval_s=1.0, description=f"link {link.name} to copy")
+    except WaitTimeout:
+        return False
+    except MirrorwatchError as exc:  # not readable (no Describe on it, say): plan again and let apply decide
+        progress(f"not waiting: the commits of the link's group {link.consumer_group!r} are unknown: {exc}")
+        return False
 
 
 def apply_plan(

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from failover.by_time import read_record_at, translate_by_time
@@ -26,7 +26,7 @@ from mirrorwatch.config import ClusterConfig, LinkConfig, MirrorwatchConfig
 from mirrorwatch.errors import MirrorwatchError
 from mirrorwatch.group_offsets import FetchError
 from mirrorwatch.group_offsets import committed_offsets as fetch_committed
-from mirrorwatch.kafka import kafka_error, new_admin
+from mirrorwatch.kafka import COORDINATOR_NOT_READY, kafka_error, new_admin
 from mirrorwatch.patterns import PatternError, compile_pattern
 from mirrorwatch.rename import rename_policy
 
@@ -185,15 +185,6 @@ def committed_offsets(
     return out
 
 
-# A cluster that never had a consumer group creates __consumer_offsets at the first FindCoordinator and answers
-# NOT_COORDINATOR (librdkafka: not retriable) until its coordinators are loaded: a fresh DR or migration target.
-_COORDINATOR_MOVING = {
-    KafkaError.NOT_COORDINATOR,
-    KafkaError.COORDINATOR_NOT_AVAILABLE,
-    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-}
-
-
 def _describe_groups(admin: AdminClient, alias: str, groups: list[str]) -> dict[str, tuple[str, int]]:
     """Each group's (state, members), asked again for a while where its coordinator is moving or not loaded yet."""
     out: dict[str, tuple[str, int]] = {}
@@ -206,7 +197,7 @@ def _describe_groups(admin: AdminClient, alias: str, groups: list[str]) -> dict[
                 d = described[group].result(timeout=TIMEOUT_S)
                 out[group] = (str(getattr(d.state, "name", d.state)).title(), len(d.members))
             except KafkaException as exc:
-                if exc.args[0].code() in _COORDINATOR_MOVING and time.monotonic() < deadline:
+                if exc.args[0].code() in COORDINATOR_NOT_READY and time.monotonic() < deadline:
                     again.append(group)
                     continue
                 raise kafka_error(exc, f"describing group {group!r} on {alias}") from None
@@ -398,15 +389,13 @@ def _group_plan(  # noqa: PLR0917 - the plan's parts, each read once
     # what the group read that the link has not copied yet is known where the link wrote the topic (another
     # mirror's progress is not this link's group)
     sources = [
-        source_progress(sp, o, source_ends[sp].end, logs.values())
-        if sp[0] not in exact
-        else source_progress(
+        source_progress(
             sp,
             o,
             source_ends[sp].end,
             logs.values(),
-            log_start=source_ends[sp].start,
-            mirror_committed=mirror_committed.get(sp),
+            log_start=source_ends[sp].start if sp[0] in exact else None,
+            mirror_committed=mirror_committed.get(sp) if sp[0] in exact else None,
         )
         for sp, o in sorted(commits.items())
         if sp[0] not in unmirrored

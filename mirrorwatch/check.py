@@ -29,7 +29,7 @@ from confluent_kafka.admin import AclOperation, AdminClient, ConfigResource, New
 
 from mirrorwatch.acl import Permission, grant_line, required
 from mirrorwatch.config import ClusterConfig, MirrorwatchConfig, reveal
-from mirrorwatch.kafka import error_of, error_text, new_admin
+from mirrorwatch.kafka import COORDINATOR_NOT_READY, error_of, error_text, new_admin
 
 __all__ = ["Finding", "check", "check_config", "principal_of"]
 
@@ -102,11 +102,7 @@ def _group_operations(admin: AdminClient, group: str) -> set[int] | KafkaError:
             return {int(op.value) for op in future.result(timeout=TIMEOUT_S).authorized_operations or ()}
         except KafkaException as exc:
             error = error_of(exc)
-            if error is None or error.code() not in (
-                KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-                KafkaError.COORDINATOR_NOT_AVAILABLE,
-                KafkaError.NOT_COORDINATOR,  # a cluster's first coordinator lookup answers so too
-            ):
+            if error is None or error.code() not in COORDINATOR_NOT_READY:
                 return error if error is not None else KafkaError(KafkaError._FAIL, str(exc))
         time.sleep(1.0)
     return KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS)

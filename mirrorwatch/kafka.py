@@ -20,6 +20,7 @@ from mirrorwatch.errors import ConfigError, ConfigProblem, KafkaClientError
 from mirrorwatch.log_repeats import RepeatFilter
 
 __all__ = [
+    "COORDINATOR_NOT_READY",
     "already_exists",
     "client_config",
     "create_topics",
@@ -33,6 +34,13 @@ __all__ = [
 ]
 
 ConfigValue = str | int | float | bool
+
+# A group coordinator request answered so is worth asking again shortly: the coordinator moved or is still loading.
+# A cluster that never had a consumer group creates __consumer_offsets at the first FindCoordinator and answers
+# NOT_COORDINATOR (librdkafka: not retriable) until it is loaded: a fresh DR or migration target.
+COORDINATOR_NOT_READY = frozenset(
+    {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.COORDINATOR_LOAD_IN_PROGRESS}
+)
 
 # A consumed record's headers, read so that a header name that is not UTF-8 raises SystemError. confluent-kafka's
 # Message.headers() returns a list *and* sets an exception for such a name; the generic call path turns that into
