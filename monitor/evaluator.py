@@ -19,8 +19,11 @@ until two were seen, and then `max_commit_interval_seconds` stands in for it):
   Rule 3 - an offset went backwards within the window and has not come back above where it was: REWIND.
   Rule 4 - 4a. a member is there, or it keeps committing the same offset, but stuck longer than the stop
                threshold: STALL;
-           4b. the offset moved, but the lag was above the allowed lag in every observation and never decreased
-               (needs a window at least `min_complete` full): WARN (the consumer is falling behind).
+           4b. the offset moved, but the lag was above the allowed lag in every observation, never decreased, and
+               is more than a consumer leaves waiting between two of its commits: its oldest waiting record is
+               older than one and a half commit gaps (or, where that age is unknown, the lag is more records than
+               arrive in that time) (needs a window at least `min_complete` full): WARN (the consumer is falling
+               behind, or keeps pace without catching up).
   Rule 5 - stuck longer than one and a half commit gaps, or stuck at all after the members left: WARN. Between
            the moment a consumer stops and rules 2 and 4a, this rule says it: a stopped consumer never reads OK once
            its silence is longer than its usual one.
@@ -33,7 +36,10 @@ Burrow's known false alarms, and why these rules do not raise them:
   normal, and the lag falls at every commit, so it is not "never decreasing";
 - fresh records behind an idle consumer that stopped long ago are not yet a stop: it has been stuck only as long as
   they are old;
-- lag against the high-watermark at commit time understates a consumer that stopped: rule 1 uses the current one.
+- lag against the high-watermark at commit time understates a consumer that stopped: rule 1 uses the current one;
+- a consumer keeping pace a few records behind (Burrow #223): observed between two of its commits, its lag is the
+  records that arrived since the last one, which can read the same or a little more several times in a row; Burrow's
+  rule 3 takes that for falling behind, here rule 4b asks for more waiting than one and a half commit gaps.
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ __all__ = [
     "has_moved",
     "is_lag_allowed",
     "is_lag_always_above_allowed",
+    "is_lag_beyond_cadence",
     "is_lag_not_decreasing",
     "is_rewound",
     "is_stalled",
@@ -300,6 +307,26 @@ def is_lag_not_decreasing(samples: Sequence[OffsetSample]) -> bool:
     return all(later.lag >= earlier.lag for earlier, later in itertools.pairwise(samples))
 
 
+def is_lag_beyond_cadence(
+    samples: Sequence[OffsetSample], lag_seconds: float | None, commit_gap_ms: int | None
+) -> bool:
+    """Rule 4b's last condition: the consumer has left more waiting than it does between two of its commits. Seen
+    between two commits, a consumer that keeps up has left at most the records of one gap (and the monitor sees no
+    gap shorter than its own interval); so: its oldest waiting record is older than one and a half gaps, or, where
+    that age is unknown, the lag is more than the records that arrive in one and a half gaps (at the window's
+    rate)."""
+    if len(samples) < 2:
+        return False
+    span_ms = samples[-1].observed_ms - samples[0].observed_ms
+    if span_ms <= 0:
+        return False
+    normal_wait_ms = max(commit_gap_ms or 0, span_ms // (len(samples) - 1)) * 3 // 2
+    if lag_seconds is not None:
+        return lag_seconds * 1000 > normal_wait_ms
+    arrived = max(0, samples[-1].high_watermark - samples[0].high_watermark)
+    return samples[-1].lag * span_ms > arrived * normal_wait_ms
+
+
 # -- evaluation ------------------------------------------------------------------------------------------------------
 
 
@@ -333,6 +360,7 @@ def evaluate_partition(
         and is_lag_always_above_allowed(samples, config)
         and has_moved(samples)
         and is_lag_not_decreasing(samples)
+        and is_lag_beyond_cadence(samples, lag_seconds, commit_gap_ms)
     ):  # rule 4b
         status = Status.WARN
     elif is_stuck(samples, now_ms, config, lag_seconds, commit_gap_ms):  # rule 5

@@ -21,6 +21,7 @@ from monitor.evaluator import (
     has_moved,
     is_lag_allowed,
     is_lag_always_above_allowed,
+    is_lag_beyond_cadence,
     is_lag_not_decreasing,
     is_rewound,
     is_stalled,
@@ -53,8 +54,8 @@ class Case:
     hwm_now: int
     now_ms: int
     expected: Status
-    # rule predicates: allowed (1), stopped (2), rewound (3), stalled (4a), always_above, moved and not_decreasing (4b),
-    # stuck (5)
+    # rule predicates: allowed (1), stopped (2), rewound (3), stalled (4a), always_above, moved, not_decreasing and
+    # beyond_cadence (4b), stuck (5)
     predicates: dict[str, bool] = field(default_factory=dict)
     lag_seconds: float | None = None
     config: EvaluatorConfig = field(default_factory=EvaluatorConfig)
@@ -80,6 +81,7 @@ _falling_behind = window(list(range(0, 100, 10)), list(range(100, 300, 20)))
 _steady_lag = window(list(range(0, 100, 10)), list(range(100, 200, 10)))
 _catching_up = window(list(range(0, 200, 20)), list(range(100, 200, 10)))
 _incomplete = window([0, 10, 20], [100, 120, 140])
+_between_commits = window([190, 390, 580, 780, 980], [200, 400, 600, 800, 1000])  # lag 10, 10, 20, 20, 20
 _two_then_gone = window([0, 10], [100, 110], members=False)
 _single = window([10], 20)
 _caught_up_then_stopped = window(list(range(10, 110, 10)), list(range(10, 110, 10)), members=[True] * 9 + [False])
@@ -278,22 +280,22 @@ CASES = [
     Case(
         17,
         "a consumer moving slower than the producer",
-        "rule 4b: lag never decreases",
+        "rule 4b: lag never decreases, and 190 records are 95 s of its traffic",
         _falling_behind,
         300,
         after(_falling_behind, STEP),
         Status.WARN,
-        {"always_above": True, "stalled": False, "moved": True, "not_decreasing": True},
+        {"always_above": True, "stalled": False, "moved": True, "not_decreasing": True, "beyond_cadence": True},
     ),
     Case(
         18,
         "a consumer keeping pace 100 records behind",
-        "rule 4b as Burrow: steady lag is not catching up",
+        "rule 4b as Burrow: steady lag is not catching up (100 records are 100 s of its traffic)",
         _steady_lag,
         190,
         after(_steady_lag, STEP),
         Status.WARN,
-        {"moved": True, "not_decreasing": True},
+        {"moved": True, "not_decreasing": True, "beyond_cadence": True},
     ),
     Case(
         19,
@@ -502,6 +504,41 @@ CASES = [
         lag_seconds=95.0,
         commit_gap_ms=STEP,
     ),
+    Case(
+        38,
+        "a consumer committing every second, observed every 10 s between two of its commits (20 records/s)",
+        "the lag it leaves between commits reads the same or a little more 5 times running: not behind (Burrow #223)",
+        _between_commits,
+        1020,
+        after(_between_commits, 0),
+        Status.OK,
+        {"always_above": True, "moved": True, "not_decreasing": True, "beyond_cadence": False, "stuck": False},
+        lag_seconds=1.2,
+        commit_gap_ms=STEP,
+    ),
+    Case(
+        39,
+        "the same, the oldest waiting record's age unknown",
+        "20 records are 1 s of its traffic, less than one and a half gaps: not behind",
+        _between_commits,
+        1020,
+        after(_between_commits, 0),
+        Status.OK,
+        {"always_above": True, "not_decreasing": True, "beyond_cadence": False},
+        commit_gap_ms=STEP,
+    ),
+    Case(
+        40,
+        "the same lag, but its oldest waiting record is 5 minutes old",
+        "rule 4b: keeping pace without catching up is behind",
+        _between_commits,
+        1020,
+        after(_between_commits, 0),
+        Status.WARN,
+        {"always_above": True, "not_decreasing": True, "beyond_cadence": True},
+        lag_seconds=300.0,
+        commit_gap_ms=STEP,
+    ),
 ]
 
 
@@ -518,6 +555,7 @@ def predicates_of(case: Case) -> dict[str, bool]:
         "stuck": is_stuck(samples, case.now_ms, config, case.lag_seconds, gap),
         "moved": has_moved(samples) if samples else False,
         "not_decreasing": is_lag_not_decreasing(samples),
+        "beyond_cadence": is_lag_beyond_cadence(samples, case.lag_seconds, gap),
     }
 
 

@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, TopicPartition
 from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.kafka import new_consumer
 from mirrorwatch.wait import wait_until
-from monitor.evaluator import Status
+from monitor.evaluator import PartitionEvaluation, Status
 from monitor.service import MonitorService
 from tests.kafka_helpers import Record, produce
 from tests.processes import session_config
@@ -90,7 +90,9 @@ def test_stopped_consumers_are_never_ok_and_stop_within_a_minute_while_a_60s_com
         for mode in ("auto", "admin_api")
     }
     assert config.monitor.interval_seconds == INTERVAL_S and config.monitor.commits_from == "auto"
-    seen: dict[str, dict[str, list[tuple[float, Status]]]] = {mode: {name: [] for name in groups} for mode in services}
+    seen: dict[str, dict[str, list[tuple[float, PartitionEvaluation]]]] = {
+        mode: {name: [] for name in groups} for mode in services
+    }
     read_from: dict[str, set[str]] = {mode: set() for mode in services}
     producer.start()
     for thread in threads:
@@ -108,7 +110,7 @@ def test_stopped_consumers_are_never_ok_and_stop_within_a_minute_while_a_60s_com
                     for name, c in groups.items():
                         view = state.groups.get(("source", c.group))
                         if view is not None and view.evaluation.partitions:
-                            seen[mode][name].append((at, view.evaluation.partitions[0].status))
+                            seen[mode][name].append((at, view.evaluation.partitions[0]))
                 time.sleep(max(0.0, INTERVAL_S - (time.monotonic() - at)))
 
         collect_until(started + WARMUP_S)
@@ -129,11 +131,20 @@ def test_stopped_consumers_are_never_ok_and_stop_within_a_minute_while_a_60s_com
             service.stop()
     assert "offsets-topic" in read_from["auto"] and read_from["admin_api"] == {"admin-api"}, read_from
     for mode in services:
-        assert_statuses(seen[mode], started, stopped_at)
+        assert_statuses(mode, seen[mode], started, stopped_at)
 
 
-def assert_statuses(seen: dict[str, list[tuple[float, Status]]], started: float, stopped_at: float) -> None:
-    report = {name: [(round(at - started), status.name) for at, status in statuses] for name, statuses in seen.items()}
+def assert_statuses(
+    mode: str, evaluations: dict[str, list[tuple[float, PartitionEvaluation]]], started: float, stopped_at: float
+) -> None:
+    seen = {name: [(at, p.status) for at, p in each] for name, each in evaluations.items()}
+    report = {  # each observation: seconds since the start, status, lag in records and in seconds
+        "mode": mode,
+        **{
+            name: [(round(at - started), p.status.name, p.current_lag, p.lag_seconds) for at, p in each]
+            for name, each in evaluations.items()
+        },
+    }
     for name in ("commits every 60 s", "idle, caught up"):
         assert seen[name] and all(status == Status.OK for _, status in seen[name]), report
     for name, final in (("closes", Status.STOP), ("goes quiet", Status.STALL)):
