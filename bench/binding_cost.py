@@ -45,8 +45,9 @@ from mirrorwatch.kafka import create_topics, new_admin, new_consumer, new_produc
 VARIANTS = ("consume", "produce", "+1 header", "+6 headers", "+1 header, dr/record", "+1 header, dr/batch")
 BATCH = 2000
 # The engine's client settings (fetch queue bounds and backoff, batching, acks=all, idempotence), less what needs a
-# callback here (statistics) or a group subscription (the assignment strategy).
-_UNUSED = {"statistics.interval.ms", "partition.assignment.strategy"}
+# callback here (statistics) or a group subscription (the assignment strategy), and the partition-end events (this
+# loop counts what consume() returns as records).
+_UNUSED = {"statistics.interval.ms", "partition.assignment.strategy", "enable.partition.eof"}
 CONSUMER_SETTINGS = {k: v for k, v in {**CONSUMER_DEFAULTS, **CONSUMER_FIXED}.items() if k not in _UNUSED}
 PRODUCER_SETTINGS = {k: v for k, v in {**PRODUCER_DEFAULTS, **PRODUCER_FIXED}.items() if k not in _UNUSED}
 

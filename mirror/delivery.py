@@ -101,7 +101,7 @@ class Delivery:
         consumer_error: Callable[[KafkaError, str | None], None],
     ) -> None:
         self.link, self.name, self.router, self.stats, self.fail = link, name, router, stats, fail
-        self._consumer_error = consumer_error
+        self.consumer_error = consumer_error
         self.producer: Producer | None = None
         self.outbox: deque[OutboxItem] = deque()
         self.sparse = False  # sparse delivery reports: decided at start, off for good after a delivery error
@@ -142,7 +142,7 @@ class Delivery:
         for msg in messages:
             err = msg.error()
             if err is not None:
-                self._consumer_error(err, msg.topic())
+                read_error(self, msg, err)
                 continue
             # A consumed record always has a topic, partition and offset (typing.cast is a call: not per record).
             tp: tuple[str, int] = (msg.topic(), msg.partition())  # type: ignore[assignment]
@@ -210,7 +210,7 @@ class Delivery:
         for msg in messages:
             err = msg.error()
             if err is not None:
-                self._consumer_error(err, msg.topic())
+                read_error(self, msg, err)
                 continue
             tp: tuple[str, int] = (msg.topic(), msg.partition())  # type: ignore[assignment]
             if tp != last_tp:
@@ -299,7 +299,7 @@ class Delivery:
         for msg in messages:
             err = msg.error()
             if err is not None:
-                self._consumer_error(err, msg.topic())
+                read_error(self, msg, err)
                 continue
             topic, partition, offset = msg.topic() or "", msg.partition() or 0, msg.offset() or 0
             p = progress.get((topic, partition))
@@ -516,3 +516,18 @@ def unreadable(
     delivery.outbox.append((route.progress, offset, route.target_topic, route.target_partition, key, value, headers,
                             timestamp if timestamp > 0 else 0, route.source, cause))  # fmt: skip
     return True
+
+
+def read_error(delivery: Delivery, msg: Message, err: KafkaError) -> None:
+    """An event of the consumer in place of a record. The end of a partition (`enable.partition.eof`) comes after
+    every record below it in the consumer's queue, so the offsets up to it that were not handed out hold nothing to
+    copy (transaction markers; aborted records under read_committed): the progress passes them and the group commits
+    the partition's end, as a Java consumer's position does, not one below the last transaction marker (which the
+    monitor would read as 1 record of lag for ever). Anything else goes to the worker."""
+    if err.code() == KafkaError._PARTITION_EOF:
+        p = delivery.router.progress.get((msg.topic() or "", msg.partition() or 0))
+        end = msg.offset()
+        if p is not None and end is not None and end >= 0:
+            p.pass_to(end)
+        return
+    delivery.consumer_error(err, msg.topic())

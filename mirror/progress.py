@@ -50,6 +50,13 @@ class PartitionProgress:
         if timestamp_ms is not None:
             self.last_timestamp_ms = timestamp_ms
 
+    def pass_to(self, end: int) -> None:
+        """The consumer reached `end`, the partition's end, having handed out every record below it: offsets
+        between the last one read and `end` hold nothing to write (transaction markers, aborted records) and are done,
+        behind the records still in flight."""
+        if self.consumed is None or end > self.consumed:
+            self.consumed = end
+
     def ack_through(self, offset: int) -> None:
         """Every entry dispatched at or below `offset` is acknowledged (whatever its record count)."""
         order, in_flight = self._order, self._in_flight

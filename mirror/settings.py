@@ -54,7 +54,13 @@ PRODUCER_DEFAULTS: dict[str, str | int | bool] = {
     "topic.metadata.refresh.interval.ms": 30_000,
 }
 # Safety settings nobody overrides: the no-loss guarantee rests on them.
-CONSUMER_FIXED: dict[str, str | int | bool] = {"enable.auto.commit": False, "enable.auto.offset.store": False}
+CONSUMER_FIXED: dict[str, str | int | bool] = {
+    "enable.auto.commit": False,
+    "enable.auto.offset.store": False,
+    # The end of a partition is how the worker learns that the offsets after its last record hold no record
+    # (transaction markers), to commit past them (mirror.delivery.read_error).
+    "enable.partition.eof": True,
+}
 PRODUCER_FIXED: dict[str, str | int | bool] = {
     "acks": "all",
     "enable.idempotence": True,

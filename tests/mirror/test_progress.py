@@ -74,6 +74,24 @@ def test_gaps_in_offsets_from_compaction_or_transaction_markers() -> None:
     assert p.acked == 10
 
 
+def test_the_end_of_a_partition_passes_the_markers_after_the_last_record() -> None:
+    p = PartitionProgress(start_offset=0)
+    p.dispatch(0, 1)
+    p.dispatch(1, 1)  # offset 2: the transaction's commit marker, the partition's end is 3
+    p.pass_to(3)
+    assert (p.consumed, p.acked, p.offset_to_commit()) == (3, 0, 0)  # behind the records in flight
+    p.ack(0)
+    p.ack(1)
+    assert (p.acked, p.offset_to_commit()) == (3, 3)
+    p.pass_to(2)  # an older end never goes back
+    assert p.consumed == 3
+    p.dispatch(3, 1)  # a record written after the end was seen
+    assert (p.consumed, p.acked) == (4, 3)
+    fresh = PartitionProgress()  # nothing committed, nothing read: the end is where it stands
+    fresh.pass_to(7)
+    assert (fresh.consumed, fresh.acked) == (7, 7)
+
+
 def test_commit_only_moves_forward() -> None:
     p = PartitionProgress(start_offset=0)
     p.dispatch(0, 1)

@@ -15,14 +15,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
 from mirrorwatch.config import MirrorwatchConfig
-from mirrorwatch.kafka import new_consumer
+from mirrorwatch.kafka import new_consumer, new_producer
 from mirrorwatch.local import LocalClusters
 from mirrorwatch.wait import WaitTimeout, wait_until
 from monitor.evaluator import Status
 from monitor.exporter import METRIC_NAMES
 from monitor.http import create_app
 from monitor.service import MonitorService
-from tests.kafka_helpers import Record, produce
+from tests.kafka_helpers import Record, by_partition, committed_offsets, end_offsets, produce, read_to_end
 from tests.processes import running_worker, session_config
 
 pytestmark = pytest.mark.integration
@@ -308,6 +308,60 @@ def _list_schema(key: str) -> dict[str, Any]:
             "request": BURROW_REQUEST,
         },
     }
+
+
+def test_an_idle_link_of_a_transactional_topic_commits_past_the_markers_and_reads_caught_up(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    unique: Callable[[str], str],
+    service_for: Callable[..., MonitorService],
+) -> None:
+    """A transactional producer commits two transactions in three and aborts the other, the last one committed, so
+    each partition ends with a commit marker. The python engine reads read_committed: the target holds exactly the
+    committed records, in order, and the link's group commits the source's end offsets (the aborted records and the
+    markers passed, as a Java consumer's position passes them). Before, it committed its last record + 1, one below
+    the final marker: the idle link read 1 record of replication lag per partition for ever, and its group, stuck
+    with that "lag", STALL."""
+    source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
+    partitions = 3
+    topic = make_topic("source", partitions)
+    producer = new_producer(source, "source", {"transactional.id": unique("tx"), "linger.ms": 5})
+    producer.init_transactions(30)
+    kept: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    for batch in range(9):
+        producer.begin_transaction()
+        values = [f"r{batch}-{i}".encode() for i in range(30)]
+        for i, value in enumerate(values):
+            producer.produce(topic, value=value, partition=i % partitions)
+        if batch % 3 == 1:
+            producer.flush(30)  # in the log before the abort
+            producer.abort_transaction(30)
+        else:
+            producer.commit_transaction(30)
+            for i, value in enumerate(values):
+                kept[i % partitions].append(value)
+    group = unique("g")
+    link = {"name": "tx", "source": "source", "target": "target", "topics": {"include": [topic]}, "group_id": group}
+    config = monitor_config(clusters_config, links=[{**link, "offset_commit_interval_ms": 200}])
+    ends = end_offsets(source, "source", topic, partitions)
+    assert all(end > len(kept[p]) for p, end in enumerate(ends))  # the markers and aborted records take offsets
+    with running_worker(config) as worker:
+        wait_until(
+            lambda: committed_offsets(source, "source", group, topic, partitions) == ends,
+            timeout_s=60,
+            description=f"{group} to commit the source's end offsets {ends}",
+        )
+        got = by_partition(read_to_end(target, "target", topic, partitions))
+        assert {p: [r.value for r in rows] for p, rows in got.items()} == kept
+        service = service_for(config, link_statuses=lambda: {"tx": [worker.worker_status()]})
+        wait_until(lambda: ("source", group) in service.collect().groups, timeout_s=30, description="the group seen")
+        views = []
+        for _ in range(6):  # longer than the short windows' STALL threshold (min_stop_seconds 2)
+            state = service.collect()
+            views.append((state.links["tx"].replication_lag_records, state.groups[("source", group)].evaluation))
+            time.sleep(1)
+    assert [lag for lag, _ in views] == [0] * len(views), views
+    assert all(e.status == Status.OK and e.total_lag == 0 for _, e in views), views
 
 
 def test_the_http_api_speaks_burrow_v3_and_prometheus(
