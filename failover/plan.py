@@ -406,8 +406,9 @@ def _group_plan(  # noqa: PLR0917 - the plan's parts, each read once
 def _records_not_mirrored(cluster: ClusterConfig, alias: str, plans: list[GroupPlan]) -> list[GroupPlan]:
     """Offsets are not records: where a group is ahead of the mirror, the stretch between what the mirror passed and
     the group's commit is read on the source (read_committed, as the mirror reads) and only its records are counted.
-    A transaction's marker after the last record the mirror copied is an offset no mirror writes or commits past, and
-    a group caught up with a transactional topic has committed past it."""
+    A transaction's marker after the last record the mirror copied is an offset no mirror writes (and commits past
+    only once it has seen the partition's end), and a group caught up with a transactional topic has committed past
+    it."""
     ranges: dict[SourcePartition, tuple[int, int]] = {}
     for g in plans:
         for s in g.sources:
