@@ -12,7 +12,8 @@ offset, or of its commits where they are followed, incidents' silences left out,
 until two were seen, and then `max_commit_interval_seconds` stands in for it):
 
   Rule 1 - the current lag (high-watermark *now* minus the last committed offset) is within the allowed lag, in
-           records or in seconds: OK. An idle partition whose consumer is caught up is OK, however old its commit.
+           records or in seconds, or nothing but transaction markers follow the committed offset (no record to
+           read): OK. An idle partition whose consumer is caught up is OK, however old its commit.
   Rule 2 - nobody is in the group and it has been stuck longer than the stop threshold (three commit gaps, never
            less than `min_stop_seconds`; twice `max_commit_interval_seconds` while the cadence is unknown), and,
            where commit times are known (`__consumer_offsets`), it has not committed within that time: STOP.
@@ -340,14 +341,18 @@ def evaluate_partition(
     config: EvaluatorConfig,
     lag_seconds: float | None = None,
     commit_gap_ms: int | None = None,
+    nothing_to_read: bool = False,
 ) -> PartitionEvaluation:
     """The status of one partition of one group. `lag_seconds` is the age of the first record not yet consumed;
-    `commit_gap_ms` the group's cadence on this partition (see the module docstring), None while unknown."""
+    `commit_gap_ms` the group's cadence on this partition (see the module docstring), None while unknown;
+    `nothing_to_read`: only transaction markers follow the committed offset (a consumer that commits its last record
+    + 1, as librdkafka's applications do, stands one below the final marker). The lag still counts offsets, as
+    Burrow's and kafka_exporter's do; rule 1 sees it caught up, its age is 0."""
     complete = min(1.0, len(samples) / config.window)
     lag = current_lag(samples, high_watermark_now)
     if not samples:
         status = Status.NOTFOUND
-    elif is_lag_allowed(lag, lag_seconds, config):  # rule 1
+    elif nothing_to_read or is_lag_allowed(lag, lag_seconds, config):  # rule 1
         status = Status.OK
     elif is_stopped(samples, now_ms, lag_seconds, config, commit_gap_ms):  # rule 2
         status = Status.STOP
@@ -374,7 +379,7 @@ def evaluate_partition(
         start=samples[0] if samples else None,
         end=samples[-1] if samples else None,
         current_lag=lag,
-        lag_seconds=lag_seconds if lag > 0 else 0.0,
+        lag_seconds=lag_seconds if lag > 0 and not nothing_to_read else 0.0,
         complete=complete,
     )
 

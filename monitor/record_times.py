@@ -5,7 +5,8 @@ fetched once per (cluster, topic, partition, offset) since a record's timestamp 
 at a gap (compaction, a transaction marker): the next record's timestamp is used. A record removed by retention
 comes back as None. An offset with nothing but transaction markers after it (a read_committed consumer, or a
 mirror, of a transactional topic stops at the last commit marker) has no record to time: it is left out at once
-(the partition's end is reported), not waited for, and not cached, since a record may yet come.
+(the partition's end is reported), not waited for, and not cached, since a record may yet come; the call lists it in
+`markers_only`, and the evaluator reads a consumer committed there as caught up.
 """
 
 from __future__ import annotations
@@ -35,11 +36,15 @@ class RecordTimeFetcher:
         self._consumers: dict[str, Consumer] = {}
         self._cache: OrderedDict[Key, int | None] = OrderedDict()
         self._slow: set[str] = set()  # clusters whose last fetch left records unread
+        # The wanted offsets of the last call with nothing but transaction markers from them to the partition's end:
+        # no record there to time, and none to read (a consumer committed there is caught up).
+        self.markers_only: set[Key] = set()
 
     def times(self, wanted: Iterable[Key], budget_s: float | None = None) -> dict[Key, int | None]:
         """The timestamp (ms) of each wanted record; keys that could not be read within `budget_s` per cluster
         (default FETCH_TIMEOUT_S) are left out: their lag in seconds is unknown for this round, asked again the next."""
         budget_s = FETCH_TIMEOUT_S if budget_s is None else budget_s
+        self.markers_only = set()
         out: dict[Key, int | None] = {}
         missing: dict[str, list[Key]] = {}
         for key in wanted:
@@ -52,6 +57,7 @@ class RecordTimeFetcher:
             found, at_end = self._fetch(alias, keys, time.monotonic() + budget_s)
             for key, timestamp in found.items():
                 out[key] = self._cache[key] = timestamp
+            self.markers_only |= at_end
             self._report(alias, len(keys) - len(found) - len(at_end), len(keys), budget_s)
         while len(self._cache) > CACHE_SIZE:
             self._cache.popitem(last=False)

@@ -203,10 +203,11 @@ class MonitorService:
                 )
                 for link in self.links
             }
-            record_times = self._dated(self._times(self._wanted_record_times(snapshots, positions)), snapshots)
+            times, markers_only = self._times(self._wanted_record_times(snapshots, positions))
+            record_times = self._dated(times, snapshots)
             groups = {}
             for snapshot in snapshots.values():
-                groups.update(evaluate_groups(self._windows, snapshot, self._evaluator, record_times))
+                groups.update(evaluate_groups(self._windows, snapshot, self._evaluator, record_times, markers_only))
             links = {
                 link.name: link_view(
                     link,
@@ -325,14 +326,16 @@ class MonitorService:
                     wanted.add((link.source, topic, partition, position.safe))
         return wanted
 
-    def _times(self, wanted: set[Key]) -> dict[Key, int | None]:
+    def _times(self, wanted: set[Key]) -> tuple[dict[Key, int | None], frozenset[Key]]:
+        """The wanted records' times, and the wanted offsets with nothing but transaction markers after them."""
         if not wanted:
-            return {}
+            return {}, frozenset()
         if self._record_times is None:
             self._record_times = RecordTimeFetcher(self.clusters)
         # bounded: a cluster that answers slowly (just thawed, say) leaves some ages unknown for a round rather
         # than holding the round, and with it every other figure, back
-        return self._record_times.times(wanted, budget_s=max(2.0, self.settings.interval_seconds / 2))
+        times = self._record_times.times(wanted, budget_s=max(2.0, self.settings.interval_seconds / 2))
+        return times, frozenset(self._record_times.markers_only)
 
     def _dated(self, times: dict[Key, int | None], snapshots: Mapping[str, ClusterSnapshot]) -> dict[Key, int | None]:
         """Record times as `date_record` settles them the first round each is known, from the source snapshot of

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -244,9 +245,14 @@ def lag_age(
 
 
 def evaluate_groups(
-    windows: OffsetWindows, snapshot: ClusterSnapshot, config: EvaluatorConfig, record_times: RecordTimes
+    windows: OffsetWindows,
+    snapshot: ClusterSnapshot,
+    config: EvaluatorConfig,
+    record_times: RecordTimes,
+    markers_only: AbstractSet[tuple[str, str, int, int]] = frozenset(),
 ) -> dict[tuple[str, str], GroupView]:
-    """Every group of the cluster evaluated against the high-watermarks of this snapshot."""
+    """Every group of the cluster evaluated against the high-watermarks of this snapshot. `markers_only`: the
+    committed offsets with nothing but transaction markers from them to the end (the group is caught up there)."""
     views: dict[tuple[str, str], GroupView] = {}
     if not snapshot.up:
         return views
@@ -262,10 +268,11 @@ def evaluate_groups(
                 (snapshot.alias, group.group_id, topic, partition)
             )
             committed = samples[-1].offset if samples else None
-            lag_seconds, method = None, None
+            lag_seconds, method, caught_up = None, None, False
             if committed is not None and committed < offsets.latest:
                 key = (snapshot.alias, topic, partition, committed)
                 lag_seconds, method = lag_age(now, key, record_times, samples)
+                caught_up = key in markers_only
             # A lower bound proves neither that the lag is allowed (rule 1) nor that the records are fresh (rule 2):
             # the rules see it as unknown; the view still shows it, labelled "at_least".
             evaluation = evaluate_partition(
@@ -277,6 +284,7 @@ def evaluate_groups(
                 config=config,
                 lag_seconds=None if method == "at_least" else lag_seconds,
                 commit_gap_ms=windows.commit_gap_ms((snapshot.alias, group.group_id, topic, partition)),
+                nothing_to_read=caught_up,
             )
             if method == "at_least":
                 evaluation = replace(evaluation, lag_seconds=lag_seconds)

@@ -60,6 +60,7 @@ class Case:
     lag_seconds: float | None = None
     config: EvaluatorConfig = field(default_factory=EvaluatorConfig)
     commit_gap_ms: int | None = None  # the group's cadence as the window store learned it (None: not yet known)
+    nothing_to_read: bool = False  # only transaction markers follow the committed offset
 
 
 def after(samples: tuple[OffsetSample, ...], ms: int) -> int:
@@ -76,6 +77,7 @@ _rewind = window([100, 110, 120, 50, 60], 200)
 _rewind_recovered = window([100, 110, 50, 90, 130, 140], 200)
 _reset_to_earliest = window([900, 910, 920, 0, 10, 20, 30, 40, 50, 60], 1000)
 _stuck_member = window([100] * 10, list(range(200, 300, 10)), step_ms=15_000)
+_below_final_marker = window([100] * 10, 101)
 _mm1_between_commits = window([100] * 5, list(range(200, 250, 10)))
 _falling_behind = window(list(range(0, 100, 10)), list(range(100, 300, 20)))
 _steady_lag = window(list(range(0, 100, 10)), list(range(100, 200, 10)))
@@ -539,6 +541,29 @@ CASES = [
         lag_seconds=300.0,
         commit_gap_ms=STEP,
     ),
+    Case(
+        41,
+        "a member standing one offset below the end for 90 s: its last record + 1, the final transaction marker after",
+        "rule 1: nothing but markers to read is caught up (librdkafka's applications commit there)",
+        _below_final_marker,
+        101,
+        after(_below_final_marker, 0),
+        Status.OK,
+        {"allowed": False, "stalled": True},
+        commit_gap_ms=STEP,
+        nothing_to_read=True,
+    ),
+    Case(
+        42,
+        "the same offset with a record waiting there",
+        "rule 4a: stuck for 90 s with a member is STALL",
+        _below_final_marker,
+        101,
+        after(_below_final_marker, 0),
+        Status.STALL,
+        {"allowed": False, "stalled": True},
+        commit_gap_ms=STEP,
+    ),
 ]
 
 
@@ -578,6 +603,7 @@ def test_window(case: Case) -> None:
         config=case.config,
         lag_seconds=case.lag_seconds,
         commit_gap_ms=case.commit_gap_ms,
+        nothing_to_read=case.nothing_to_read,
     )
     assert result.status == case.expected, f"#{case.number} {case.tests}: {case.why}"
     assert result.current_lag == current_lag(case.samples, case.hwm_now)

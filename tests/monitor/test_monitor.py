@@ -9,12 +9,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 from jsonschema import validate
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
-from mirrorwatch.config import MirrorwatchConfig
+from mirrorwatch.config import ClusterConfig, MirrorwatchConfig
 from mirrorwatch.kafka import new_consumer, new_producer
 from mirrorwatch.local import LocalClusters
 from mirrorwatch.wait import WaitTimeout, wait_until
@@ -310,7 +310,7 @@ def _list_schema(key: str) -> dict[str, Any]:
     }
 
 
-def test_an_idle_link_of_a_transactional_topic_commits_past_the_markers_and_reads_caught_up(
+def test_an_idle_transactional_topic_reads_caught_up_for_the_link_and_for_an_application_below_the_final_marker(
     clusters_config: MirrorwatchConfig,
     make_topic: Callable[..., str],
     unique: Callable[[str], str],
@@ -321,7 +321,8 @@ def test_an_idle_link_of_a_transactional_topic_commits_past_the_markers_and_read
     committed records, in order, and the link's group commits the source's end offsets (the aborted records and the
     markers passed, as a Java consumer's position passes them). Before, it committed its last record + 1, one below
     the final marker: the idle link read 1 record of replication lag per partition for ever, and its group, stuck
-    with that "lag", STALL."""
+    with that "lag", STALL. An application that commits there (librdkafka's do) is read as caught up too: OK, not
+    STOP, its lag 1 offset per partition and 0 s."""
     source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
     partitions = 3
     topic = make_topic("source", partitions)
@@ -353,15 +354,61 @@ def test_an_idle_link_of_a_transactional_topic_commits_past_the_markers_and_read
         )
         got = by_partition(read_to_end(target, "target", topic, partitions))
         assert {p: [r.value for r in rows] for p, rows in got.items()} == kept
+        # An application that commits its last record + 1 (librdkafka's, as the engine did) stands one below each
+        # partition's final marker: ground truth, a read_committed consumer starting there reads nothing, one offset
+        # earlier it reads the last record.
+        app_group = unique("app")
+        app = new_consumer(source, "source", app_group, {"enable.auto.commit": False})
+        app.commit(offsets=[TopicPartition(topic, p, ends[p] - 1) for p in range(partitions)], asynchronous=False)
+        app.close()
+        assert first_records(source, topic, [e - 1 for e in ends]) == [None] * partitions
+        assert first_records(source, topic, [e - 2 for e in ends]) == [kept[p][-1] for p in range(partitions)]
         service = service_for(config, link_statuses=lambda: {"tx": [worker.worker_status()]})
-        wait_until(lambda: ("source", group) in service.collect().groups, timeout_s=30, description="the group seen")
+        wait_until(
+            lambda: {("source", group), ("source", app_group)} <= service.collect().groups.keys(),
+            timeout_s=30,
+            description="the groups seen",
+        )
         views = []
-        for _ in range(6):  # longer than the short windows' STALL threshold (min_stop_seconds 2)
+        for _ in range(6):  # longer than the short windows' STOP and STALL thresholds (min_stop_seconds 2)
             state = service.collect()
-            views.append((state.links["tx"].replication_lag_records, state.groups[("source", group)].evaluation))
+            views.append(
+                (
+                    state.links["tx"].replication_lag_records,
+                    state.groups[("source", group)].evaluation,
+                    state.groups[("source", app_group)].evaluation,
+                )
+            )
             time.sleep(1)
-    assert [lag for lag, _ in views] == [0] * len(views), views
-    assert all(e.status == Status.OK and e.total_lag == 0 for _, e in views), views
+    assert [lag for lag, _, _ in views] == [0] * len(views), views
+    assert all(e.status == Status.OK and e.total_lag == 0 for _, e, _ in views), views
+    # the application's lag counts offsets, as Burrow's and kafka_exporter's do; it is caught up, not stopped
+    assert all(e.status == Status.OK and e.total_lag == partitions for _, _, e in views), views
+    assert all(p.lag_seconds == 0 for _, _, e in views for p in e.partitions), views
+
+
+def first_records(cluster: ClusterConfig, topic: str, starts: list[int]) -> list[bytes | None]:
+    """Per partition, the value of the first record a read_committed consumer reads from `starts` (None: it reached
+    the end first)."""
+    consumer = new_consumer(cluster, "source", "mirrorwatch-test-first", {"enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, p, start) for p, start in enumerate(starts)])
+    found: dict[int, bytes | None] = {}
+    try:
+        deadline = time.monotonic() + 30
+        while len(found) < len(starts) and time.monotonic() < deadline:
+            for msg in consumer.consume(num_messages=len(starts), timeout=0.5):
+                partition = msg.partition() or 0
+                if partition in found:
+                    continue
+                err = msg.error()
+                if err is None:
+                    found[partition] = msg.value()
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    found[partition] = None
+    finally:
+        consumer.close()
+    assert len(found) == len(starts), found
+    return [found[p] for p in range(len(starts))]
 
 
 def test_the_http_api_speaks_burrow_v3_and_prometheus(

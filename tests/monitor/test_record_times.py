@@ -51,8 +51,8 @@ def test_an_offset_with_only_transaction_markers_after_it_is_answered_at_once_no
     unique: Callable[[str], str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A mirror (or any read_committed consumer) of a transactional topic commits the offset of the last commit
-    marker: no record follows it. The fetcher must say so at the partition's end instead of waiting for a record
+    """A read_committed consumer of a transactional topic that commits its last record + 1 (librdkafka's
+    applications, as the python engine did) stands at the last commit marker: no record follows it. The fetcher must say so at the partition's end instead of waiting for a record
     (it once waited FETCH_TIMEOUT_S on every round, which stretched every collection of that cluster by 5 s)."""
     source = clusters_config.clusters["source"]
     topic = make_topic("source", 1)
@@ -65,9 +65,13 @@ def test_an_offset_with_only_transaction_markers_after_it_is_answered_at_once_no
     fetcher = RecordTimeFetcher(clusters_config.clusters)
     try:
         assert fetcher.times([("source", topic, 0, 1)]) == {}
+        assert fetcher.markers_only == {("source", topic, 0, 1)}  # a consumer committed there has nothing to read
         assert fetcher.times([("source", topic, 0, 0), ("source", topic, 0, 1)]) == {
             ("source", topic, 0, 0): 1_700_000_000_000
         }
+        assert fetcher.markers_only == {("source", topic, 0, 1)}
+        assert fetcher.times([("source", topic, 0, 0)]) == {("source", topic, 0, 0): 1_700_000_000_000}  # cached
+        assert fetcher.markers_only == set()  # each call says it anew
     finally:
         fetcher.close()
 
