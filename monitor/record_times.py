@@ -3,8 +3,8 @@
 Lag in seconds of a consumer at offset o < high-watermark is now minus the timestamp of the record at o: exact, and
 fetched once per (cluster, topic, partition, offset) since a record's timestamp never changes. An offset may point
 at a gap (compaction, a transaction marker): the next record's timestamp is used. A record removed by retention
-comes back as None. An offset with nothing but transaction markers after it (a read_committed consumer, or a
-mirror, of a transactional topic stops at the last commit marker) has no record to time: it is left out at once
+comes back as None. An offset with nothing but transaction markers after it (where a consumer of a transactional
+topic that commits its last record + 1, as librdkafka's applications do, stands) has no record to time: left out at once
 (the partition's end is reported), not waited for, and not cached, since a record may yet come; the call lists it in
 `markers_only`, and the evaluator reads a consumer committed there as caught up.
 """
