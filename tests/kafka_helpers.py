@@ -123,6 +123,37 @@ def read_all(
         consumer.close()
 
 
+def produce_transactions(
+    cluster: ClusterConfig,
+    alias: str,
+    topic: str,
+    partitions: int,
+    transactional_id: str,
+    *,
+    transactions: int,
+    size: int,
+) -> dict[int, list[bytes]]:
+    """`transactions` transactions of `size` records each (keys 0..size-1 over the partitions in turn): the second of
+    every three aborted, the others committed, so the last one is committed when `transactions` is a multiple of 3.
+    Returns the committed values per partition, in order: what a read_committed consumer reads."""
+    producer = new_producer(cluster, alias, {"transactional.id": transactional_id, "linger.ms": 5})
+    producer.init_transactions(30)
+    kept: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    for batch in range(transactions):
+        producer.begin_transaction()
+        values = [f"r{batch}-{i}".encode() for i in range(size)]
+        for i, value in enumerate(values):
+            producer.produce(topic, value=value, key=str(i).encode(), partition=i % partitions)
+        if batch % 3 == 1:
+            producer.flush(30)  # in the log before the abort (librdkafka drops what it has not sent yet)
+            producer.abort_transaction(30)
+        else:
+            producer.commit_transaction(30)
+            for i, value in enumerate(values):
+                kept[i % partitions].append(value)
+    return kept
+
+
 def end_offsets(cluster: ClusterConfig, alias: str, topic: str, partitions: int) -> list[int]:
     """High-watermark of each partition; 0 for a partition that does not exist yet (a mirror has yet to create it)."""
     consumer = new_consumer(cluster, alias, "mirrorwatch-test-watermarks")

@@ -14,7 +14,7 @@ import pytest
 
 from mirror.admin import cluster_id
 from mirrorwatch.config import MirrorwatchConfig
-from mirrorwatch.kafka import new_admin, new_producer
+from mirrorwatch.kafka import new_admin
 from mirrorwatch.provenance import (
     HOPS,
     PATH,
@@ -32,6 +32,7 @@ from tests.kafka_helpers import (
     committed_offsets,
     end_offsets,
     produce,
+    produce_transactions,
     provenance,
     read_all,
     read_to_end,
@@ -225,21 +226,7 @@ def test_aborted_transactions_on_the_source_are_not_mirrored_and_the_group_commi
     source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
     partitions = 3
     topic = make_topic("source", partitions)
-    producer = new_producer(source, "source", {"transactional.id": unique("tx"), "linger.ms": 5})
-    producer.init_transactions(30)
-    kept: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
-    for batch in range(12):
-        producer.begin_transaction()
-        values = [f"r{batch}-{i}".encode() for i in range(60)]
-        for i, value in enumerate(values):
-            producer.produce(topic, value=value, key=str(i).encode(), partition=i % partitions)
-        if batch % 3 == 1:
-            producer.flush(30)  # in the log before the abort (librdkafka drops what it has not sent yet)
-            producer.abort_transaction(30)
-        else:
-            producer.commit_transaction(30)
-            for i, value in enumerate(values):
-                kept[i % partitions].append(value)
+    kept = produce_transactions(source, "source", topic, partitions, unique("tx"), transactions=12, size=60)
     group = unique("spark-tx")
     config = write_config([spark_link(topic, group, tmp_path, max_offsets_per_trigger=100)])
     mirror = start_mirror("--config", str(config), "--link", "sparked")

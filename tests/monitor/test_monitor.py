@@ -15,14 +15,22 @@ from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
 from mirrorwatch.config import ClusterConfig, MirrorwatchConfig
-from mirrorwatch.kafka import new_consumer, new_producer
+from mirrorwatch.kafka import new_consumer
 from mirrorwatch.local import LocalClusters
 from mirrorwatch.wait import WaitTimeout, wait_until
 from monitor.evaluator import Status
 from monitor.exporter import METRIC_NAMES
 from monitor.http import create_app
 from monitor.service import MonitorService
-from tests.kafka_helpers import Record, by_partition, committed_offsets, end_offsets, produce, read_to_end
+from tests.kafka_helpers import (
+    Record,
+    by_partition,
+    committed_offsets,
+    end_offsets,
+    produce,
+    produce_transactions,
+    read_to_end,
+)
 from tests.processes import running_worker, session_config
 
 pytestmark = pytest.mark.integration
@@ -326,21 +334,7 @@ def test_an_idle_transactional_topic_reads_caught_up_for_the_link_and_for_an_app
     source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
     partitions = 3
     topic = make_topic("source", partitions)
-    producer = new_producer(source, "source", {"transactional.id": unique("tx"), "linger.ms": 5})
-    producer.init_transactions(30)
-    kept: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
-    for batch in range(9):
-        producer.begin_transaction()
-        values = [f"r{batch}-{i}".encode() for i in range(30)]
-        for i, value in enumerate(values):
-            producer.produce(topic, value=value, partition=i % partitions)
-        if batch % 3 == 1:
-            producer.flush(30)  # in the log before the abort
-            producer.abort_transaction(30)
-        else:
-            producer.commit_transaction(30)
-            for i, value in enumerate(values):
-                kept[i % partitions].append(value)
+    kept = produce_transactions(source, "source", topic, partitions, unique("tx"), transactions=9, size=30)
     group = unique("g")
     link = {"name": "tx", "source": "source", "target": "target", "topics": {"include": [topic]}, "group_id": group}
     config = monitor_config(clusters_config, links=[{**link, "offset_commit_interval_ms": 200}])
