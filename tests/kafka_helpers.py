@@ -210,9 +210,16 @@ def by_partition(records: list[ReadRecord]) -> dict[int, list[ReadRecord]]:
 
 
 def read_to_end(
-    cluster: ClusterConfig, alias: str, topic: str, partitions: int, *, timeout_s: float = 60.0
+    cluster: ClusterConfig,
+    alias: str,
+    topic: str,
+    partitions: int,
+    *,
+    timeout_s: float = 60.0,
+    starts: list[int] | None = None,
 ) -> list[ReadRecord]:
-    """Every committed record of a topic (read_committed, up to the last stable offset of each partition)."""
+    """Every committed record of a topic (read_committed, up to the last stable offset of each partition), from
+    the beginning or from each partition's offset in `starts`."""
     consumer = new_consumer(
         cluster,
         alias,
@@ -222,7 +229,8 @@ def read_to_end(
     out: list[ReadRecord] = []
     at_end: set[int] = set()
     try:
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        begin = starts if starts is not None else [OFFSET_BEGINNING] * partitions
+        consumer.assign([TopicPartition(topic, p, begin[p]) for p in range(partitions)])
 
         def done() -> bool:
             for msg in consumer.consume(num_messages=10_000, timeout=0.5):

@@ -9,12 +9,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from jsonschema import validate
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
-from mirrorwatch.config import ClusterConfig, MirrorwatchConfig
+from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.kafka import new_consumer
 from mirrorwatch.local import LocalClusters
 from mirrorwatch.wait import WaitTimeout, wait_until
@@ -355,8 +355,9 @@ def test_an_idle_transactional_topic_reads_caught_up_for_the_link_and_for_an_app
         app = new_consumer(source, "source", app_group, {"enable.auto.commit": False})
         app.commit(offsets=[TopicPartition(topic, p, ends[p] - 1) for p in range(partitions)], asynchronous=False)
         app.close()
-        assert first_records(source, topic, [e - 1 for e in ends]) == [None] * partitions
-        assert first_records(source, topic, [e - 2 for e in ends]) == [kept[p][-1] for p in range(partitions)]
+        assert read_to_end(source, "source", topic, partitions, starts=[e - 1 for e in ends]) == []
+        last = by_partition(read_to_end(source, "source", topic, partitions, starts=[e - 2 for e in ends]))
+        assert {p: [r.value for r in rows] for p, rows in last.items()} == {p: [kept[p][-1]] for p in range(partitions)}
         service = service_for(config, link_statuses=lambda: {"tx": [worker.worker_status()]})
         wait_until(
             lambda: {("source", group), ("source", app_group)} <= service.collect().groups.keys(),
@@ -379,30 +380,6 @@ def test_an_idle_transactional_topic_reads_caught_up_for_the_link_and_for_an_app
     # the application's lag counts offsets, as Burrow's and kafka_exporter's do; it is caught up, not stopped
     assert all(e.status == Status.OK and e.total_lag == partitions for _, _, e in views), views
     assert all(p.lag_seconds == 0 for _, _, e in views for p in e.partitions), views
-
-
-def first_records(cluster: ClusterConfig, topic: str, starts: list[int]) -> list[bytes | None]:
-    """Per partition, the value of the first record a read_committed consumer reads from `starts` (None: it reached
-    the end first)."""
-    consumer = new_consumer(cluster, "source", "mirrorwatch-test-first", {"enable.partition.eof": True})
-    consumer.assign([TopicPartition(topic, p, start) for p, start in enumerate(starts)])
-    found: dict[int, bytes | None] = {}
-    try:
-        deadline = time.monotonic() + 30
-        while len(found) < len(starts) and time.monotonic() < deadline:
-            for msg in consumer.consume(num_messages=len(starts), timeout=0.5):
-                partition = msg.partition() or 0
-                if partition in found:
-                    continue
-                err = msg.error()
-                if err is None:
-                    found[partition] = msg.value()
-                elif err.code() == KafkaError._PARTITION_EOF:
-                    found[partition] = None
-    finally:
-        consumer.close()
-    assert len(found) == len(starts), found
-    return [found[p] for p in range(len(starts))]
 
 
 def test_the_http_api_speaks_burrow_v3_and_prometheus(
