@@ -17,11 +17,9 @@ import pytest
 
 from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.wait import wait_until
-from monitor.http import FIRST_REQUEST_TIMEOUT_S, MAX_CONNECTIONS
+from monitor.http import FIRST_REQUEST_TIMEOUT_S, MAX_CONNECTIONS, _ConnectionBook
 from tests.kafka_helpers import Record, produce
 from tests.processes import MirrorProcess
-
-pytestmark = pytest.mark.integration
 
 IDLE = 3_000  # connections that never send a byte: far more than the cap
 SLOW = 50  # connections that send half a request head and stop
@@ -32,6 +30,49 @@ def get(url: str) -> Any:
         return json.load(response)
 
 
+class _Connection:
+    """A stand-in for a connection: whether it has sent a request (`cycle`), and how often the book looked."""
+
+    looked = 0
+
+    def __init__(self, busy: bool = False) -> None:
+        self.busy = busy
+
+    @property
+    def cycle(self) -> object:
+        _Connection.looked += 1
+        return object() if self.busy else None
+
+
+def test_the_cap_closes_the_oldest_idle_connection_with_work_that_does_not_grow_with_the_connections_open() -> None:
+    """A flood of N idle connections over the cap: each newcomer closes the longest-waiting connection that has sent
+    no request, found at the front of the book. Looking among every open connection made the flood cost N x open
+    (4.5 M looks for 3,000) and /healthz waited seconds behind it."""
+    book = _ConnectionBook()
+    # connections that sent a request before the flood: never closed for the cap
+    busy: list[Any] = [_Connection(busy=True) for _ in range(100)]
+    flood: list[Any] = [_Connection() for _ in range(10_000)]
+    for connection in (*busy, *flood[:MAX_CONNECTIONS]):
+        book.waiting[connection] = None
+    _Connection.looked = 0
+    closed: list[Any] = []
+    for newcomer in flood[MAX_CONNECTIONS:]:
+        book.waiting[newcomer] = None
+        victim = book.oldest_waiting(newcomer)
+        del book.waiting[victim]  # as _Guarded._close does
+        closed.append(victim)
+    assert closed == flood[: len(flood) - MAX_CONNECTIONS]  # oldest first, none of the busy ones
+    assert _Connection.looked <= len(busy) + len(closed), _Connection.looked  # each looked at once
+    # every other connection busy with a request: the newcomer is the one closed
+    alone = _ConnectionBook()
+    for connection in busy:
+        alone.waiting[connection] = None
+    last: Any = _Connection()
+    alone.waiting[last] = None
+    assert alone.oldest_waiting(last) is last
+
+
+@pytest.mark.integration
 def test_thousands_of_idle_and_half_sent_connections_leave_healthz_and_collection_working(
     clusters_config: MirrorwatchConfig,
     make_topic: Callable[..., str],
