@@ -67,9 +67,21 @@ SPARK_TRIGGER_S = 0.5
 # publishes: until then a committed batch is still the running one for what the engine can know.
 SPARK_REPORT_MS = 500
 STEADY_SPAN_S = 5.0  # caught up this long before the steady phase starts
+# "Caught up" for the steady phase: every record acknowledged this long ago is on the target. A healthy python
+# engine is within tens of ms; a micro-batch engine is behind by its trigger and a batch's duration (1.5 s seen
+# alone, more beside the suite's other worker: CI never saw it caught up within 1 s for 5 s running, issue #40).
+STEADY_WITHIN_S = {"python": 1.0, "spark": SPARK_TRIGGER_S + 2.0}
+# From the engine's start to the steady phase, at most (the time it took is reported: `TruthRun.steady_after_s`)
+START_WAIT_S = {"python": 120.0, "spark": 240.0}
 # After a recovery, how long to wait for the link group's Burrow-style status to read OK again before the next
 # phase (the time it took is measured and reported, never asserted: it is a windowed judgement of commits)
 GROUP_OK_WAIT_S = 60.0
+# A fault is removed only once the truth says it held the mirror back this far (and its hold time has passed): a
+# 3 s mirror restart on a loaded machine may otherwise be over before a second of lag builds up, and the phase
+# would judge nothing (issue #40). HELD_WAIT_S: how long the harness waits for that before it gives up.
+HELD_S = 2.5
+HELD_WAIT_S = 60.0
+PEAK_STEP_MS = 50  # the truth's peak in a phase is read off its timeline at this step
 
 
 @dataclass
@@ -83,6 +95,10 @@ class Phase:
     group_status_ms: list[int] = field(default_factory=list)  # when each of them was read
     # its partitions at WARN or worse when it was last read (what the status was judged on), for a failure to show
     group_detail: list[dict[str, Any]] = field(default_factory=list)
+    ended_ms: int = 0  # when the next phase started (or the run ended)
+    # the largest true lag at any moment of the phase, from the truth's own timeline (not only at the monitor's
+    # samples: in one process the monitor is down with the mirror, and may serve again only once it caught up)
+    truth_peak_seconds: float = 0.0
 
     def ok_after_seconds(self) -> float | None:
         """From the fault's removal to the link group's status reading OK for the rest of the phase (None: it did
@@ -129,6 +145,7 @@ class TruthRun:
     samples: list[Sample]
     acked: int
     missing_on_target: int
+    steady_after_s: float = 0.0  # from the engine's start to the target caught up for STEADY_SPAN_S
 
     def phase_of(self, at_ms: int) -> Phase:
         starts = [p.started_ms for p in self.phases]
@@ -175,6 +192,7 @@ class TruthRun:
                     "phase": phase.name,
                     "samples": len(mine),
                     "truth_max_seconds": max((s.truth_seconds for s in mine), default=0.0),
+                    "truth_peak_seconds": phase.truth_peak_seconds,
                     "error_median_seconds": statistics.median(errors) if errors else None,
                     "error_max_seconds": max(errors, default=None),
                     "error_median_records": statistics.median(record_errors) if record_errors else None,
@@ -239,6 +257,22 @@ class _Truth:
         if first_missing >= acked_by_t:
             return 0.0, 0
         return (t_ms - acked[first_missing]) / 1000, acked_by_t - first_missing
+
+    def behind_s(self, now_ms: int) -> float:
+        """The true lag now, while the run goes on: the oldest acknowledged record not yet on the target."""
+        oldest = [
+            acked[first]
+            for p, acked in enumerate(self.acked_ms)
+            if (first := self.arrived_prefix(p)) < len(acked) and acked[first] <= now_ms
+        ]
+        return (now_ms - min(oldest)) / 1000 if oldest else 0.0
+
+    def peak(self, from_ms: int, to_ms: int) -> float:
+        """The largest true lag between two moments (after `freeze`), read every PEAK_STEP_MS."""
+        return max(
+            (self.at(p, t)[0] for t in range(from_ms, to_ms + 1, PEAK_STEP_MS) for p in range(len(self.acked_ms))),
+            default=0.0,
+        )
 
     def missing(self) -> int:
         return sum(
@@ -434,8 +468,29 @@ class _Harness:
 
     def phase(self, name: str, progress: Callable[[str], None]) -> Phase:
         progress(f"truth: {name}")
+        self.end_phase()
         self.phases.append(Phase(name, _now_ms()))
         return self.phases[-1]
+
+    def end_phase(self) -> None:
+        if self.phases and not self.phases[-1].ended_ms:
+            self.phases[-1].ended_ms = _now_ms()
+
+    def wait_held(self, name: str) -> None:
+        """Until the fault has held the mirror back HELD_S by the truth (the precondition its phase judges on)."""
+
+        def held() -> bool:
+            with self.truth.lock:
+                return self.truth.behind_s(_now_ms()) >= HELD_S
+
+        try:
+            wait_until(held, timeout_s=HELD_WAIT_S, interval_s=0.1, description=f"{name} to hold the mirror back")
+        except WaitTimeout:
+            raise WaitTimeout(
+                f"{name}: the mirror was never {HELD_S:g} s behind by the truth ({self.missing_summary()})",
+                HELD_WAIT_S,
+                False,
+            ) from None
 
     def watch_group(self, stop: threading.Event) -> None:
         """The Burrow-style status of the link's own consumer group, as the monitor's Burrow API serves it."""
@@ -483,16 +538,25 @@ class _Harness:
                 for p, acked in enumerate(self.truth.acked_ms)
             )
 
-    def wait_steady(self, span_s: float) -> None:
-        """Until the target has been caught up (`caught_up`) at every check for `span_s`."""
+    def wait_steady(self, span_s: float, timeout_s: float) -> None:
+        """Until the target has been caught up (`caught_up` within the engine's STEADY_WITHIN_S) at every check for
+        `span_s`."""
         since = [time.monotonic()]
+        within_s = STEADY_WITHIN_S[self.engine_name]
 
         def steady() -> bool:
-            if not self.caught_up():
+            with self.truth.lock:  # and something arrived: before any record is old enough, all are "on the target"
+                started = all(self.truth.arrived_prefix(p) > 0 for p in range(len(self.truth.acked_ms)))
+            if not started or not self.caught_up(within_s):
                 since[0] = time.monotonic()
             return time.monotonic() - since[0] >= span_s
 
-        wait_until(steady, timeout_s=120, interval_s=0.2, description=f"the target caught up for {span_s:g} s")
+        wait_until(
+            steady,
+            timeout_s=timeout_s,
+            interval_s=0.2,
+            description=f"the target caught up within {within_s:g} s for {span_s:g} s ({self.missing_summary()})",
+        )
 
     def recover(self, recover_s: float) -> None:
         try:
@@ -534,6 +598,8 @@ class _Harness:
         truth = self.truth
         with truth.lock:
             truth.freeze()
+            for phase in self.phases:
+                phase.truth_peak_seconds = truth.peak(phase.started_ms, phase.ended_ms or _now_ms())
             for sample in self.samples:
                 at = [truth.at(p, observed) for p, observed in sample.parts]
                 sample.truth_seconds = max(s for s, _ in at)
@@ -648,13 +714,14 @@ def run_truth(
         if not one_process:
             h.monitor = h.stack.enter_context(_process(h.command("monitor"), work / "monitor.log"))
         h.start_engine()
+        engine_started = time.monotonic()
         for thread in (producer, *readers):
             thread.start()
         try:
-            wait_until(h.caught_up, timeout_s=120, interval_s=0.2, description="the first records on the target")
-            # ... and has stayed caught up for a while: a freshly started engine (Spark's first micro-batches, with
-            # its JVM still warming up) is not yet the steady state the steady phase stands for
-            h.wait_steady(STEADY_SPAN_S)
+            # The target caught up, and for a while: a freshly started engine (Spark's first micro-batches, with its
+            # JVM still warming up) is not yet the steady state the steady phase stands for
+            h.wait_steady(STEADY_SPAN_S, START_WAIT_S[engine])
+            steady_after_s = time.monotonic() - engine_started
             # The steady phase starts once the monitor has a figure for every partition (at start, a partition the
             # worker has not read yet, with no commit, has no known position: unknown, rightly).
             wait_until(
@@ -672,11 +739,13 @@ def run_truth(
                 current.events_ms.append(_now_ms())
                 try:
                     time.sleep(hold_s)
+                    h.wait_held(name)
                 finally:
                     remove()
                 current.events_ms.append(_now_ms())
                 h.recover(recover_s)
         finally:
+            h.end_phase()
             stop_traffic.set()
             producer.join(timeout=90)
             with contextlib.suppress(Exception):
@@ -690,13 +759,15 @@ def run_truth(
             for thread in readers:
                 thread.join(timeout=30)
             h.drop_topic()
-    return h.fill_in_truth()
+    run = h.fill_in_truth()
+    run.steady_after_s = steady_after_s
+    return run
 
 
 def print_report(run: TruthRun) -> None:
     print(
-        "| phase | samples | truth max | error median / max (s) | error median / max (records) | outside 1 s* "
-        "| 0 while > 2 s behind | no figure | served figure age max | group status at end (OK after) |"
+        "| phase | samples | truth peak / at samples | error median / max (s) | error median / max (records) "
+        "| outside 1 s* | 0 while > 2 s behind | no figure | served figure age max | group status at end (OK after) |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 
@@ -705,7 +776,7 @@ def print_report(run: TruthRun) -> None:
 
     for row in run.report():
         print(
-            f"| {row['phase']} | {row['samples']} | {row['truth_max_seconds']:.1f} s "
+            f"| {row['phase']} | {row['samples']} | {row['truth_peak_seconds']:.1f} / {row['truth_max_seconds']:.1f} s "
             f"| {num(row['error_median_seconds'], '.2f')} / {num(row['error_max_seconds'], '.2f')} "
             f"| {num(row['error_median_records'], '.0f')} / {num(row['error_max_records'], '.0f')} "
             f"| {row['outside_tolerance']} | {row['zero_while_behind']} | {row['no_figure']} "
@@ -713,7 +784,8 @@ def print_report(run: TruthRun) -> None:
             f"| {row['group_status_at_end']} ({num(row['group_ok_after_seconds'], '.1f')} s) |"
         )
     print(
-        f"\n{run.acked} records acknowledged by the source, {run.missing_on_target} missing on the target. "
+        f"\n{run.acked} records acknowledged by the source, {run.missing_on_target} missing on the target; the "
+        f"engine was steady {run.steady_after_s:.1f} s after its start. "
         f"*outside 1 s, or 1 s + {INTERVAL_S + 1:g} s within {INTERVAL_S + 1:g} s of a phase change."
     )
 

@@ -102,3 +102,23 @@ def test_a_process_that_died_during_a_phase_is_named_with_its_signal() -> None:
     finally:
         running.kill()
         running.wait(30)
+
+
+def test_a_phase_is_judged_on_the_truths_peak_between_samples_and_the_live_figure_is_the_oldest_record_waiting() -> (
+    None
+):
+    """One process down with its monitor: no sample while the mirror was behind, but the truth's own timeline says
+    how far behind it was (the precondition a fault's phase is judged on, issue #40)."""
+    truth = _Truth(2)
+    truth.acked_ms[0] = [T0, T0 + 1_000, T0 + 2_000, T0 + 3_000]
+    truth.acked_ms[1] = [T0 + 500]
+    truth.arrived_ms[0] = {0: T0 + 100}
+    truth.arrived_ms[1] = {0: T0 + 600}
+    assert truth.behind_s(T0 + 900) == 0.0  # record 1 not acknowledged yet: nothing waits
+    assert truth.behind_s(T0 + 3_500) == 2.5  # as the run goes on: record 1 of partition 0, acknowledged at T0 + 1 s
+    truth.arrived_ms[0] |= {1: T0 + 4_000, 2: T0 + 4_000}  # record 3 still on its way at the end
+    assert truth.behind_s(T0 + 4_100) == 1.1
+    truth.freeze()
+    assert truth.peak(T0, T0 + 3_950) == 2.95  # just before records 1 and 2 arrived at T0 + 4 s
+    assert truth.peak(T0 + 4_000, T0 + 4_000) == 1.0  # then record 3, acknowledged at T0 + 3 s, is the oldest
+    assert truth.peak(T0, T0) == 0.0
