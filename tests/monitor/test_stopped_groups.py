@@ -2,7 +2,10 @@
 10): a consumer that closes with lag and one that stays in its group but stops committing read WARN soon after they
 stop, never OK again, and STOP / STALL within 60 s, while producers go on. A consumer committing every 60 s (as
 MirrorMaker 1 did) and an idle caught-up group read OK throughout. Two monitors watch side by side, one following
-`__consumer_offsets` and one asking the admin API for each group's offsets: both must see the same."""
+`__consumer_offsets` and one asking the admin API for each group's offsets: both must see the same.
+
+Marked `alone`: the statuses are judged against a clock (observations every 10 s, a healthy committer's cadence of
+1 s), so `make test` runs it with nothing beside it."""
 
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ from monitor.service import MonitorService
 from tests.kafka_helpers import Record, produce
 from tests.processes import session_config
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.alone]
 
 INTERVAL_S = 10  # the default monitor.interval_seconds
 WARMUP_S = 45  # long enough for the monitor to see the committing groups' offsets move several times

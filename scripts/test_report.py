@@ -1,0 +1,118 @@
+"""What `make test` prints at its end, and what the flakiness script sums up, read from the JUnit XML files pytest
+writes for each phase (standard library only: it runs before and without the virtualenv too).
+
+    python3 scripts/test_report.py durations DIR [--budget tests/durations.json]
+        the slowest 20 tests, every test file's time against its budget (files over it are named; timing is
+        information here, never a failure), and the totals as one closing line: `total: N passed, N failed, N skipped`
+    python3 scripts/test_report.py flakiness RUN_DIR [RUN_DIR ...]
+        over several runs of the whole suite (scripts/flakiness.sh), how often each test failed: every test that
+        failed at least once, then the count of tests that never did
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+SLOWEST = 20
+
+
+@dataclass(frozen=True)
+class Case:
+    phase: str  # the XML file's stem: main, alone, sasl_ssl, mtls
+    file: str  # tests/monitor/test_truth.py
+    name: str
+    seconds: float
+    outcome: str  # passed, failed, error, skipped
+
+    @property
+    def test_id(self) -> str:
+        return f"{self.file}::{self.name}"
+
+
+def read_cases(directory: Path) -> list[Case]:
+    cases = []
+    for path in sorted(directory.glob("*.xml")):
+        for case in ET.parse(path).getroot().iter("testcase"):
+            classname = case.get("classname", "")
+            parts = classname.split(".")
+            # tests.monitor.test_truth (a module) or tests.monitor.test_truth.TestX (a class in it)
+            module = parts if not parts or not parts[-1][:1].isupper() else parts[:-1]
+            outcome = "passed"
+            for child in case:
+                if child.tag in ("failure", "error", "skipped"):
+                    outcome = "failed" if child.tag == "failure" else child.tag
+            cases.append(
+                Case(path.stem, "/".join(module) + ".py", case.get("name", ""), float(case.get("time", 0)), outcome)
+            )
+    return cases
+
+
+def durations(directory: Path, budget_path: Path | None) -> int:
+    cases = read_cases(directory)
+    if not cases:
+        print(f"test_report: no results in {directory}", file=sys.stderr)
+        return 1
+    print(f"\n== the {SLOWEST} slowest tests (seconds, phase)")
+    for case in sorted(cases, key=lambda c: -c.seconds)[:SLOWEST]:
+        print(f"{case.seconds:8.1f}  {case.phase:8}  {case.test_id}")
+    budget: dict[str, float] = json.loads(budget_path.read_text()) if budget_path and budget_path.exists() else {}
+    per_file: dict[tuple[str, str], float] = defaultdict(float)
+    for case in cases:
+        per_file[(case.phase, case.file)] += case.seconds
+    print("\n== seconds per test file and phase (budget: tests/durations.json; over it is said, never failed)")
+    over = []
+    for (phase, file), seconds in sorted(per_file.items(), key=lambda item: -item[1]):
+        allowed = budget.get(f"{phase}:{file}")
+        mark = ""
+        if allowed is not None and seconds > allowed:
+            mark = f"  OVER its budget of {allowed:g} s"
+            over.append(f"{phase}:{file}")
+        elif allowed is None and seconds >= 30:
+            mark = "  (no budget)"
+        print(f"{seconds:8.1f}  {phase:8}  {file}{mark}")
+    if over:
+        print(f"{len(over)} file(s) over their budget: {', '.join(over)}")
+    counts = {outcome: sum(1 for c in cases if c.outcome == outcome) for outcome in ("passed", "failed", "skipped")}
+    failed = counts["failed"] + sum(1 for c in cases if c.outcome == "error")
+    print(f"\ntotal: {counts['passed']} passed, {failed} failed, {counts['skipped']} skipped")
+    return 0
+
+
+def flakiness(runs: list[Path]) -> int:
+    failures: dict[str, list[str]] = defaultdict(list)
+    seen: set[str] = set()
+    for run in runs:
+        for case in read_cases(run):
+            key = f"{case.phase}:{case.test_id}"
+            seen.add(key)
+            if case.outcome in ("failed", "error"):
+                failures[key].append(run.name)
+    print(f"== flakiness over {len(runs)} runs: {len(seen)} tests (per phase)")
+    for key, where in sorted(failures.items(), key=lambda item: -len(item[1])):
+        print(f"{len(where)}/{len(runs)} failed  {key}  ({', '.join(where)})")
+    print(f"{len(seen) - len(failures)} tests failed 0 times, {len(failures)} failed at least once")
+    return 1 if failures else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    one = commands.add_parser("durations", help="the slowest tests, time per file against its budget, totals")
+    one.add_argument("directory", type=Path)
+    one.add_argument("--budget", type=Path, default=Path(__file__).resolve().parents[1] / "tests" / "durations.json")
+    many = commands.add_parser("flakiness", help="per test, how many of the runs it failed in")
+    many.add_argument("runs", type=Path, nargs="+")
+    args = parser.parse_args(argv)
+    if args.command == "durations":
+        return durations(args.directory, args.budget)
+    return flakiness(args.runs)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
