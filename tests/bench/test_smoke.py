@@ -1,4 +1,10 @@
-"""Tiny runs of the benchmarks, so the harness cannot rot (the figures themselves are not asserted)."""
+"""Tiny runs of the benchmarks, so the harness cannot rot (the figures themselves are not asserted).
+
+The side-by-side benchmarks run one peer of each way a peer is started (a python engine, a Spark standalone cluster
+with its application, kcat, MirrorMaker 2), not every variant of it: the variants (python-1/-2, spark local or on one
+or two executors, mm2 default or tuned) differ only in the settings their command line carries, checked without
+running them (`test_every_peer_variant_has_the_command_it_stands_for`). The whole list ran 262 s of a 25-minute
+suite (issue #40); the benchmarks themselves (`make bench`) run every peer."""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from bench import (
     binding_cost,
@@ -20,7 +27,7 @@ from bench import (
     throughput,
 )
 from bench.common import bench_topics
-from mirrorwatch.config import load_config
+from mirrorwatch.config import MirrorwatchConfig, load_config
 from mirrorwatch.local import LocalClusters
 
 pytestmark = pytest.mark.integration
@@ -71,11 +78,37 @@ def test_monitor_scale_smoke_both_ways_list_every_group(
     assert "| groups | commits read by |" in capsys.readouterr().out
 
 
-def test_throughput_smoke_every_peer_mirrors_and_verifies(
+THROUGHPUT_PEERS = ("python-1", "python-2", "spark-standalone-2", "kcat", "mm2")
+LATENCY_PEERS = ("python-1", "kcat", "mm2")
+
+
+def test_every_peer_variant_has_the_command_it_stands_for(clusters_config: MirrorwatchConfig, tmp_path: Path) -> None:
+    def command(peer: str) -> list[str]:
+        return throughput.peer_command(
+            peer, tmp_path, clusters_config, "bench.src", "bench.dst", spark_master="spark://127.0.0.1:7077"
+        )
+
+    def link(peer: str) -> dict[str, Any]:
+        (document,) = yaml.safe_load(Path(command(peer)[command(peer).index("--config") + 1]).read_text())["links"]
+        return dict(document)
+
+    assert set(throughput.PEERS) >= set(THROUGHPUT_PEERS) and set(latency.PEERS) >= set(LATENCY_PEERS)
+    assert [link(p)["num_streams"] for p in ("python-1", "python-2")] == [1, 2]
+    assert link("spark")["engine"] == "spark" and "master" not in link("spark")["spark"]
+    for peer, cores in (("spark-standalone-1", "1"), ("spark-standalone-2", "2")):
+        spark = link(peer)["spark"]
+        assert (spark["master"], spark["conf"]["spark.cores.max"]) == ("spark://127.0.0.1:7077", cores)
+    plain, tuned = (Path(command(p)[-1]).read_text() for p in ("mm2", "mm2-tuned"))
+    assert "tasks.max = 2" in tuned and "tasks.max" not in plain
+    assert command("kcat")[0] == "bash" and "kcat -P" in command("kcat")[-1]
+
+
+def test_throughput_smoke_each_way_of_running_a_peer_mirrors_and_verifies(
     local_clusters: LocalClusters, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (case,) = run_bench(throughput.main, ["--records", "600", "--repeat", "1"], local_clusters, tmp_path)
-    assert [r["peer"] for r in case["runs"]] == list(throughput.PEERS)
+    argv = ["--records", "600", "--repeat", "1", "--peers", ",".join(THROUGHPUT_PEERS)]
+    (case,) = run_bench(throughput.main, argv, local_clusters, tmp_path)
+    assert [r["peer"] for r in case["runs"]] == list(THROUGHPUT_PEERS)
     assert {r["verified"] for r in case["runs"]} == {"ok"}
     # figures are not asserted (600 records take less CPU than /proc's 10 ms tick); only that each was measured
     assert all(r["records_per_second"] > 0 and r["peak_rss_mb"] > 0 for r in case["runs"])
@@ -114,11 +147,12 @@ def test_evaluator_scale_smoke(local_clusters: LocalClusters, tmp_path: Path) ->
     assert result["collection"]["groups_collected"] == 15 and result["evaluation"]["sweep_seconds"] > 0
 
 
-def test_latency_smoke_every_peer_delivers_each_measured_record_once(
+def test_latency_smoke_each_way_of_running_a_peer_delivers_each_measured_record_once(
     local_clusters: LocalClusters, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    runs = run_bench(latency.main, ["--rates", "200", "--seconds", "2", "--repeat", "1"], local_clusters, tmp_path)
-    assert [r["peer"] for r in runs] == list(latency.PEERS)
+    argv = ["--rates", "200", "--seconds", "2", "--repeat", "1", "--peers", ",".join(LATENCY_PEERS)]
+    runs = run_bench(latency.main, argv, local_clusters, tmp_path)
+    assert [r["peer"] for r in runs] == list(LATENCY_PEERS)
     assert all(r["sent"] == 400 and r["received"] == 400 and r["duplicates"] == 0 for r in runs)
     assert all(0 < r["p50_ms"] <= r["p99_ms"] <= r["p999_ms"] <= r["max_ms"] for r in runs)
     printed = capsys.readouterr().out
