@@ -17,7 +17,7 @@ import pytest
 
 from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.wait import wait_until
-from monitor.http import FIRST_REQUEST_TIMEOUT_S, MAX_CONNECTIONS, _ConnectionBook
+from monitor.connections import FIRST_REQUEST_TIMEOUT_S, MAX_CONNECTIONS, ConnectionBook
 from tests.kafka_helpers import Record, produce
 from tests.processes import MirrorProcess
 
@@ -48,7 +48,7 @@ def test_the_cap_closes_the_oldest_idle_connection_with_work_that_does_not_grow_
     """A flood of N idle connections over the cap: each newcomer closes the longest-waiting connection that has sent
     no request, found at the front of the book. Looking among every open connection made the flood cost N x open
     (4.5 M looks for 3,000) and /healthz waited seconds behind it."""
-    book = _ConnectionBook()
+    book = ConnectionBook()
     # connections that sent a request before the flood: never closed for the cap
     busy: list[Any] = [_Connection(busy=True) for _ in range(100)]
     flood: list[Any] = [_Connection() for _ in range(10_000)]
@@ -64,7 +64,7 @@ def test_the_cap_closes_the_oldest_idle_connection_with_work_that_does_not_grow_
     assert closed == flood[: len(flood) - MAX_CONNECTIONS]  # oldest first, none of the busy ones
     assert _Connection.looked <= len(busy) + len(closed), _Connection.looked  # each looked at once
     # every other connection busy with a request: the newcomer is the one closed
-    alone = _ConnectionBook()
+    alone = ConnectionBook()
     for connection in busy:
         alone.waiting[connection] = None
     last: Any = _Connection()
