@@ -37,8 +37,8 @@ echo "== pytest ($workers workers): everything but the tests marked alone"
 took "the $workers-worker phase" "$at"
 
 at=$(date +%s)
-echo "== pytest -m alone: one at a time, nothing beside them"
-.venv/bin/pytest -m alone --junitxml="$results/alone.xml" --durations=10 || failed+=(alone)
+echo "== pytest -m alone: one at a time, nothing beside them (-rP: the truth tests' tables of errors, for the log)"
+.venv/bin/pytest -m alone -rP --junitxml="$results/alone.xml" --durations=10 || failed+=(alone)
 took "the alone phase" "$at"
 
 at=$(date +%s)

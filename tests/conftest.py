@@ -5,7 +5,7 @@ session and always stopped, also on Ctrl-C and failures (and, should pytest itse
 PR_SET_PDEATHSIG). To run against clusters already up (`mirrorwatch local up --state-dir DIR`), pass
 `--clusters DIR` or set MIRRORWATCH_TEST_CLUSTERS=DIR: the suite then neither starts nor stops them. With
 `--security MODE` the clusters the run starts are secured as `mirrorwatch local up --security MODE` makes them (the
-tests that run on secured pairs in CI are those marked `secured`). Under pytest-xdist (`-n 2`, as `make test` runs
+tests that run on secured pairs in CI are those marked `secured`). Under pytest-xdist (`-n 3`, as `make test` runs
 the suite) each worker starts a pair of its own; `--clusters` is one pair, so it is refused with more than one worker
 (a test that kills a broker would fail the other worker's tests).
 Unit tests ask for none of this and need no broker.
