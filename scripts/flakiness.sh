@@ -15,12 +15,27 @@ work=${2:-$(mktemp -d -t mirrorwatch-flakiness-XXXXXX)}
 mkdir -p "$work"
 echo "flakiness: $runs runs of .ci/run on fresh clones of $(git -C "$repo" rev-parse --short HEAD), in $work"
 summary=()
+run_pid=""
+# Interrupted (Ctrl-C, kill), the run in progress goes with it: each .ci/run is a session of its own (setsid), and
+# its whole process group is ended, brokers and all, instead of being left to go on beside the next run.
+stop_run() {
+    if [ -n "$run_pid" ]; then
+        kill -TERM -- "-$run_pid" 2>/dev/null
+        sleep 10
+        kill -KILL -- "-$run_pid" 2>/dev/null
+    fi
+}
+trap 'stop_run; exit 130' INT TERM
 for i in $(seq 1 "$runs"); do
     clone=$(mktemp -d -t mirrorwatch-clone-XXXXXX)
     git clone --quiet "$repo" "$clone/mirrorwatch"
+    echo "flakiness: run $i on $(git -C "$clone/mirrorwatch" rev-parse --short HEAD)"
     began=$(date +%s)
-    (cd "$clone/mirrorwatch" && CI=true bash .ci/run < /dev/null) > "$work/ci-$i.log" 2>&1
+    (cd "$clone/mirrorwatch" && CI=true exec setsid bash .ci/run < /dev/null) > "$work/ci-$i.log" 2>&1 &
+    run_pid=$!
+    wait "$run_pid"
     code=$?
+    run_pid=""
     took=$(($(date +%s) - began))
     mkdir -p "$work/run-$i"
     cp -r "$clone/mirrorwatch/.test-results/." "$work/run-$i/" 2>/dev/null
