@@ -89,7 +89,8 @@ def test_every_peer_variant_has_the_command_it_stands_for(clusters_config: Mirro
         )
 
     def link(peer: str) -> dict[str, Any]:
-        (document,) = yaml.safe_load(Path(command(peer)[command(peer).index("--config") + 1]).read_text())["links"]
+        argv = command(peer)
+        (document,) = yaml.safe_load(Path(argv[argv.index("--config") + 1]).read_text())["links"]
         return dict(document)
 
     assert set(throughput.PEERS) >= set(THROUGHPUT_PEERS) and set(latency.PEERS) >= set(LATENCY_PEERS)
