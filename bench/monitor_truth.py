@@ -551,12 +551,11 @@ class _Harness:
                 since[0] = time.monotonic()
             return time.monotonic() - since[0] >= span_s
 
-        wait_until(
-            steady,
-            timeout_s=timeout_s,
-            interval_s=0.2,
-            description=f"the target caught up within {within_s:g} s for {span_s:g} s ({self.missing_summary()})",
-        )
+        description = f"the target caught up within {within_s:g} s for {span_s:g} s"
+        try:
+            wait_until(steady, timeout_s=timeout_s, interval_s=0.2, description=description)
+        except WaitTimeout:  # what is missing when the wait gave up, not when it began
+            raise WaitTimeout(f"{description} ({self.missing_summary()})", timeout_s, False) from None
 
     def recover(self, recover_s: float) -> None:
         try:
