@@ -21,8 +21,9 @@ from typing import Any
 from bench.common import exit_on_sigterm, markdown_table, median
 from monitor.evaluator import GroupEvaluation, Status
 from monitor.history import History
+from monitor.links import LinkPartitionView, LinkView
 from monitor.snapshot import ClusterSnapshot
-from monitor.state import GroupView, LinkPartitionView, LinkView, MonitorState
+from monitor.state import GroupView, MonitorState
 
 T0 = 1_700_000_000_000
 

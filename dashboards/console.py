@@ -137,7 +137,7 @@ def link_health(link: dict[str, Any]) -> str:
         return "🔴 not running: no worker mirrors it (positions from the group's commits)"
     lag_s = link.get("replication_lag_seconds")
     if lag_s is None:
-        return "⚪ running, lag in seconds not known yet"
+        return f"⚪ running, lag in seconds not known: {link.get('reason') or 'not measured yet'}"
     return "🟢 healthy" if lag_s < 60 else "🟠 lagging"
 
 
@@ -182,8 +182,11 @@ def overview(api: MonitorApi, prometheus: Prometheus | None = None, span: str = 
         )
         if link.get("failure"):
             st.error(link["failure"])
+        if link.get("reason"):  # a figure the monitor does not know, and why
+            st.info(link["reason"])
+        records = link.get("replication_lag_records")
         cols = st.columns(5)
-        cols[0].metric("Replication lag (records)", f"{link['replication_lag_records']:,}")
+        cols[0].metric("Replication lag (records)", "n/a" if records is None else f"{records:,}")
         cols[1].metric("Replication lag (seconds)", seconds(link.get("replication_lag_seconds")))
         cols[2].metric("In flight", f"{in_flight:,}")
         cols[3].metric("Throughput", "n/a" if rate is None else f"{max(rate, 0):,.0f} rec/s")

@@ -236,6 +236,8 @@ def _progress_line(t: _Traffic, worker: WorkerBase, running: Running, elapsed_s:
     view = monitor.state.links.get(LINK) if monitor.state is not None else None
     if view is None:
         lag = "lag: not measured yet"
+    elif view.replication_lag_records is None:
+        lag = f"lag: {view.reason or 'not known'}"
     else:
         seconds = view.replication_lag_seconds
         lag = f"replication lag {view.replication_lag_records} records, " + (

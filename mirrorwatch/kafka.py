@@ -61,6 +61,11 @@ def _kafka_logger(alias: str) -> logging.Logger:
     return logger
 
 
+# The monitor's clients reconnect to a cluster that was down within a second of its return (librdkafka backs off up
+# to 10 s by default: a restarted source read as unseen for 8 s more, issue #41).
+QUICK_RECONNECT = {"reconnect.backoff.ms": 100, "reconnect.backoff.max.ms": 1000}
+
+
 def client_config(cluster: ClusterConfig, alias: str, overrides: Overrides = None) -> dict[str, Any]:
     """librdkafka configuration for a cluster; `overrides` (set by the caller's role) win over the file's properties."""
     config: dict[str, Any] = dict(cluster.client_properties())

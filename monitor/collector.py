@@ -124,7 +124,11 @@ def _collect_groups(  # noqa: PLR0917 - the collection's context, passed down as
     timeout_s: float,
     watched: Callable[[str], bool] | None,
 ) -> tuple[dict[str, GroupInfo], str]:
-    listing = admin.list_consumer_groups(request_timeout=TIMEOUT_S).result(timeout=TIMEOUT_S)
+    # Bounded by the collection's own time: a coordinator that has just moved or restarted answers "load in
+    # progress" and librdkafka retries until the request times out (30 s seen after a source restart, while the
+    # round went without the cluster's high-watermarks): a group not described in time says so for this round.
+    deadline = time.monotonic() + timeout_s
+    listing = admin.list_consumer_groups(request_timeout=timeout_s).result(timeout=timeout_s)
     listed = {g.group_id: g for g in listing.valid}
     wait_s = min(timeout_s, 5.0)
     table = follower.table(admin, wait_s) if follower is not None else None
@@ -134,7 +138,7 @@ def _collect_groups(  # noqa: PLR0917 - the collection's context, passed down as
     ids = sorted(g for g in set(listed) | set(table or ()) if watched is None or watched(g))
     if not ids:
         return {}, "offsets-topic" if table is not None else "admin-api"
-    described = admin.describe_consumer_groups(ids, request_timeout=TIMEOUT_S)
+    described = admin.describe_consumer_groups(ids, request_timeout=max(1.0, deadline - time.monotonic()))
     # one OffsetFetch per group (the admin API's limit), in the child, while the descriptions are on their way
     fetched = committed_offsets(cluster, alias, ids, TIMEOUT_S) if table is None else {}
     groups: dict[str, GroupInfo] = {}
@@ -145,7 +149,7 @@ def _collect_groups(  # noqa: PLR0917 - the collection's context, passed down as
         members, error = 0, None
         assignments: dict[tuple[str, int], Member] = {}
         try:
-            description = described[group_id].result(timeout=TIMEOUT_S)
+            description = described[group_id].result(timeout=max(0.01, deadline - time.monotonic()))
             state, members = str(getattr(description.state, "name", description.state)), len(description.members)
             simple = simple or bool(description.is_simple_consumer_group)
             for member in description.members:

@@ -32,7 +32,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from mirrorwatch.config import ClusterConfig
-from mirrorwatch.kafka import error_text, new_consumer
+from mirrorwatch.kafka import QUICK_RECONNECT, error_text, new_consumer
 from monitor.offsets_topic import CommitValue, parse_commit_key, parse_commit_value
 
 __all__ = ["OFFSETS_TOPIC", "CommitFollower", "CommitTable"]
@@ -58,6 +58,7 @@ class CommitFollower:
                 "isolation.level": "read_committed",
                 "enable.partition.eof": False,
                 "fetch.wait.max.ms": 100,
+                **QUICK_RECONNECT,
             },
         )
         self._lock = threading.Lock()

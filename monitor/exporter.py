@@ -12,10 +12,12 @@ never NaN.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from mirrorwatch.histogram import Histogram
 from monitor.exposition import CounterFamily, Family, GaugeFamily, HistogramFamily
+from monitor.links import LinkView
 from monitor.service import MonitorService
 from monitor.snapshot import ClusterSnapshot, GroupInfo, Member
 from monitor.state import GroupView, MonitorState
@@ -144,28 +146,42 @@ class MonitorCollector:
 
     def __init__(self, service: MonitorService) -> None:
         self._service = service
+        self._counts: dict[str, int] = {}  # series per style of the families last rendered (`_texts`)
 
     def render(self) -> bytes:
         """The families as exposition text, with `mirrorwatch_exporter_series` counting what they hold."""
-        return b"".join(self._texts())
+        return b"".join(self._texts()) + self.render_served()
 
-    def render_gzip(self, level: int = 1) -> bytes:
-        """The same text, gzip-compressed as it is rendered: only one family's text is in memory at a time, and
-        what is kept between scrapes is a tenth of the text (a fleet's is hundreds of MB). What /metrics serves to
-        Prometheus, which asks for gzip."""
+    def render_gzip(self, level: int = 1) -> tuple[bytes, Any]:
+        """The same text but for the served families and the series count (`render_served`: for the moment of the
+        scrape),
+        gzip-compressed as it is rendered: only one family's text is in memory at a time, and what is kept between
+        scrapes is a tenth of the text (a fleet's is hundreds of MB). What /metrics serves to Prometheus, which asks
+        for gzip. The stream is left open (flushed, not finished) with its compressor: a scrape appends the served
+        families to a copy of it and finishes that, so every reader sees one gzip stream."""
         packer = zlib.compressobj(level, zlib.DEFLATED, 31)  # 31: the gzip format
         chunks = [packer.compress(text) for text in self._texts()]
-        chunks.append(packer.flush())
-        return b"".join(chunks)
+        chunks.append(packer.flush(zlib.Z_SYNC_FLUSH))
+        return b"".join(chunks), packer
+
+    def render_served(self) -> bytes:
+        """The link lag families from the links as served now (`MonitorService.served_links`: a stuck link's age
+        grows between rounds, second by second, as a scrape sees it), and `mirrorwatch_exporter_series` counting
+        them with the families rendered for the round."""
+        repl, repl_s = _link_lags(self._service.served_links())
+        counts = dict(self._counts)
+        counts["mirrorwatch"] = counts.get("mirrorwatch", 0) + repl.samples + repl_s.samples
+        return repl.text() + repl_s.text() + series_exposition(counts)
 
     def _texts(self) -> Iterator[bytes]:
         counts = dict.fromkeys((*STYLES, "mirrorwatch"), 0)
         for family in self.collect():  # one family's lines at a time, not all of them at once
             counts[_STYLE_OF.get(family.name, "mirrorwatch")] += family.samples
             yield family.text()
-        yield series_exposition(counts)
+        self._counts = counts
 
     def collect(self) -> Iterator[Family]:
+        """Every family but the served ones (`render_served`)."""
         state = self._service.state  # one round for the whole scrape
         styles = set(self._service.settings.compatible_metrics)
         yield from self._clusters(state)
@@ -416,16 +432,6 @@ class MonitorCollector:
 
     def _links(self, state: MonitorState | None) -> Iterator[Family]:
         part_labels = ["link", "topic", "partition"]
-        repl = GaugeFamily(
-            "mirrorwatch_mirror_replication_lag_records",
-            "Source high-watermark minus the offset the target acknowledged",
-            labels=part_labels,
-        )
-        repl_s = GaugeFamily(
-            "mirrorwatch_mirror_replication_lag_seconds",
-            "Age of the oldest record not yet acknowledged by the target",
-            labels=part_labels,
-        )
         inflight = GaugeFamily(
             "mirrorwatch_mirror_inflight_records", "Read but not yet acknowledged", labels=part_labels
         )
@@ -499,16 +505,35 @@ class MonitorCollector:
             latency.add_histogram([link.name], h.prometheus_buckets(), h.sum)
             for p in view.partitions if view is not None else ():
                 labels = [link.name, p.topic, str(p.partition)]
-                if p.replication_lag_records is not None:
-                    repl.add_metric(labels, p.replication_lag_records)
-                if p.replication_lag_seconds is not None:
-                    repl_s.add_metric(labels, p.replication_lag_seconds)
                 inflight.add_metric(labels, p.in_flight_records)
                 if p.committed_lag_records is not None:
                     committed.add_metric(labels, p.committed_lag_records)
             for d in view.config_drift if view is not None else ():
                 drift.add_metric([link.name, d["source_topic"], d["target_topic"], d["config"]], 1)
-        yield from (repl, repl_s, inflight, committed, records, bytes_, errors, latency, drift, workers, workers_gone)
+        yield from (inflight, committed, records, bytes_, errors, latency, drift, workers, workers_gone)
         yield from client_gauges.values()
         yield from spark.values()
         yield from client_counters.values()
+
+
+def _link_lags(views: Mapping[str, LinkView]) -> tuple[GaugeFamily, GaugeFamily]:
+    """Replication lag per link partition, in records and in seconds (unknown ones left out)."""
+    part_labels = ["link", "topic", "partition"]
+    repl = GaugeFamily(
+        "mirrorwatch_mirror_replication_lag_records",
+        "Source high-watermark minus the offset the target acknowledged",
+        labels=part_labels,
+    )
+    repl_s = GaugeFamily(
+        "mirrorwatch_mirror_replication_lag_seconds",
+        "Age of the oldest record not yet acknowledged by the target, as of the scrape",
+        labels=part_labels,
+    )
+    for name, view in sorted(views.items()):
+        for p in view.partitions:
+            labels = [name, p.topic, str(p.partition)]
+            if p.replication_lag_records is not None:
+                repl.add_metric(labels, p.replication_lag_records)
+            if p.replication_lag_seconds is not None:
+                repl_s.add_metric(labels, p.replication_lag_seconds)
+    return repl, repl_s

@@ -26,7 +26,8 @@ from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from monitor.state import LinkView, MonitorState
+from monitor.links import LinkView
+from monitor.state import MonitorState
 
 __all__ = [
     "GROUP_SERIES",
@@ -80,7 +81,9 @@ class History:
         for name, view in state.links.items():
             before = previous.links.get(name) if previous is not None else None
             for series, value in {
-                "replication_lag_records": float(view.replication_lag_records),
+                "replication_lag_records": None
+                if view.replication_lag_records is None
+                else float(view.replication_lag_records),
                 "replication_lag_seconds": view.replication_lag_seconds,
                 "in_flight_records": float(sum(p.in_flight_records or 0 for p in view.partitions)),
                 "workers": float(view.workers),

@@ -41,9 +41,10 @@ from monitor.connections import GuardedH11
 from monitor.evaluator import GroupEvaluation, OffsetSample, PartitionEvaluation, Status
 from monitor.exporter import MonitorCollector
 from monitor.history import History
+from monitor.links import LinkView
 from monitor.own_alerts import NOT_JUDGED, firing
 from monitor.service import MonitorService
-from monitor.state import GroupView, LinkView, MonitorState
+from monitor.state import GroupView, MonitorState
 
 __all__ = ["HttpServer", "create_app"]
 
@@ -119,6 +120,7 @@ def _link(view: LinkView) -> dict[str, Any]:
         "failure": view.failure,
         "replication_lag_records": view.replication_lag_records,
         "replication_lag_seconds": view.replication_lag_seconds,
+        "reason": view.reason,
         "partitions": [asdict(p) for p in view.partitions],
         "stats": dict(view.stats),
         "config_drift": [dict(d) for d in view.config_drift],
@@ -140,14 +142,19 @@ def create_app(
 
     async def metrics(request: Request) -> Response:
         """Gzip to a scraper that asks for it (Prometheus does): the monitor's text as it was compressed once per
-        round, the other collectors' as a second gzip member (one stream to any gzip reader); plain text otherwise."""
-        packed = await rendered.packed()
-        others = generate_latest(registry)
+        round, then the families served for this moment and the other collectors', compressed onto a copy of that
+        stream (one gzip stream); plain text otherwise."""
+        packed, packer = await rendered.packed()
+        others = await run_in_threadpool(rendered.served) + generate_latest(registry)
         if _accepts_gzip(request.headers.get("accept-encoding", "")):
             headers = {"Content-Encoding": "gzip", "Vary": "Accept-Encoding"}
-            body = packed + gzip.compress(others, compresslevel=1)
+            if packer is None:
+                body = gzip.compress(others, compresslevel=1)
+            else:
+                tail = packer.copy()
+                body = packed + tail.compress(others) + tail.flush()
             return Response(body, media_type=CONTENT_TYPE_LATEST, headers=headers)
-        text = await run_in_threadpool(zlib.decompress, packed, 31) if packed else b""
+        text = await run_in_threadpool(zlib.decompressobj(31).decompress, packed) if packed else b""
         return Response(text + others, media_type=CONTENT_TYPE_LATEST, headers={"Vary": "Accept-Encoding"})
 
     async def healthz(request: Request) -> Response:
@@ -180,27 +187,31 @@ class _RenderedOnce:
         self._service = service
         self._collector = MonitorCollector(service) if service is not None else None
         self._lock = asyncio.Lock()  # concurrent scrapes of a new state wait for one rendering
-        self._cached: tuple[object, bytes] = (object(), b"")  # the state rendered from, its text (gzip)
+        # the state rendered from, its text (an open gzip stream) and the stream's compressor
+        self._cached: tuple[object, bytes, Any] = (object(), b"", None)
         if service is not None:
             service.on_publish.append(self._prerender)
 
-    def _render(self) -> tuple[object, bytes]:
+    def _render(self) -> tuple[object, bytes, Any]:
         assert self._service is not None and self._collector is not None
         state = self._service.state  # read before rendering: a newer state published meanwhile renders again
-        return state, self._collector.render_gzip()
+        return (state, *self._collector.render_gzip())
 
     def _prerender(self, state: MonitorState) -> None:
         self._cached = self._render()
 
-    async def packed(self) -> bytes:
+    def served(self) -> bytes:
+        """The families served for the moment of the scrape (`MonitorCollector.render_served`)."""
+        return self._collector.render_served() if self._collector is not None else b""
+
+    async def packed(self) -> tuple[bytes, Any]:
+        """The monitor's text as an open gzip stream, and its compressor (None: no monitor here)."""
         if self._service is None:
-            return b""
+            return b"", None
         async with self._lock:
-            state, text = self._cached
-            if state is not self._service.state:
+            if self._cached[0] is not self._service.state:
                 self._cached = await run_in_threadpool(self._render)
-                state, text = self._cached
-            return text
+            return self._cached[1], self._cached[2]
 
 
 def _memory_routes(service: MonitorService) -> list[Route]:
@@ -347,18 +358,18 @@ def _monitor_routes(service: MonitorService) -> list[Route]:
         )
 
     async def links(request: Request) -> Response:
-        current = state()
-        views = current.links.values() if current is not None else ()
-        return JSONResponse({"links": [_link(v) for v in views]})
+        """Figures for the moment they are served (`MonitorService.served_links`): read off the event loop."""
+        views = await run_in_threadpool(service.served_links)
+        return JSONResponse({"links": [_link(v) for v in views.values()]})
 
     async def link(request: Request) -> Response:
         name = request.path_params["link"]
         if all(link.name != name for link in service.links):
             return JSONResponse({"error": True, "message": "link not found"}, status_code=404)
-        current = state()
-        if current is None or name not in current.links:
+        views = await run_in_threadpool(service.served_links)
+        if name not in views:
             return JSONResponse({"error": True, "message": "no collection yet"}, status_code=503)
-        return JSONResponse(_link(current.links[name]))
+        return JSONResponse(_link(views[name]))
 
     async def readyz(request: Request) -> Response:
         current = state()

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from mirrorwatch.config import ClusterConfig
-from mirrorwatch.kafka import new_consumer
+from mirrorwatch.kafka import QUICK_RECONNECT, new_consumer
 
 __all__ = ["RecordTimeFetcher"]
 
@@ -93,6 +93,7 @@ class RecordTimeFetcher:
                     "fetch.wait.max.ms": 50,
                     "isolation.level": "read_uncommitted",
                     "enable.partition.eof": True,
+                    **QUICK_RECONNECT,
                 },
             )
         return consumer

@@ -9,6 +9,7 @@ and none is skipped silently. A collection that fails is logged and leaves the l
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import functools
 import logging
 import os
@@ -21,24 +22,17 @@ from confluent_kafka.admin import AdminClient
 
 from mirrorwatch.clock import Clock, SystemClock
 from mirrorwatch.config import ClusterConfig, GroupSelection, LinkConfig, MonitorConfig
-from mirrorwatch.kafka import new_admin
+from mirrorwatch.kafka import QUICK_RECONNECT, new_admin
 from mirrorwatch.status_board import HOST
 from mirrorwatch.worker_status import WorkerStatus
 from monitor.collector import ClusterSnapshot, collect_cluster
 from monitor.commit_follower import CommitFollower
+from monitor.dating import date_record
 from monitor.evaluator import EvaluatorConfig, OffsetSample
 from monitor.history import CanaryReading, Events, History, canary_transitions, transitions
+from monitor.links import LinkView, SafePosition, WorkerSighting, link_view, safe_positions, served_link
 from monitor.record_times import Key, RecordTimeFetcher
-from monitor.state import (
-    MonitorState,
-    SafePosition,
-    WorkerSighting,
-    date_record,
-    evaluate_groups,
-    link_view,
-    observe_snapshot,
-    safe_positions,
-)
+from monitor.state import MonitorState, evaluate_groups, observe_snapshot
 from monitor.windows import OffsetWindows
 
 __all__ = ["LinkStatuses", "MonitorService", "evaluator_config", "is_process_running"]
@@ -49,6 +43,8 @@ log = logging.getLogger("mirrorwatch.monitor")
 # waits for the commit follower to catch up): until then it publishes nothing (the API answers 503 "no collection
 # yet") rather than figures without a source; a cluster still silent after it reads down, "no answer for N s".
 FIRST_ANSWER_WAIT_S = 15.0
+# How long served_links reuses the workers' statuses it read (they are written every 0.5 s)
+SERVED_REUSE_MS = 200
 DATES_KEPT = 200_000  # record times settled by `_dated` (as many as the record time fetcher caches)
 
 # link name -> the status of each of its workers: in memory for this process's workers, else from status files
@@ -66,6 +62,12 @@ def _high_watermark(
         return None
     at = snapshot.observed_ms + (int(snapshot.collect_seconds * 1000) if read_by else 0)
     return at, offsets.latest
+
+
+def _window(
+    windows: Mapping[tuple[str, int], tuple[OffsetSample, ...]], topic: str, partition: int
+) -> tuple[OffsetSample, ...]:
+    return windows.get((topic, partition), ())
 
 
 def is_process_running(pid: int) -> bool:
@@ -146,6 +148,9 @@ class MonitorService:
         # Per link, the canary as it reads now (the composition root sets it when a canary publishes).
         self.canary: Callable[[], Mapping[str, CanaryReading]] | None = None
         self._canary_before: Mapping[str, CanaryReading] | None = None
+        self._served_lock = threading.Lock()
+        # served_links' last read of the statuses: the round it was for, when, the positions it found
+        self._served: tuple[MonitorState, int, Mapping[str, Mapping[tuple[str, int], SafePosition]]] | None = None
         self.round_seconds = 0.0  # how long the last round took
         self.overruns = 0  # rounds that took longer than the interval (the interval stretched)
 
@@ -198,13 +203,12 @@ class MonitorService:
             self._windows.expire(now)
             sightings = {name: self._sightings(statuses, now) for name, statuses in self._link_statuses().items()}
             positions = {
-                link.name: safe_positions(
-                    link, sightings.get(link.name, ()), snapshots.get(link.source), now, self._previous.get(link.source)
-                )
+                link.name: self._positions(link, sightings.get(link.name, ()), snapshots.get(link.source), now)
                 for link in self.links
             }
             times, markers_only = self._times(self._wanted_record_times(snapshots, positions))
             record_times = self._dated(times, snapshots)
+            self._settled_while_unseen(record_times, snapshots, positions)
             groups = {}
             for snapshot in snapshots.values():
                 groups.update(evaluate_groups(self._windows, snapshot, self._evaluator, record_times, markers_only))
@@ -237,6 +241,54 @@ class MonitorService:
                 self.history.record(self.state, p99)
             return self.state
 
+    def _positions(
+        self, link: LinkConfig, sightings: Sequence[WorkerSighting], source: ClusterSnapshot | None, now: int
+    ) -> dict[tuple[str, int], SafePosition]:
+        """The link's positions against this round's source snapshot, or, while the source is not answering, against
+        the last one it answered (a floor, said so: `SafePosition.unseen_source`)."""
+        if source is not None and not source.up:  # the last it answered: the latest, unless that one failed too
+            latest = self._latest.get(link.source)
+            last = latest if latest is not None and latest.up else self._previous.get(link.source)
+            if source.partitions:  # its high-watermarks were read this round, its groups were not: theirs are older
+                merged = dataclasses.replace(source, up=True, groups=last.groups if last is not None else {})
+                return safe_positions(link, sightings, merged, now, self._previous.get(link.source))
+            return safe_positions(link, sightings, last, now, unseen_source=source.error or "no answer")
+        return safe_positions(link, sightings, source, now, self._previous.get(link.source))
+
+    def served_links(self) -> Mapping[str, LinkView]:
+        """The published round's link views brought to now (`monitor.links.served_link`): the workers' statuses are
+        read again (at most every SERVED_REUSE_MS: a flood of requests reads them once) and every partition whose
+        position has not moved since the round is aged to now. The round's views when there is no round yet or
+        the statuses cannot be read."""
+        state = self.state
+        if state is None:
+            return {}
+        with self._served_lock:
+            now = self._clock.now_ms()
+            cached = self._served
+            if cached is None or cached[0] is not state or not 0 <= now - cached[1] < SERVED_REUSE_MS:
+                try:
+                    statuses = self._link_statuses()
+                except Exception:  # unreadable now: the round's figures, at their own moments
+                    log.exception("monitor: reading the workers' statuses to serve the links failed")
+                    return state.links
+                fresh = {
+                    link.name: self._positions(
+                        link, self._sightings(statuses.get(link.name, ()), now), state.clusters.get(link.source), now
+                    )
+                    for link in self.links
+                }
+                cached = self._served = (state, now, fresh)
+        served: dict[str, LinkView] = {}
+        for link in self.links:
+            view = state.links.get(link.name)
+            if view is None:
+                continue
+            group = state.groups.get((link.source, link.consumer_group))
+            windows = group.windows if group is not None else {}
+            served[link.name] = served_link(view, now, cached[2].get(link.name), functools.partial(_window, windows))
+        return served
+
     def _canary(self) -> Mapping[str, CanaryReading] | None:
         if self.canary is None:
             return None
@@ -250,7 +302,7 @@ class MonitorService:
         admin = self._admins.get(alias)
         if admin is None:
             admin = self._admins[alias] = new_admin(
-                self.clusters[alias], alias, {"client.id": f"mirrorwatch-monitor-{alias}"}
+                self.clusters[alias], alias, {"client.id": f"mirrorwatch-monitor-{alias}", **QUICK_RECONNECT}
             )
         follower = self._follower(alias)
         snapshot = collect_cluster(
@@ -361,6 +413,22 @@ class MonitorService:
         while len(dates) > DATES_KEPT:
             dates.popitem(last=False)
         return out
+
+    def _settled_while_unseen(
+        self,
+        record_times: dict[Key, int | None],
+        snapshots: Mapping[str, ClusterSnapshot],
+        positions: Mapping[str, Mapping[tuple[str, int], SafePosition]],
+    ) -> None:
+        """A source not answering has no record read: the times settled while it did still date its records."""
+        for link in self.links:
+            source = snapshots.get(link.source)
+            if source is None or source.up:
+                continue
+            for (topic, partition), position in positions[link.name].items():
+                key = (link.source, topic, partition, position.safe or 0)
+                if key in self._dates:
+                    record_times.setdefault(key, self._dates[key])
 
     def _collect_safely(self) -> None:
         try:

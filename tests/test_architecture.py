@@ -38,6 +38,8 @@ PURE = {
     "monitor.history",
     "monitor.own_alerts",
     "monitor.state",
+    "monitor.links",
+    "monitor.dating",
     "mirror.progress",
     "mirror.topics",
     "mirror.spark_plan",

@@ -1,4 +1,4 @@
-"""How the truth harness judges a figure (bench.monitor_truth): the tolerance around phase changes, and what a
+"""How the truth harness judges a figure (bench.truth_judge): the tolerance around phase changes, and what a
 micro-batch engine may read while a batch runs (above the truth only, bounded by the truth when the batch started)."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.monitor_truth import FOLLOWER_LATENCY_MS, Phase, Sample, TruthRun, _Truth, check_alive, spark_batches
+from bench.truth_harness import check_alive, spark_batches
+from bench.truth_judge import FOLLOWER_LATENCY_MS, Phase, Sample, Truth, TruthRun
 
 T0 = 1_800_000_000_000
 
@@ -76,7 +77,7 @@ def test_spark_batches_are_read_from_the_checkpoints_write_ahead_log(tmp_path: P
 def test_the_truth_is_a_range_as_wide_as_the_followers_own_latency() -> None:
     """A backlog lands on the target at once: the follower notes it a few tens of ms later, so at a moment inside
     that gap the true lag is anywhere between ~0 and the backlog's age; a figure in that range is exact."""
-    truth = _Truth(1)
+    truth = Truth(1)
     truth.acked_ms[0] = [T0, T0 + 1_000, T0 + 2_000]  # acknowledged by the source, one a second
     truth.arrived_ms[0] = {0: T0 + 9_950, 1: T0 + 9_950, 2: T0 + 9_950}  # all noted at once, 9.95 s after the first
     truth.freeze()
@@ -109,7 +110,7 @@ def test_a_phase_is_judged_on_the_truths_peak_between_samples_and_the_live_figur
 ):
     """One process down with its monitor: no sample while the mirror was behind, but the truth's own timeline says
     how far behind it was (the precondition a fault's phase is judged on, issue #40)."""
-    truth = _Truth(2)
+    truth = Truth(2)
     truth.acked_ms[0] = [T0, T0 + 1_000, T0 + 2_000, T0 + 3_000]
     truth.acked_ms[1] = [T0 + 500]
     truth.arrived_ms[0] = {0: T0 + 100}

@@ -26,9 +26,10 @@ from mirrorwatch.web_config import WebConfig
 from monitor.evaluator import GroupEvaluation, Status
 from monitor.history import transitions
 from monitor.http import HttpServer, _link, _memory_routes
+from monitor.links import LinkPartitionView, LinkView
 from monitor.service import MonitorService
 from monitor.snapshot import ClusterSnapshot
-from monitor.state import GroupView, LinkPartitionView, LinkView, MonitorState
+from monitor.state import GroupView, MonitorState
 
 S = 1_000_000_000
 NOW_NS = 1_800_000_000 * S

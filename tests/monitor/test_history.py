@@ -7,8 +7,9 @@ from dataclasses import replace
 
 from monitor.evaluator import GroupEvaluation, Status
 from monitor.history import CanaryReading, Events, History, canary_transitions, transitions
+from monitor.links import LinkPartitionView, LinkView
 from monitor.snapshot import ClusterSnapshot
-from monitor.state import GroupView, LinkPartitionView, LinkView, MonitorState
+from monitor.state import GroupView, MonitorState
 
 T0 = 1_700_000_000_000
 

@@ -234,7 +234,7 @@ def test_mirror_replication_lag_rises_while_the_target_is_down_and_returns_to_ze
         local_clusters.kill("target")
         produce(source, "source", topic, [Record(value=b"x", partition=i % 2) for i in range(500)])
 
-        def lag() -> int:
+        def lag() -> int | None:
             return service.collect().links["watched"].replication_lag_records
 
         def lagging() -> bool:  # all 500 counted, and their age read from the source (known once it is collected)

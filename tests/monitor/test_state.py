@@ -12,18 +12,10 @@ import pytest
 from mirrorwatch.config import LinkConfig, TopicSelection
 from mirrorwatch.worker_status import WorkerStatus
 from monitor.collector import ClusterSnapshot, GroupInfo, PartitionOffsets
+from monitor.dating import append_bounds, date_record, interpolate_record_time, lag_age
 from monitor.evaluator import EvaluatorConfig, OffsetSample, Status
-from monitor.state import (
-    WorkerSighting,
-    append_bounds,
-    date_record,
-    evaluate_groups,
-    interpolate_record_time,
-    lag_age,
-    link_view,
-    observe_snapshot,
-    safe_positions,
-)
+from monitor.links import WorkerSighting, link_view, safe_positions
+from monitor.state import evaluate_groups, observe_snapshot
 from monitor.windows import OffsetWindows
 
 T0 = 1_700_000_000_000

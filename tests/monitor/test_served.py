@@ -1,0 +1,237 @@
+"""Figures computed for the moment they are served (pure `served_link`, and the service's `served_links` with a hand
+-set clock and round): between two rounds a stuck partition's age grows second by second, one that moved is measured
+at its fresh status; and a source the monitor cannot read is said, never read as 0."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from mirrorwatch.config import ClusterConfig, LinkConfig, MonitorConfig
+from mirrorwatch.worker_status import WorkerStatus
+from monitor.evaluator import GroupEvaluation, OffsetSample, Status
+from monitor.links import LinkView, WorkerSighting, link_view, safe_positions, served_link
+from monitor.service import MonitorService
+from monitor.snapshot import ClusterSnapshot, GroupInfo, PartitionOffsets
+from monitor.state import GroupView, MonitorState
+
+T0 = 1_700_000_000_000
+LINK = LinkConfig(name="l", source="source", target="target", group_id="g")
+WRITTEN = T0 - 5_000  # when the record at offset 90 (the oldest not on the target) was written
+TIMES = {("source", "orders", 0, 90): WRITTEN}
+
+
+def source(at_ms: int, high: int, *, committed: int = 80, up: bool = True) -> ClusterSnapshot:
+    return ClusterSnapshot(
+        alias="source",
+        observed_ms=at_ms,
+        up=up,
+        cluster_id="c1",
+        partitions={("orders", 0): PartitionOffsets(0, high)},
+        groups={"g": GroupInfo("g", "STABLE", 1, False, {("orders", 0): committed})} if up else {},
+        error=None if up else "no answer for 4.0s",
+    )
+
+
+def status(at_ms: int, acked: int, high: int) -> WorkerStatus:
+    document = {
+        "link": "l",
+        "worker": 0,
+        "engine": "python",
+        "state": "running",
+        "publish_interval_ms": 500,
+        "observed_ms": at_ms,
+        "partitions": [
+            {
+                "topic": "orders",
+                "partition": 0,
+                "target_topic": "orders",
+                "consumed": acked + 50,
+                "acked": acked,
+                "committed": 80,
+                "in_flight_records": 50,
+                "high_watermark": high,
+            }
+        ],
+    }
+    parsed = WorkerStatus.from_json(document)
+    assert parsed is not None
+    return parsed
+
+
+def round_view(sightings: Sequence[WorkerSighting], at_ms: int = T0) -> LinkView:
+    return link_view(LINK, sightings=sightings, snapshot=source(at_ms, 200), record_times=TIMES, now_ms=at_ms)
+
+
+def fresh(sightings: Sequence[WorkerSighting], now_ms: int, snapshot: ClusterSnapshot | None = None) -> Any:
+    return safe_positions(LINK, sightings, snapshot or source(T0, 200), now_ms)
+
+
+@pytest.mark.parametrize("between_ms", [0, 1, 250, 999, 1_000, 1_500, 1_999, 4_000])
+def test_a_stuck_partition_served_between_rounds_is_now_minus_the_oldest_unacknowledged_record(between_ms: int) -> None:
+    """The target is down: the live worker's acknowledged position stays at 90 in every status. Whenever it is
+    served, the figure is now minus when record 90 was written, stated at now — not the round's moment."""
+    view = round_view([WorkerSighting(status(T0 - 200, 90, 200), True)])
+    (p,) = view.partitions
+    assert (p.replication_lag_seconds, p.observed_ms, p.waiting_since_ms) == (4.8, T0 - 200, WRITTEN)
+    now = T0 + between_ms
+    newest = WorkerSighting(status(now - min(between_ms, 400), 90, 200 + between_ms), True)  # a status every 0.5 s
+    (served,) = served_link(view, now, fresh([newest], now)).partitions
+    assert served.replication_lag_seconds == (now - WRITTEN) / 1000
+    assert served.observed_ms == now
+    assert served.replication_lag_records == 110 + between_ms  # the source kept growing, as the worker saw it
+    assert served_link(view, now, fresh([newest], now)).observed_ms == now
+
+
+def test_a_partition_nobody_mirrors_is_aged_to_now_too() -> None:
+    """The worker froze (its sighting is not live): nothing can move the position, so now minus its record's time."""
+    frozen = WorkerSighting(status(T0 - 200, 90, 200), False)
+    view = round_view([frozen])
+    now = T0 + 1_700
+    (served,) = served_link(view, now, fresh([frozen], now)).partitions
+    assert (served.replication_lag_seconds, served.observed_ms, served.position_from) == (6.7, now, "worker_gone")
+
+
+def test_a_partition_that_moved_since_the_round_is_measured_at_its_fresh_status() -> None:
+    """The target came back after the round: the fresh status acknowledges up to 195 of 200 — the lag is what waits
+    from 195 on, dated between the high-watermarks observed (190 at T0 - 1 s in the group's window, 200 in the
+    round's status at T0 - 200 ms), not the round's 4.8 s served after the recovery."""
+    view = round_view([WorkerSighting(status(T0 - 200, 90, 200), True)])
+    history = [OffsetSample(80, T0 - 1_000, 190, True), OffsetSample(80, T0, 200, True)]
+    now = T0 + 1_000
+    newer = [WorkerSighting(status(T0 + 900, 195, 200), True)]
+    (served,) = served_link(view, now, fresh(newer, now), lambda _t, _p: history).partitions
+    assert (served.safe_offset, served.replication_lag_records, served.observed_ms) == (195, 5, T0 + 900)
+    assert served.waiting_since_ms == T0 - 600  # halfway from 190 to 200
+    assert served.replication_lag_seconds == 1.5
+    assert served.replication_lag_seconds_method == "interpolated"
+    caught_up = [WorkerSighting(status(T0 + 900, 200, 200), True)]
+    (served,) = served_link(view, now, fresh(caught_up, now), lambda _t, _p: history).partitions
+    assert (served.replication_lag_records, served.replication_lag_seconds) == (0, 0.0)
+
+
+def test_without_fresh_statuses_or_a_known_figure_the_round_stands() -> None:
+    view = round_view([WorkerSighting(status(T0 - 200, 90, 200), True)])
+    assert served_link(view, T0 + 1_000, None) == view
+    unknown = link_view(LINK, sightings=[], snapshot=source(T0, 200), record_times={}, now_ms=T0)
+    (p,) = unknown.partitions
+    assert p.replication_lag_seconds is None and p.reason is not None  # 120 records wait, their age not read yet
+    (served,) = served_link(unknown, T0 + 1_000, fresh([], T0 + 1_000)).partitions
+    assert served.replication_lag_seconds is None  # 80 was on the source at every observation: no date, no figure
+    history = [OffsetSample(70, T0 - 3_000, 60, True), OffsetSample(70, T0 - 1_000, 100, True)]
+    (served,) = served_link(unknown, T0 + 1_000, fresh([], T0 + 1_000), lambda _t, _p: history).partitions
+    assert (served.replication_lag_seconds, served.replication_lag_seconds_method) == (3.0, "interpolated")
+
+
+def test_a_source_the_monitor_cannot_read_is_said_never_read_as_caught_up() -> None:
+    """The source stopped answering; its last snapshot said 200. Nobody owns the partition (the group lost it). By
+    that snapshot a partition at 200 is caught up — but the source may have grown: unknown, with the reason. One at 90
+    is behind by at least 110 records, and its oldest waiting record's age is known exactly."""
+    last = source(T0 - 4_000, 200)
+    gone = WorkerSighting(status(T0 - 5_000, 200, 200), False)
+    positions = safe_positions(LINK, [gone], last, T0, unseen_source="no answer for 4.0s")
+    view = link_view(LINK, sightings=[gone], snapshot=last, record_times=TIMES, now_ms=T0, positions=positions)
+    (p,) = view.partitions
+    assert (p.replication_lag_records, p.replication_lag_seconds) == (None, None)
+    assert p.reason is not None and "cannot see the source (no answer for 4.0s)" in p.reason
+    assert (view.replication_lag_records, view.replication_lag_seconds, view.reason) == (None, None, p.reason)
+    behind = WorkerSighting(status(T0 - 5_000, 90, 200), False)
+    positions = safe_positions(LINK, [behind], last, T0, unseen_source="no answer for 4.0s")
+    view = link_view(LINK, sightings=[behind], snapshot=last, record_times=TIMES, now_ms=T0, positions=positions)
+    (p,) = view.partitions
+    assert (p.replication_lag_records, p.replication_lag_seconds) == (110, 5.0)
+    assert p.reason is not None and "at least" in p.reason
+
+
+def test_while_the_source_is_unseen_a_released_position_above_its_last_high_watermark_counts() -> None:
+    """The source went quiet after the monitor's last good snapshot (200) while the worker went on to 230 and then
+    lost the partition (session timeout): what it acknowledged is on the target, above a high-watermark that is
+    merely old, not of a topic created again — the position is 230, not the group's commit at 80."""
+    document = status(T0 - 1_000, 230, 230).as_json()
+    document["released"], document["partitions"] = document["partitions"], []
+    released = WorkerStatus.from_json(document)
+    assert released is not None
+    positions = safe_positions(
+        LINK, [WorkerSighting(released, True)], source(T0 - 8_000, 200), T0, unseen_source="no answer for 6.0s"
+    )
+    assert (positions[("orders", 0)].safe, positions[("orders", 0)].position_from) == (230, "worker_gone")
+    seen = safe_positions(LINK, [WorkerSighting(released, True)], source(T0, 200), T0)  # a source that answers
+    assert seen[("orders", 0)].safe == 80  # 230 above its high-watermark now: a topic created again since
+
+
+def test_a_live_worker_is_no_proof_of_caught_up_while_the_source_is_unseen() -> None:
+    """The source stopped: the worker still owns the partition, and the high-watermark its consumer last saw says
+    caught up — but records the source took just before it stopped may never have reached the worker (seen: 6
+    records, 4 s read as 0). Caught up by what was last seen is unknown, with the reason; behind by it is a floor."""
+    last = source(T0 - 3_000, 200)
+    worker = WorkerSighting(status(T0 - 100, 200, 200), True)
+    positions = safe_positions(LINK, [worker], last, T0, unseen_source="no answer for 3.0s")
+    view = link_view(LINK, sightings=[worker], snapshot=last, record_times={}, now_ms=T0, positions=positions)
+    (p,) = view.partitions
+    assert (p.replication_lag_records, p.replication_lag_seconds, p.position_from) == (None, None, "worker")
+    assert p.reason is not None and p.reason.startswith("cannot see the source")
+    behind = WorkerSighting(status(T0 - 100, 90, 200), True)
+    positions = safe_positions(LINK, [behind], last, T0, unseen_source="no answer for 3.0s")
+    view = link_view(LINK, sightings=[behind], snapshot=last, record_times=TIMES, now_ms=T0, positions=positions)
+    assert (view.replication_lag_records, view.replication_lag_seconds) == (110, 4.9)
+
+
+def test_a_link_with_no_position_known_says_it_is_not_measured_yet() -> None:
+    empty = ClusterSnapshot("source", T0, True, cluster_id="c1", partitions={("orders", 0): PartitionOffsets(0, 200)})
+    view = link_view(LINK, sightings=[], snapshot=empty, record_times={}, now_ms=T0)
+    assert view.partitions == () and view.replication_lag_records is None and view.replication_lag_seconds is None
+    assert view.reason is not None and view.reason.startswith("not measured yet")
+
+
+class _Clock:
+    def __init__(self, now_ms: int) -> None:
+        self.ms = now_ms
+
+    def now_ms(self) -> int:
+        return self.ms
+
+    def now_ns(self) -> int:
+        return self.ms * 1_000_000
+
+    def monotonic_s(self) -> float:
+        return self.ms / 1000
+
+
+@pytest.fixture
+def service() -> Iterator[tuple[MonitorService, _Clock, list[WorkerStatus]]]:
+    """A monitor whose round is set by hand (no broker is asked) and whose workers' statuses are a list."""
+    statuses = [status(T0 - 200, 90, 200)]
+    clock = _Clock(T0)
+    monitor = MonitorService(
+        MonitorConfig(),
+        {"source": ClusterConfig(bootstrap_servers="b1:9092"), "target": ClusterConfig(bootstrap_servers="b2:9092")},
+        [LINK],
+        link_statuses=lambda: {"l": list(statuses)},
+        clock=clock,
+    )
+    view = round_view([WorkerSighting(statuses[0], True)])
+    group = GroupView("source", "g", "STABLE", 1, GroupEvaluation(Status.OK, 1.0, (), None, 0), {})
+    monitor.state = MonitorState(T0, {"source": source(T0, 200)}, {("source", "g"): group}, {"l": view})
+    yield monitor, clock, statuses
+    monitor.stop()
+
+
+def test_the_service_serves_the_links_for_now_and_reads_the_statuses_again(
+    service: tuple[MonitorService, _Clock, list[WorkerStatus]],
+) -> None:
+    monitor, clock, statuses = service
+    clock.ms = T0 + 1_300
+    statuses[:] = [status(T0 + 1_000, 90, 230)]
+    link: Mapping[str, LinkView] = monitor.served_links()
+    (p,) = link["l"].partitions
+    assert (p.replication_lag_seconds, p.observed_ms, p.high_watermark) == (6.3, T0 + 1_300, 230)
+    statuses[:] = [status(T0 + 1_350, 230, 230)]  # the target is back and everything is acknowledged
+    clock.ms = T0 + 1_400  # within SERVED_REUSE_MS: the statuses read 100 ms ago still stand
+    (p,) = monitor.served_links()["l"].partitions
+    assert p.replication_lag_seconds == 6.4
+    clock.ms = T0 + 1_600
+    (p,) = monitor.served_links()["l"].partitions
+    assert (p.replication_lag_records, p.replication_lag_seconds, p.observed_ms) == (0, 0.0, T0 + 1_350)
+    assert monitor.state is not None and monitor.state.links["l"].partitions[0].replication_lag_seconds == 4.8
