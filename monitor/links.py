@@ -438,7 +438,8 @@ def served_link(
     - caught up at the round and still at the same position: caught up at the fresh moment unless the source grew,
       and then dated the same way.
     A figure not known at the round for want of its record's time is dated the same way; one not known for want of
-    the source stays unknown until a round sees it."""
+    the source stays unknown until a round sees it; one caught up by the round is unknown once the source stopped
+    answering since (the fresh positions say so: `SafePosition.unseen_source`)."""
     if fresh is None:
         return view
     partitions = tuple(
@@ -451,6 +452,16 @@ def served_link(
 def _served_partition(
     p: LinkPartitionView, now_ms: int, fresh: SafePosition | None, history: Sequence[OffsetSample]
 ) -> LinkPartitionView:
+    if fresh is not None and fresh.unseen_source is not None and fresh.lag_records == 0:
+        # caught up by the last high-watermark read, but the source has stopped answering since the round
+        return replace(
+            p,
+            replication_lag_records=None,
+            replication_lag_seconds=None,
+            replication_lag_seconds_method=None,
+            observed_ms=max(now_ms, p.observed_ms or 0),
+            reason=f"cannot see the source ({fresh.unseen_source}): whether records wait is not known",
+        )
     if (
         fresh is None
         or fresh.safe is None

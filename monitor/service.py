@@ -242,10 +242,18 @@ class MonitorService:
             return self.state
 
     def _positions(
-        self, link: LinkConfig, sightings: Sequence[WorkerSighting], source: ClusterSnapshot | None, now: int
+        self,
+        link: LinkConfig,
+        sightings: Sequence[WorkerSighting],
+        source: ClusterSnapshot | None,
+        now: int,
+        unseen: str | None = None,
     ) -> dict[tuple[str, int], SafePosition]:
         """The link's positions against this round's source snapshot, or, while the source is not answering, against
-        the last one it answered (a floor, said so: `SafePosition.unseen_source`)."""
+        the last one it answered (a floor, said so: `SafePosition.unseen_source`). `unseen`: why the source is not
+        answering now although the round's snapshot is good (its collection since is overdue)."""
+        if source is not None and source.up and unseen is not None:
+            return safe_positions(link, sightings, source, now, self._previous.get(link.source), unseen_source=unseen)
         if source is not None and not source.up:  # the last it answered: the latest, unless that one failed too
             latest = self._latest.get(link.source)
             last = latest if latest is not None and latest.up else self._previous.get(link.source)
@@ -274,7 +282,11 @@ class MonitorService:
                     return state.links
                 fresh = {
                     link.name: self._positions(
-                        link, self._sightings(statuses.get(link.name, ()), now), state.clusters.get(link.source), now
+                        link,
+                        self._sightings(statuses.get(link.name, ()), now),
+                        state.clusters.get(link.source),
+                        now,
+                        self._overdue(link.source, now),
                     )
                     for link in self.links
                 }
@@ -288,6 +300,18 @@ class MonitorService:
             windows = group.windows if group is not None else {}
             served[link.name] = served_link(view, now, cached[2].get(link.name), functools.partial(_window, windows))
         return served
+
+    def _overdue(self, alias: str, now_ms: int) -> str | None:
+        """Whether the cluster's collection now running is overdue: twice as long as its last good one took, and at
+        least a second (a broker that stopped makes librdkafka wait out the whole request timeout; the round goes on
+        with the last snapshot for up to an interval, and what it says of a caught-up link is no longer known)."""
+        running = self._running.get(alias)
+        if running is None or running[1].done():
+            return None
+        latest = self._latest.get(alias)
+        usual_s = latest.collect_seconds if latest is not None and latest.up else 0.0
+        waited_s = (now_ms - running[0]) / 1000
+        return f"no answer for {waited_s:.1f}s" if waited_s > max(1.0, 2 * usual_s) else None
 
     def _canary(self) -> Mapping[str, CanaryReading] | None:
         if self.canary is None:

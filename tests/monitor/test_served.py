@@ -4,6 +4,8 @@ at its fresh status; and a source the monitor cannot read is said, never read as
 
 from __future__ import annotations
 
+import concurrent.futures
+import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -235,3 +237,22 @@ def test_the_service_serves_the_links_for_now_and_reads_the_statuses_again(
     (p,) = monitor.served_links()["l"].partitions
     assert (p.replication_lag_records, p.replication_lag_seconds, p.observed_ms) == (0, 0.0, T0 + 1_350)
     assert monitor.state is not None and monitor.state.links["l"].partitions[0].replication_lag_seconds == 4.8
+
+
+def test_a_source_whose_collection_is_overdue_is_unseen_when_served(
+    service: tuple[MonitorService, _Clock, list[WorkerStatus]],
+) -> None:
+    """The round said caught up; since then the source's collection has gone 1.5 s without an answer (its last took
+    0.1 s): the served figure is unknown with the reason, not a 0 the round can no longer stand behind."""
+    monitor, clock, statuses = service
+    statuses[:] = [status(T0 + 1_000, 200, 200)]
+    clock.ms = T0 + 1_100
+    (p,) = monitor.served_links()["l"].partitions
+    assert (p.replication_lag_records, p.replication_lag_seconds) == (0, 0.0)
+    monitor._latest["source"] = dataclasses.replace(source(T0, 200), collect_seconds=0.1)
+    monitor._running["source"] = (T0, concurrent.futures.Future())  # started with the round, no answer yet
+    clock.ms = T0 + 1_500  # a new read of the statuses
+    (p,) = monitor.served_links()["l"].partitions
+    assert (p.replication_lag_records, p.replication_lag_seconds) == (None, None)
+    assert p.reason == "cannot see the source (no answer for 1.5s): whether records wait is not known"
+    monitor._running.clear()
