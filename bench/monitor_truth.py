@@ -96,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
                 "truth_seconds": x.truth_seconds,
                 "served_truth_seconds": x.served_truth_seconds,
                 "positions_from": x.positions_from,
+                "partitions": x.served,
                 "records": x.records,
                 "truth_records": x.truth_records,
                 "unknown": x.unknown,

@@ -103,6 +103,7 @@ def _poll_monitor(url: str, topic: str, samples: list[Sample], stop: threading.E
                 [(p["partition"], p["observed_ms"]) for p in mine],  # the truth is taken at each one's moment
                 [p for p in mine if p["replication_lag_seconds"] is None or p["replication_lag_records"] is None],
                 positions_from=[str(p.get("position_from")) for p in mine],
+                served=mine,
             )
         )
 

@@ -68,6 +68,7 @@ class Sample:
     served_truth_seconds: float = 0.0
     served_truth_low_seconds: float = 0.0
     positions_from: list[str] = field(default_factory=list)  # where each partition's position came from
+    served: list[dict[str, Any]] = field(default_factory=list)  # every partition as served (for --json)
 
     def error_s(self) -> float | None:
         """How far the figure is from the truth at the moment it states, 0 within [truth_low_seconds,

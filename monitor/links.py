@@ -11,7 +11,8 @@ Every figure of a link describes one moment, stated with it (`observed_ms`):
   that moment (the one the worker saw, or one the monitor read no later): a busy healthy link reads as caught up,
   not a second behind;
 - a partition no live worker owns (crashed, frozen, rebalancing, not yet assigned) is measured *now* (or, when the
-  link has live workers, at the moment of their newest status: one of them may have been given it since) from the
+  link has live workers, at the moment of their newest status: one of them may have been given it since; or, when it
+  was caught up, when the high-watermark was read: records the source took since wait for nobody) from the
   best position known: the acknowledged position of any worker that owned it, live or gone (every record below it is on
   the target), or the group's committed offset, whichever is higher; its lag keeps growing with the source. "Not
   known" stays None, never 0, and says why (`reason`): not measured yet, or a source the monitor cannot read (whose
@@ -239,11 +240,14 @@ def safe_positions(
                 unseen_source,
             )
         else:
+            # Caught up by the high-watermark read when the collection began: so it was then, not necessarily now
+            # (nobody mirrors what the source took since): the figure states that moment.
+            caught_up = safe is not None and now_high is not None and safe >= now_high
             out[key] = SafePosition(
                 key[0],
                 key[1],
                 safe,
-                unowned_ms,
+                min(unowned_ms, observed_hwm_ms) if caught_up and observed_hwm_ms is not None else unowned_ms,
                 now_high,
                 "worker_gone" if best_acked is not None and best_acked >= (group_committed or 0) else "committed",
                 None,

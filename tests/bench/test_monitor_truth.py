@@ -56,6 +56,19 @@ def test_while_a_micro_batch_runs_the_figure_may_read_high_up_to_the_truth_at_it
     assert r.report()[1]["held_by_running_batch"] == 1
 
 
+def test_a_figure_is_also_judged_as_read_and_a_missing_one_must_say_why() -> None:
+    """A figure served 300 ms after the moment it states is compared with the truth then too (what a scrape sees);
+    a sample with a partition that has no figure counts as unexplained only when that partition gives no reason."""
+    stated = Sample(T0 + 5_300, T0 + 5_000, 4.0, 10, truth_seconds=4.0, truth_low_seconds=4.0)
+    stated.served_truth_seconds = stated.served_truth_low_seconds = 0.2  # the target caught up meanwhile
+    assert (stated.error_s(), stated.served_error_s()) == (0.0, 3.8)
+    blind = Sample(T0 + 6_000, T0 + 6_000, None, None, unknown=[{"partition": 0, "reason": "cannot see the source"}])
+    silent = Sample(T0 + 7_000, T0 + 7_000, None, None, unknown=[{"partition": 0, "reason": None}])
+    assert (blind.unexplained, silent.unexplained) == (False, True)
+    row = run(stated, blind, silent).report()[0]
+    assert (row["no_figure"], row["unexplained"], row["served_within_1s_share"]) == (2, 1, 0.0)
+
+
 def test_spark_batches_are_read_from_the_checkpoints_write_ahead_log(tmp_path: Path) -> None:
     import os
 

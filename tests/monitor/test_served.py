@@ -96,6 +96,18 @@ def test_a_partition_nobody_mirrors_is_aged_to_now_too() -> None:
     assert (served.replication_lag_seconds, served.observed_ms, served.position_from) == (6.7, now, "worker_gone")
 
 
+def test_a_partition_nobody_mirrors_caught_up_by_the_high_watermark_read_is_so_at_that_moment_only() -> None:
+    """The worker lost the partition when it had acknowledged 200, all the snapshot read at T0 - 1.5 s; what the source
+    took since waits for nobody, so the 0 states T0 - 1.5 s, served or not, never now."""
+    gone = WorkerSighting(status(T0 - 2_000, 200, 200), False)
+    view = link_view(LINK, sightings=[gone], snapshot=source(T0 - 1_500, 200), record_times={}, now_ms=T0)
+    (p,) = view.partitions
+    assert (p.replication_lag_records, p.replication_lag_seconds, p.observed_ms) == (0, 0.0, T0 - 1_500)
+    later = T0 + 1_000
+    (served,) = served_link(view, later, fresh([gone], later, source(T0 - 1_500, 200))).partitions
+    assert (served.replication_lag_seconds, served.observed_ms) == (0.0, T0 - 1_500)
+
+
 def test_a_partition_that_moved_since_the_round_is_measured_at_its_fresh_status() -> None:
     """The target came back after the round: the fresh status acknowledges up to 195 of 200 — the lag is what waits
     from 195 on, dated between the high-watermarks observed (190 at T0 - 1 s in the group's window, 200 in the
