@@ -20,7 +20,8 @@ Every figure of a link describes one moment, stated with it (`observed_ms`):
 
 Figures are served for the moment they are read (`served_link`): between two rounds, a partition whose position has
 not moved since its round (by the workers' statuses read again when it is served) is the oldest record it waits for
-aged to now, growing a second per second through an outage; one that moved is measured at the fresh status.
+aged to now (or to its owner's newest status), growing a second per second through an outage; one that moved is
+measured at the fresh status.
 """
 
 from __future__ import annotations
@@ -434,9 +435,9 @@ def served_link(
     workers' statuses read again now (`safe_positions` against the round's source snapshot); None keeps the round's
     figures. Per partition whose figures are known:
     - its position has not moved since the round and records wait: the oldest of them, written at
-      `waiting_since_ms`, is still not on the target, so the lag is now minus that, at `now_ms` (exact through an
-      outage at any moment between rounds; at the instant a stuck link moves again it reads up to one status
-      interval high, until its next status);
+      `waiting_since_ms`, is still not on the target, so the lag is the fresh moment minus that — `now_ms` when no
+      live worker owns the partition (nobody can move it), else its owner's newest status, at most a status interval
+      (0.5 s) old: exact through an outage at any moment between rounds, growing with every status;
     - it moved: measured at the fresh status, the oldest waiting record dated between the high-watermarks observed
       (the group's window, the round's and the fresh one): "interpolated" until the next round reads its time;
     - caught up at the round and still at the same position: caught up at the fresh moment unless the source grew,
@@ -487,11 +488,14 @@ def _served_partition(
     )
     moved = fresh.safe > p.safe_offset
     if not moved and p.waiting_since_ms is not None and p.replication_lag_records > 0:  # the same record waits
+        # as of the fresh word: now when nobody mirrors it, else the owner's newest status (a stuck owner may get
+        # its acknowledgements the next instant: "now" would be a claim nobody made)
+        moment = max(fresh.observed_ms, p.observed_ms)
         return replace(
             now,
             replication_lag_records=max(records, p.replication_lag_records),
-            replication_lag_seconds=max(0.0, (now_ms - p.waiting_since_ms) / 1000),
-            observed_ms=max(now_ms, p.observed_ms),
+            replication_lag_seconds=max(0.0, (moment - p.waiting_since_ms) / 1000),
+            observed_ms=moment,
         )
     if fresh.observed_ms <= p.observed_ms and p.replication_lag_seconds is not None:
         return p

@@ -72,28 +72,35 @@ def fresh(sightings: Sequence[WorkerSighting], now_ms: int, snapshot: ClusterSna
 
 
 @pytest.mark.parametrize("between_ms", [0, 1, 250, 999, 1_000, 1_500, 1_999, 4_000])
-def test_a_stuck_partition_served_between_rounds_is_now_minus_the_oldest_unacknowledged_record(between_ms: int) -> None:
-    """The target is down: the live worker's acknowledged position stays at 90 in every status. Whenever it is
-    served, the figure is now minus when record 90 was written, stated at now — not the round's moment."""
+def test_a_stuck_partition_served_between_rounds_is_its_fresh_moment_minus_the_oldest_unacknowledged_record(
+    between_ms: int,
+) -> None:
+    """The target is down: the live worker's acknowledged position stays at 90 in every status (one each 0.5 s).
+    Whenever it is served, the figure is the newest status's moment (at most 0.5 s before now) minus when record 90
+    was written, stated at that moment — not the round's figure of T0 - 200 ms."""
     view = round_view([WorkerSighting(status(T0 - 200, 90, 200), True)])
     (p,) = view.partitions
     assert (p.replication_lag_seconds, p.observed_ms, p.waiting_since_ms) == (4.8, T0 - 200, WRITTEN)
     now = T0 + between_ms
-    newest = WorkerSighting(status(now - min(between_ms, 400), 90, 200 + between_ms), True)  # a status every 0.5 s
+    status_ms = now - between_ms % 500  # the newest status, written on the 0.5 s beat
+    newest = WorkerSighting(status(status_ms, 90, 200 + between_ms), True)
     (served,) = served_link(view, now, fresh([newest], now)).partitions
-    assert served.replication_lag_seconds == (now - WRITTEN) / 1000
-    assert served.observed_ms == now
+    assert served.replication_lag_seconds == (max(status_ms, T0 - 200) - WRITTEN) / 1000
+    assert served.observed_ms == max(status_ms, T0 - 200)
     assert served.replication_lag_records == 110 + between_ms  # the source kept growing, as the worker saw it
-    assert served_link(view, now, fresh([newest], now)).observed_ms == now
+    assert served_link(view, now, fresh([newest], now)).observed_ms == now  # the view itself is served now
 
 
-def test_a_partition_nobody_mirrors_is_aged_to_now_too() -> None:
-    """The worker froze (its sighting is not live): nothing can move the position, so now minus its record's time."""
+@pytest.mark.parametrize("between_ms", [0, 1, 250, 1_700, 1_999, 4_000])
+def test_a_partition_nobody_mirrors_is_now_minus_the_oldest_unacknowledged_record(between_ms: int) -> None:
+    """The worker froze (its sighting is not live): nothing can move the position, so at any moment between rounds
+    the served figure is exactly now minus the time of the oldest record not on the target, stated at now."""
     frozen = WorkerSighting(status(T0 - 200, 90, 200), False)
     view = round_view([frozen])
-    now = T0 + 1_700
+    now = T0 + between_ms
     (served,) = served_link(view, now, fresh([frozen], now)).partitions
-    assert (served.replication_lag_seconds, served.observed_ms, served.position_from) == (6.7, now, "worker_gone")
+    assert (served.replication_lag_seconds, served.observed_ms) == ((now - WRITTEN) / 1000, now)
+    assert served.position_from == "worker_gone"
 
 
 def test_a_partition_nobody_mirrors_caught_up_by_the_high_watermark_read_is_so_at_that_moment_only() -> None:
@@ -240,11 +247,11 @@ def test_the_service_serves_the_links_for_now_and_reads_the_statuses_again(
     statuses[:] = [status(T0 + 1_000, 90, 230)]
     link: Mapping[str, LinkView] = monitor.served_links()
     (p,) = link["l"].partitions
-    assert (p.replication_lag_seconds, p.observed_ms, p.high_watermark) == (6.3, T0 + 1_300, 230)
+    assert (p.replication_lag_seconds, p.observed_ms, p.high_watermark) == (6.0, T0 + 1_000, 230)
     statuses[:] = [status(T0 + 1_350, 230, 230)]  # the target is back and everything is acknowledged
     clock.ms = T0 + 1_400  # within SERVED_REUSE_MS: the statuses read 100 ms ago still stand
     (p,) = monitor.served_links()["l"].partitions
-    assert p.replication_lag_seconds == 6.4
+    assert (p.replication_lag_seconds, p.observed_ms) == (6.0, T0 + 1_000)
     clock.ms = T0 + 1_600
     (p,) = monitor.served_links()["l"].partitions
     assert (p.replication_lag_records, p.replication_lag_seconds, p.observed_ms) == (0, 0.0, T0 + 1_350)
