@@ -135,8 +135,9 @@ class SafePosition:
     acked: int | None = None  # the best acknowledged position of any worker, live or gone
     committed: int | None = None
     target_topic: str | None = None
-    # The high-watermark is the last one read before the source stopped answering (this says so): a floor.
-    unseen_source: str | None = None
+    # Why the high-watermark is only a floor (the last one read before the source stopped answering, or one older
+    # than the status of a worker that has not fetched): caught up by it is not known, behind by it is at least.
+    high_floor: str | None = None
 
     @property
     def lag_records(self) -> int | None:
@@ -153,12 +154,17 @@ def safe_positions(
     previous: ClusterSnapshot | None = None,
     *,
     unseen_source: str | None = None,
+    high_stale_after_ms: int = 3_000,
 ) -> dict[tuple[str, int], SafePosition]:
     """Per partition of the link, the best position known and the moment it describes (see the module docstring).
     `previous` is the source snapshot before `source`: a status that falls between the two is compared with the
     high-watermark interpolated between them (the worker's own stops moving while it cannot fetch).
     `unseen_source`: why the source is not answering now, when `source` is the last snapshot it answered (its
-    high-watermarks and commits are then floors for partitions no live worker measures)."""
+    high-watermarks and commits are then floors for partitions no live worker measures). A live worker that has not
+    fetched since its assignment (no high-watermark of its own) is measured against the snapshot's only while that is
+    at most `high_stale_after_ms` older than its status (the round's usual distance): beyond, the high-watermark is a
+    floor, said so like an unseen source."""
+    unseen = f"cannot see the source ({unseen_source})" if unseen_source is not None else None
     hwm = source.partitions if source is not None and source.up else {}
     observed_hwm_ms = source.observed_ms if source is not None and source.up else None
     # The group's commits on the topics the link mirrors: commits on a topic it no longer selects (the whitelist
@@ -238,7 +244,7 @@ def safe_positions(
                 _highest(position.committed, group_committed),
                 target_topics.get(key),
                 # what the worker's consumer last saw is no fresher proof: it may not have fetched since either
-                unseen_source,
+                unseen or _stale_high(position, status, observed_hwm_ms, high_stale_after_ms),
             )
         else:
             # Caught up by the high-watermark read when the collection began: so it was then, not necessarily now
@@ -255,9 +261,21 @@ def safe_positions(
                 best_acked,
                 group_committed,
                 target_topics.get(key),
-                unseen_source,
+                unseen,
             )
     return out
+
+
+def _stale_high(
+    position: PartitionPosition, status: WorkerStatus, observed_hwm_ms: int | None, stale_after_ms: int
+) -> str | None:
+    """Why the high-watermark a live worker's partition is measured against is only a floor (None: it is not)."""
+    if position.high_watermark is not None or observed_hwm_ms is None:
+        return None
+    age_s = (status.observed_ms - observed_hwm_ms) / 1000
+    if age_s * 1000 <= stale_after_ms:
+        return None
+    return f"its worker has not fetched since its assignment and the high-watermark read is {age_s:.0f} s older"
 
 
 def _highest(*offsets: int | None) -> int | None:
@@ -378,9 +396,9 @@ def _partition_view(
     method: str | None = None
     written: int | None = None
     reason: str | None = None
-    if lag == 0 and position.unseen_source is not None:
+    if lag == 0 and position.high_floor is not None:
         # caught up as far as the last high-watermark read goes; the source may have grown since
-        lag, reason = None, f"cannot see the source ({position.unseen_source}): whether records wait is not known"
+        lag, reason = None, f"{position.high_floor}: whether records wait is not known"
     elif lag == 0:
         seconds = 0.0
     elif lag is not None and position.safe is not None:
@@ -392,12 +410,12 @@ def _partition_view(
             seconds = age_seconds(position.observed_ms, written)
             if seconds is None:
                 reason = "the time of the oldest record not on the target is not read yet"
-        if position.unseen_source is not None:
-            reason = f"cannot see the source ({position.unseen_source}): records at least this many"
+        if position.high_floor is not None:
+            reason = f"{position.high_floor}: records at least this many"
     elif position.safe is None:
         reason = "not measured yet: no worker has acknowledged a record of it and the group has no commit on it"
-    elif position.unseen_source is not None:
-        reason = f"cannot see the source ({position.unseen_source})"
+    elif position.high_floor is not None:
+        reason = position.high_floor
     else:
         reason = "the source's high-watermark is not known"
     high = position.high_watermark
@@ -444,7 +462,7 @@ def served_link(
       and then dated the same way.
     A figure not known at the round for want of its record's time is dated the same way; one not known for want of
     the source stays unknown until a round sees it; one caught up by the round is unknown once the source stopped
-    answering since (the fresh positions say so: `SafePosition.unseen_source`)."""
+    answering since (the fresh positions say so: `SafePosition.high_floor`)."""
     if fresh is None:
         return view
     partitions = tuple(
@@ -457,7 +475,7 @@ def served_link(
 def _served_partition(
     p: LinkPartitionView, now_ms: int, fresh: SafePosition | None, history: Sequence[OffsetSample]
 ) -> LinkPartitionView:
-    if fresh is not None and fresh.unseen_source is not None and fresh.lag_records == 0:
+    if fresh is not None and fresh.high_floor is not None and fresh.lag_records == 0:
         # caught up by the last high-watermark read, but the source has stopped answering since the round
         return replace(
             p,
@@ -465,7 +483,7 @@ def _served_partition(
             replication_lag_seconds=None,
             replication_lag_seconds_method=None,
             observed_ms=max(now_ms, p.observed_ms or 0),
-            reason=f"cannot see the source ({fresh.unseen_source}): whether records wait is not known",
+            reason=f"{fresh.high_floor}: whether records wait is not known",
         )
     if (
         fresh is None

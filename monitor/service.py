@@ -135,6 +135,9 @@ class MonitorService:
         self._previous: dict[str, ClusterSnapshot] = {}  # the good snapshot before the latest, per cluster
         self._dates: OrderedDict[Key, int] = OrderedDict()  # record times as first settled (_dated)
         self._round_wait_s = settings.interval_seconds / 2
+        # a snapshot older than a status by more than a round's usual distance is no measure of a worker that has
+        # not fetched since its assignment (monitor.links.safe_positions)
+        self._high_stale_ms = interval_ms + 1_000
         self._record_times: RecordTimeFetcher | None = None
         self._lock = threading.Lock()  # one collection at a time, also when called directly
         self._followers: dict[str, CommitFollower | None] = {}  # None: this cluster uses the admin API
@@ -250,18 +253,19 @@ class MonitorService:
         unseen: str | None = None,
     ) -> dict[tuple[str, int], SafePosition]:
         """The link's positions against this round's source snapshot, or, while the source is not answering, against
-        the last one it answered (a floor, said so: `SafePosition.unseen_source`). `unseen`: why the source is not
+        the last one it answered (a floor, said so: `SafePosition.high_floor`). `unseen`: why the source is not
         answering now although the round's snapshot is good (its collection since is overdue)."""
-        if source is not None and source.up and unseen is not None:
-            return safe_positions(link, sightings, source, now, self._previous.get(link.source), unseen_source=unseen)
+        previous = self._previous.get(link.source)
         if source is not None and not source.up:  # the last it answered: the latest, unless that one failed too
             latest = self._latest.get(link.source)
-            last = latest if latest is not None and latest.up else self._previous.get(link.source)
+            last = latest if latest is not None and latest.up else previous
             if source.partitions:  # its high-watermarks were read this round, its groups were not: theirs are older
-                merged = dataclasses.replace(source, up=True, groups=last.groups if last is not None else {})
-                return safe_positions(link, sightings, merged, now, self._previous.get(link.source))
-            return safe_positions(link, sightings, last, now, unseen_source=source.error or "no answer")
-        return safe_positions(link, sightings, source, now, self._previous.get(link.source))
+                source = dataclasses.replace(source, up=True, groups=last.groups if last is not None else {})
+            else:
+                unseen, source, previous = source.error or "no answer", last, None
+        return safe_positions(
+            link, sightings, source, now, previous, unseen_source=unseen, high_stale_after_ms=self._high_stale_ms
+        )
 
     def served_links(self) -> Mapping[str, LinkView]:
         """The published round's link views brought to now (`monitor.links.served_link`): the workers' statuses are
@@ -302,16 +306,19 @@ class MonitorService:
         return served
 
     def _overdue(self, alias: str, now_ms: int) -> str | None:
-        """Whether the cluster's collection now running is overdue: twice as long as its last good one took, and at
-        least a second (a broker that stopped makes librdkafka wait out the whole request timeout; the round goes on
-        with the last snapshot for up to an interval, and what it says of a caught-up link is no longer known)."""
+        """Whether the cluster's collection now running is overdue: twice as long as its last good one took (at most
+        an interval), and at least a second (a broker that stopped makes librdkafka wait out the whole request
+        timeout; the round goes on with the last snapshot for up to an interval, and what it says of a caught-up link
+        is no longer known)."""
         running = self._running.get(alias)
         if running is None or running[1].done():
             return None
         latest = self._latest.get(alias)
         usual_s = latest.collect_seconds if latest is not None and latest.up else 0.0
         waited_s = (now_ms - running[0]) / 1000
-        return f"no answer for {waited_s:.1f}s" if waited_s > max(1.0, 2 * usual_s) else None
+        # (at most an interval: one slow collection, just after a restart say, is not the usual)
+        overdue_s = max(1.0, min(2 * usual_s, self.settings.interval_seconds))
+        return f"no answer for {waited_s:.1f}s" if waited_s > overdue_s else None
 
     def _canary(self) -> Mapping[str, CanaryReading] | None:
         if self.canary is None:

@@ -275,3 +275,26 @@ def test_a_source_whose_collection_is_overdue_is_unseen_when_served(
     assert (p.replication_lag_records, p.replication_lag_seconds) == (None, None)
     assert p.reason == "cannot see the source (no answer for 1.5s): whether records wait is not known"
     monitor._running.clear()
+
+
+def test_a_worker_that_has_not_fetched_is_measured_against_an_old_high_watermark_only_as_a_floor() -> None:
+    """Just assigned after a source restart, the worker has acknowledged 200 but fetched nothing (no high-watermark of
+    its own), and the snapshot read 200 twelve seconds before its status: caught up then says nothing of now (the
+    producers' held records were arriving: 9.9 s behind by the truth, read as 0). With a snapshot of the round's usual
+    age, the same status reads caught up."""
+    document = status(T0, 200, 200).as_json()
+    document["partitions"][0]["high_watermark"] = None
+    worker = WorkerStatus.from_json(document)
+    assert worker is not None
+    sighting = WorkerSighting(worker, True)
+    old = safe_positions(LINK, [sighting], source(T0 - 12_000, 200), T0, high_stale_after_ms=3_000)
+    view = link_view(LINK, sightings=[sighting], snapshot=None, record_times={}, now_ms=T0, positions=old)
+    (p,) = view.partitions
+    assert (p.replication_lag_records, p.replication_lag_seconds) == (None, None)
+    assert p.reason == (
+        "its worker has not fetched since its assignment and the high-watermark read is 12 s older: "
+        "whether records wait is not known"
+    )
+    usual = safe_positions(LINK, [sighting], source(T0 - 2_000, 200), T0, high_stale_after_ms=3_000)
+    view = link_view(LINK, sightings=[sighting], snapshot=None, record_times={}, now_ms=T0, positions=usual)
+    assert (view.replication_lag_records, view.replication_lag_seconds) == (0, 0.0)
