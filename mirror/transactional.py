@@ -33,7 +33,7 @@ from mirror.delivery import dead_letter_headers
 from mirror.handler import MirrorRecord
 from mirror.topic_keeper import Survey
 from mirror.topics import CreateTopic, TopicPlan
-from mirror.worker import WorkerBase
+from mirror.worker import STATUS_EVERY_S, WorkerBase
 from mirrorwatch.kafka import error_text, new_consumer
 from mirrorwatch.worker_status import PartitionPosition
 
@@ -73,6 +73,8 @@ class TransactionalLinkWorker(WorkerBase):
         self._assigned: set[tuple[str, int]] = set()
         self._to_dead_letter: set[tuple[str, int, int]] = set()  # (topic, partition, offset) refused once already
         self._txn_error: tuple[MirrorRecord, KafkaError] | None = None
+        self._seen_high: dict[tuple[str, int], int] = {}  # what the consumer's fetches said (`_note_high_watermarks`)
+        self._next_high = 0.0
 
     # -- set-up -----------------------------------------------------------------------------------------------------
 
@@ -157,8 +159,27 @@ class TransactionalLinkWorker(WorkerBase):
         self._assigned = owned
         return plan
 
+    def _note_high_watermarks(self) -> None:
+        """Every status interval, in the loop (the consumer is the loop's alone), what the consumer's last fetch
+        responses said of each owned partition's high-watermark: the status carries it, as the at-least-once
+        worker's does, so the monitor measures the worker at its own moment."""
+        now = time.monotonic()
+        if now < self._next_high or self._consumer is None:
+            return
+        self._next_high = now + STATUS_EVERY_S
+        seen: dict[tuple[str, int], int] = {}
+        for topic, partition in list(self._assigned):
+            try:
+                _, cached = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
+            except (KafkaException, RuntimeError):
+                continue
+            if cached >= 0:
+                seen[(topic, partition)] = cached
+        self._seen_high = seen
+
     def _partition_positions(self) -> tuple[PartitionPosition, ...]:
         """Records count as acknowledged only when their transaction committed."""
+        seen_high = self._seen_high
         return tuple(
             PartitionPosition(
                 topic=t,
@@ -170,6 +191,7 @@ class TransactionalLinkWorker(WorkerBase):
                 in_flight_records=self._position.get((t, p), 0) - self._stored.get((t, p), 0)
                 if (t, p) in self._position
                 else 0,
+                high_watermark=seen_high.get((t, p)),
             )
             for t, p in sorted(self._assigned)
         )
@@ -193,6 +215,7 @@ class TransactionalLinkWorker(WorkerBase):
                 for msg in consumer.consume(num_messages=2000, timeout=min(0.1, remaining)):
                     self._mirror_one(msg, advanced)
                 producer.poll(0)
+                self._note_high_watermarks()
             if self._failure is not None:
                 producer.abort_transaction(TIMEOUT_S)
                 return

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 
 import pytest
 
+from mirror.transactional import TransactionalLinkWorker
 from mirrorwatch.config import MirrorwatchConfig
 from mirrorwatch.local import LocalClusters
 from mirrorwatch.wait import wait_until
@@ -121,3 +123,42 @@ def test_target_down_pauses_the_source_within_bounded_memory_and_resumes_without
         assert worker.status()["state"] == "running"
     got = read_all(target, "target", topic, expected=3000)
     assert {r.value for r in got} == {str(i).encode() for i in range(3000)}
+
+
+def test_an_exactly_once_worker_reports_the_high_watermark_its_consumer_saw(
+    clusters_config: MirrorwatchConfig, make_topic: Callable[..., str], unique: Callable[[str], str]
+) -> None:
+    """As the at-least-once worker does: the monitor measures a worker at its own moment against it (without it, a
+    worker is measured against the monitor's last snapshot, and only as a floor once that is a round older)."""
+    source = clusters_config.clusters["source"]
+    topic = make_topic("source", 3)
+    produce(source, "source", topic, [Record(value=b"x", partition=i % 3) for i in range(30)])
+    link = {
+        "name": "eos-high",
+        "source": "source",
+        "target": "target",
+        "topics": {"include": [topic]},
+        "group_id": unique("g"),
+        "delivery": "exactly-once",
+        "offset_commit_interval_ms": 200,
+    }
+    config = session_config(clusters_config, [link])
+    stop = threading.Event()
+    worker = TransactionalLinkWorker(config, config.links[0], stop=stop)
+    result: list[int] = []
+    thread = threading.Thread(target=lambda: result.append(worker.run()), name="test-eos-high")
+    thread.start()
+    try:
+        ends = end_offsets(source, "source", topic, 3)
+
+        def reported() -> bool:
+            positions = worker.positions()
+            return len(positions) == 3 and all(
+                (p["acked"], p["high_watermark"]) == (ends[p["partition"]],) * 2 for p in positions
+            )
+
+        wait_until(reported, timeout_s=60, description="acked = the high-watermark the consumer saw, per partition")
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+    assert result == [0], f"the worker exited with {result}"
