@@ -180,7 +180,13 @@ def safe_positions(
     }
     live: dict[tuple[str, int], tuple[WorkerStatus, PartitionPosition]] = {}
     acked: dict[tuple[str, int], int] = {}
+    # the first status that said so, when, and the high-watermark its worker saw then (None for a released one)
+    proof: dict[tuple[str, int], tuple[int, int | None]] = {}
     target_topics: dict[tuple[str, int], str] = {}
+
+    def note(key: tuple[str, int], offset: int, at_ms: int, high: int | None) -> None:
+        if key not in acked or offset > acked[key]:
+            acked[key], proof[key] = offset, (at_ms, high)
 
     for sighting in sorted(sightings, key=lambda s: s.status.observed_ms):  # a later status wins a conflict
         for position in sighting.status.partitions:
@@ -196,7 +202,7 @@ def safe_positions(
                 and position.acked > now_high
             )
             if position.acked is not None and not recreated:
-                acked[key] = max(acked.get(key, position.acked), position.acked)
+                note(key, position.acked, sighting.status.observed_ms, position.high_watermark)
             if sighting.is_live:
                 live[key] = (sighting.status, position)
         for position in sighting.status.released:  # durable on the target; not owned by this worker
@@ -208,7 +214,7 @@ def safe_positions(
             if position.acked is not None and (
                 unseen_source is not None or now_high is None or position.acked <= now_high
             ):
-                acked[key] = max(acked.get(key, position.acked), position.acked)
+                note(key, position.acked, sighting.status.observed_ms, None)
     # A partition no live worker reports was unowned as of the newest live status, not necessarily now: a worker
     # that has just been given it may already be mirroring it. With no live worker at all, nobody mirrors it now.
     live_moments = [s.status.observed_ms for s in sightings if s.is_live]
@@ -247,23 +253,46 @@ def safe_positions(
                 unseen or _stale_high(position, status, observed_hwm_ms, high_stale_after_ms),
             )
         else:
-            # Caught up by the high-watermark read when the collection began: so it was then, not necessarily now
-            # (nobody mirrors what the source took since): the figure states that moment.
-            caught_up = safe is not None and now_high is not None and safe >= now_high
+            from_worker = best_acked is not None and best_acked >= (group_committed or 0)
+            moment, floor = _unowned_moment(
+                safe, now_high, observed_hwm_ms, unowned_ms, proof.get(key) if from_worker else None
+            )
             out[key] = SafePosition(
                 key[0],
                 key[1],
                 safe,
-                min(unowned_ms, observed_hwm_ms) if caught_up and observed_hwm_ms is not None else unowned_ms,
+                moment,
                 now_high,
-                "worker_gone" if best_acked is not None and best_acked >= (group_committed or 0) else "committed",
+                "worker_gone" if from_worker else "committed",
                 None,
                 best_acked,
                 group_committed,
                 target_topics.get(key),
-                unseen,
+                unseen or floor,
             )
     return out
+
+
+def _unowned_moment(
+    safe: int | None,
+    high: int | None,
+    high_ms: int | None,
+    unowned_ms: int,
+    proof: tuple[int, int | None] | None,
+) -> tuple[int, str | None]:
+    """The moment a partition nobody mirrors is measured at, and why its high-watermark is only a floor (None: it is
+    not). Behind: now (`unowned_ms`), its lag growing. Caught up by the high-watermark read at `high_ms`: so it was
+    then, not necessarily now (nobody mirrors what the source took since) — provided the position was known by then;
+    one a worker reported only later (`proof`: when, and the high-watermark it saw) is caught up at that report if
+    its worker saw no further, and otherwise nothing says whether records waited at any moment."""
+    if safe is None or high is None or high_ms is None or safe < high:
+        return unowned_ms, None
+    if proof is None or proof[0] <= high_ms:
+        return min(unowned_ms, high_ms), None
+    proven_ms, seen_high = proof
+    if seen_high is not None and safe >= seen_high:
+        return min(unowned_ms, proven_ms), None
+    return unowned_ms, "its position was reported after the last high-watermark read"
 
 
 def _stale_high(

@@ -298,3 +298,16 @@ def test_a_worker_that_has_not_fetched_is_measured_against_an_old_high_watermark
     usual = safe_positions(LINK, [sighting], source(T0 - 2_000, 200), T0, high_stale_after_ms=3_000)
     view = link_view(LINK, sightings=[sighting], snapshot=None, record_times={}, now_ms=T0, positions=usual)
     assert (view.replication_lag_records, view.replication_lag_seconds) == (0, 0.0)
+
+
+def test_a_partition_nobody_mirrors_caught_up_only_by_a_later_report_is_so_at_that_report_or_not_known() -> None:
+    """The snapshot read 200 at T0 - 1.5 s; the worker, which died since, reported 200 acknowledged only at T0 - 0.5 s.
+    That proves nothing of T0 - 1.5 s (it may have acknowledged them in between) nor of T0 - 0.5 s unless its own
+    consumer had seen no further then (an exactly-once kill right after a commit read 0 at 4.3 s behind)."""
+    snapshot = source(T0 - 1_500, 200)
+    for seen, expected in ((200, (0, 0.0, T0 - 500)), (230, (None, None, T0))):
+        gone = WorkerSighting(status(T0 - 500, 200, seen), False)
+        view = link_view(LINK, sightings=[gone], snapshot=snapshot, record_times={}, now_ms=T0)
+        (p,) = view.partitions
+        assert (p.replication_lag_records, p.replication_lag_seconds, p.observed_ms) == expected
+    assert p.reason == "its position was reported after the last high-watermark read: whether records wait is not known"
