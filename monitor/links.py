@@ -63,7 +63,7 @@ class LinkPartitionView:
     replication_lag_seconds_method: str | None = None  # "record", "interpolated" or "at_least" (see lag_age)
     observed_ms: int | None = None  # the moment these figures describe
     # Where the position comes from: "worker" (a live worker), "worker_gone" (the last status of a worker that is
-    # gone or frozen), "committed" (the group's committed offset).
+    # gone or frozen), "committed" (the group's committed offset), "log_start" (none of them: where the link begins).
     position_from: str | None = None
     safe_offset: int | None = None  # every record below it is on the target
     waiting_since_ms: int | None = None  # when the oldest record not on the target was written (None: none, unknown)
@@ -225,6 +225,11 @@ def safe_positions(
         best_acked = acked.get(key)
         safe = _highest(best_acked, group_committed)
         now_high = hwm[key].latest if key in hwm else None
+        from_start = safe is None and link.start_from == "earliest" and key in hwm
+        if from_start:
+            # nothing acknowledged and no commit: the link begins at the log start, so that is where it stands (an
+            # empty partition is caught up, not unknown)
+            safe = hwm[key].earliest
         if key in live:
             status, position = live[key]
             highs = [h for h in (position.high_watermark,) if h is not None]
@@ -263,7 +268,7 @@ def safe_positions(
                 safe,
                 moment,
                 now_high,
-                "worker_gone" if from_worker else "committed",
+                "worker_gone" if from_worker else ("log_start" if from_start else "committed"),
                 None,
                 best_acked,
                 group_committed,

@@ -70,6 +70,43 @@ def _window(
     return windows.get((topic, partition), ())
 
 
+def _overdue(
+    running: tuple[int, concurrent.futures.Future[ClusterSnapshot]] | None,
+    latest: ClusterSnapshot | None,
+    settings: MonitorConfig,
+    now_ms: int,
+) -> str | None:
+    """Whether a cluster's collection now `running` (since when, and its future) is overdue: twice as long as its
+    last good one took (at most an interval), and at least a second (a broker that stopped makes librdkafka wait out
+    the whole request timeout; the round goes on with the last snapshot for up to an interval, and what it says of a
+    caught-up link is no longer known)."""
+    if running is None or running[1].done():
+        return None
+    usual_s = latest.collect_seconds if latest is not None and latest.up else 0.0
+    waited_s = (now_ms - running[0]) / 1000
+    # (at most an interval: one slow collection, just after a restart say, is not the usual)
+    overdue_s = max(1.0, min(2 * usual_s, settings.interval_seconds))
+    return f"no answer for {waited_s:.1f}s" if waited_s > overdue_s else None
+
+
+def _settled_while_unseen(
+    links: Sequence[LinkConfig],
+    settled: Mapping[Key, int],
+    record_times: dict[Key, int | None],
+    snapshots: Mapping[str, ClusterSnapshot],
+    positions: Mapping[str, Mapping[tuple[str, int], SafePosition]],
+) -> None:
+    """A source not answering has no record read: the times `settled` while it did still date its records."""
+    for link in links:
+        source = snapshots.get(link.source)
+        if source is None or source.up:
+            continue
+        for (topic, partition), position in positions[link.name].items():
+            key = (link.source, topic, partition, position.safe or 0)
+            if key in settled:
+                record_times.setdefault(key, settled[key])
+
+
 def is_process_running(pid: int) -> bool:
     """Whether process `pid` of this host exists and is not stopped (SIGSTOP) or a zombie."""
     try:
@@ -211,7 +248,7 @@ class MonitorService:
             }
             times, markers_only = self._times(self._wanted_record_times(snapshots, positions))
             record_times = self._dated(times, snapshots)
-            self._settled_while_unseen(record_times, snapshots, positions)
+            _settled_while_unseen(self.links, self._dates, record_times, snapshots, positions)
             groups = {}
             for snapshot in snapshots.values():
                 groups.update(evaluate_groups(self._windows, snapshot, self._evaluator, record_times, markers_only))
@@ -290,7 +327,7 @@ class MonitorService:
                         self._sightings(statuses.get(link.name, ()), now),
                         state.clusters.get(link.source),
                         now,
-                        self._overdue(link.source, now),
+                        _overdue(self._running.get(link.source), self._latest.get(link.source), self.settings, now),
                     )
                     for link in self.links
                 }
@@ -304,21 +341,6 @@ class MonitorService:
             windows = group.windows if group is not None else {}
             served[link.name] = served_link(view, now, cached[2].get(link.name), functools.partial(_window, windows))
         return served
-
-    def _overdue(self, alias: str, now_ms: int) -> str | None:
-        """Whether the cluster's collection now running is overdue: twice as long as its last good one took (at most
-        an interval), and at least a second (a broker that stopped makes librdkafka wait out the whole request
-        timeout; the round goes on with the last snapshot for up to an interval, and what it says of a caught-up link
-        is no longer known)."""
-        running = self._running.get(alias)
-        if running is None or running[1].done():
-            return None
-        latest = self._latest.get(alias)
-        usual_s = latest.collect_seconds if latest is not None and latest.up else 0.0
-        waited_s = (now_ms - running[0]) / 1000
-        # (at most an interval: one slow collection, just after a restart say, is not the usual)
-        overdue_s = max(1.0, min(2 * usual_s, self.settings.interval_seconds))
-        return f"no answer for {waited_s:.1f}s" if waited_s > overdue_s else None
 
     def _canary(self) -> Mapping[str, CanaryReading] | None:
         if self.canary is None:
@@ -444,22 +466,6 @@ class MonitorService:
         while len(dates) > DATES_KEPT:
             dates.popitem(last=False)
         return out
-
-    def _settled_while_unseen(
-        self,
-        record_times: dict[Key, int | None],
-        snapshots: Mapping[str, ClusterSnapshot],
-        positions: Mapping[str, Mapping[tuple[str, int], SafePosition]],
-    ) -> None:
-        """A source not answering has no record read: the times settled while it did still date its records."""
-        for link in self.links:
-            source = snapshots.get(link.source)
-            if source is None or source.up:
-                continue
-            for (topic, partition), position in positions[link.name].items():
-                key = (link.source, topic, partition, position.safe or 0)
-                if key in self._dates:
-                    record_times.setdefault(key, self._dates[key])
 
     def _collect_safely(self) -> None:
         try:

@@ -311,3 +311,26 @@ def test_a_partition_nobody_mirrors_caught_up_only_by_a_later_report_is_so_at_th
         (p,) = view.partitions
         assert (p.replication_lag_records, p.replication_lag_seconds, p.observed_ms) == expected
     assert p.reason == "its position was reported after the last high-watermark read: whether records wait is not known"
+
+
+def test_a_partition_with_nothing_acknowledged_and_no_commit_stands_at_the_log_start() -> None:
+    """An empty partition a worker was just given (nothing read, nothing committed) is caught up, not unknown (it made
+    a link's total unknown); one holding records nobody has copied is behind by all of them, from the log start where
+    the link begins (start_from: earliest). Starting at the end, nothing is known until the worker reports."""
+    fresh_worker = status(T0, 0, 0).as_json()
+    fresh_worker["partitions"][0].update(consumed=None, acked=None, committed=None, high_watermark=None)
+    worker = WorkerStatus.from_json(fresh_worker)
+    assert worker is not None
+    sighting = WorkerSighting(worker, True)
+    empty = ClusterSnapshot("source", T0, True, partitions={("orders", 0): PartitionOffsets(40, 40)})
+    (p,) = link_view(LINK, sightings=[sighting], snapshot=empty, record_times={}, now_ms=T0).partitions
+    assert (p.safe_offset, p.replication_lag_records, p.replication_lag_seconds, p.reason) == (40, 0, 0.0, None)
+    waiting = ClusterSnapshot("source", T0, True, partitions={("orders", 0): PartitionOffsets(40, 100)})
+    times = {("source", "orders", 0, 40): T0 - 7_000}
+    view = link_view(LINK, sightings=[], snapshot=waiting, record_times=times, now_ms=T0)
+    assert view.partitions == ()  # no worker, no commit: the link's partitions are not known yet (it says so)
+    (p,) = link_view(LINK, sightings=[sighting], snapshot=waiting, record_times=times, now_ms=T0).partitions
+    assert (p.replication_lag_records, p.replication_lag_seconds, p.position_from) == (60, 7.0, "worker")
+    latest = LINK.model_copy(update={"start_from": "latest"})
+    (p,) = link_view(latest, sightings=[sighting], snapshot=waiting, record_times=times, now_ms=T0).partitions
+    assert (p.replication_lag_records, p.replication_lag_seconds) == (None, None) and p.reason is not None
