@@ -306,6 +306,8 @@ def _stale_high(
     """Why the high-watermark a live worker's partition is measured against is only a floor (None: it is not)."""
     if position.high_watermark is not None or observed_hwm_ms is None:
         return None
+    if position.consumed is not None or position.acked is None:
+        return None  # it has read the partition (so fetched it), or never had any of it: nothing of an old ownership
     age_s = (status.observed_ms - observed_hwm_ms) / 1000
     if age_s * 1000 <= stale_after_ms:
         return None

@@ -160,9 +160,21 @@ def _text_with(browser: Browser, tab: str, wanted: tuple[str, ...]) -> str | Non
 def _check_memory(base: str, config_group: str) -> None:
     """The monitor remembers: the link's lag, throughput and canary latency over its rounds, every group in one
     answer."""
-    with urllib.request.urlopen(base + "/mirror/history/links/demo", timeout=5) as response:
-        series = json.load(response)["series"]
-    assert len(series["replication_lag_records"]) >= 2 and any(v > 0 for _, v in series["records_out_per_second"])
+
+    def link_series() -> dict[str, list[list[float]]] | None:
+        """The link's history once it holds two rounds with the lag known: the first round may come before any worker
+        reported, and then the link's lag is not known (it used to be remembered as 0)."""
+        with urllib.request.urlopen(base + "/mirror/history/links/demo", timeout=5) as response:
+            series: dict[str, list[list[float]]] = json.load(response)["series"]
+        return series if len(series.get("replication_lag_records", [])) >= 2 else None
+
+    series = wait_until(
+        link_series,
+        timeout_s=60,
+        interval_s=1,
+        description="two rounds of the link's lag in the history",
+    )
+    assert any(v > 0 for _, v in series["records_out_per_second"])
     with urllib.request.urlopen(base + "/mirror/groups", timeout=5) as response:
         groups = {(g["cluster"], g["group"]) for g in json.load(response)["groups"]}
     assert ("source", config_group) in groups and ("source", "demo-billing") in groups, groups

@@ -283,7 +283,7 @@ def test_a_worker_that_has_not_fetched_is_measured_against_an_old_high_watermark
     producers' held records were arriving: 9.9 s behind by the truth, read as 0). With a snapshot of the round's usual
     age, the same status reads caught up."""
     document = status(T0, 200, 200).as_json()
-    document["partitions"][0]["high_watermark"] = None
+    document["partitions"][0].update(high_watermark=None, consumed=None)  # acknowledged before it lost the partition
     worker = WorkerStatus.from_json(document)
     assert worker is not None
     sighting = WorkerSighting(worker, True)
@@ -295,6 +295,11 @@ def test_a_worker_that_has_not_fetched_is_measured_against_an_old_high_watermark
         "its worker has not fetched since its assignment and the high-watermark read is 12 s older: "
         "whether records wait is not known"
     )
+    reading = dict(document, partitions=[{**document["partitions"][0], "consumed": 200}])
+    has_read = WorkerStatus.from_json(reading)  # a worker that has read its partition has fetched it: believed
+    assert has_read is not None
+    (believed,) = safe_positions(LINK, [WorkerSighting(has_read, True)], source(T0 - 12_000, 200), T0).values()
+    assert (believed.lag_records, believed.high_floor) == (0, None)
     usual = safe_positions(LINK, [sighting], source(T0 - 2_000, 200), T0, high_stale_after_ms=3_000)
     view = link_view(LINK, sightings=[sighting], snapshot=None, record_times={}, now_ms=T0, positions=usual)
     assert (view.replication_lag_records, view.replication_lag_seconds) == (0, 0.0)
