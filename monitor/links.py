@@ -511,8 +511,13 @@ def served_link(
 def _served_partition(
     p: LinkPartitionView, now_ms: int, fresh: SafePosition | None, history: Sequence[OffsetSample]
 ) -> LinkPartitionView:
-    if fresh is not None and fresh.high_floor is not None and fresh.lag_records == 0:
-        # caught up by the last high-watermark read, but the source has stopped answering since the round
+    if (
+        fresh is not None
+        and fresh.high_floor is not None
+        and fresh.lag_records == 0
+        and (p.high_watermark is None or (fresh.safe or 0) >= p.high_watermark)  # the round knew no more
+    ):
+        # caught up by the last high-watermark read, but that proves nothing now (see `high_floor`)
         return replace(
             p,
             replication_lag_records=None,

@@ -339,3 +339,22 @@ def test_a_partition_with_nothing_acknowledged_and_no_commit_stands_at_the_log_s
     latest = LINK.model_copy(update={"start_from": "latest"})
     (p,) = link_view(latest, sightings=[sighting], snapshot=waiting, record_times=times, now_ms=T0).partitions
     assert (p.replication_lag_records, p.replication_lag_seconds) == (None, None) and p.reason is not None
+
+
+def test_a_floor_never_hides_what_the_round_knew_to_be_behind() -> None:
+    """The spark driver froze: its last status said acknowledged 90 of 200 (its own high-watermark), the snapshot of
+    the round before read only 80. Served with the driver gone, the snapshot alone would call it caught up, only a
+    floor — but the round knew 110 records waited: aged to now, not left out."""
+    frozen = WorkerSighting(status(T0 - 200, 90, 200), False)
+    view = link_view(
+        LINK,
+        sightings=[WorkerSighting(status(T0 - 200, 90, 200), True)],
+        snapshot=source(T0 - 1_000, 80),
+        record_times=TIMES,
+        now_ms=T0,
+    )
+    (p,) = view.partitions
+    assert (p.replication_lag_records, p.high_watermark) == (110, 200)
+    now = T0 + 1_000
+    (served,) = served_link(view, now, fresh([frozen], now, source(T0 - 1_000, 80))).partitions
+    assert (served.replication_lag_records, served.replication_lag_seconds) == (110, 6.0)
