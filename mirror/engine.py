@@ -72,21 +72,8 @@ class LinkWorker(WorkerBase):
     # -- positions --------------------------------------------------------------------------------------------------
 
     def _note_high_watermarks(self) -> None:
-        """What the consumer's last fetch responses said of each partition's high-watermark (no broker request),
-        noted by the loop for the status: the consumer is the loop's alone (called from the heartbeat thread, its
-        methods wait for the loop's consume() and took seconds)."""
-        consumer = self._consumer
-        if consumer is None:
-            return
-        seen: dict[tuple[str, int], int] = {}
-        for topic, partition in list(self._progress):
-            try:
-                _, cached = consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
-            except (KafkaException, RuntimeError):
-                continue
-            if cached >= 0:
-                seen[(topic, partition)] = cached
-        self._seen_high = seen
+        """The high-watermarks the consumer saw, noted by the loop for the status (`_cached_high_watermarks`)."""
+        self._seen_high = self._cached_high_watermarks(self._progress)
 
     def _partition_positions(self) -> tuple[PartitionPosition, ...]:
         positions = []

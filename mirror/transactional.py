@@ -164,18 +164,10 @@ class TransactionalLinkWorker(WorkerBase):
         responses said of each owned partition's high-watermark: the status carries it, as the at-least-once
         worker's does, so the monitor measures the worker at its own moment."""
         now = time.monotonic()
-        if now < self._next_high or self._consumer is None:
+        if now < self._next_high:
             return
         self._next_high = now + STATUS_EVERY_S
-        seen: dict[tuple[str, int], int] = {}
-        for topic, partition in list(self._assigned):
-            try:
-                _, cached = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
-            except (KafkaException, RuntimeError):
-                continue
-            if cached >= 0:
-                seen[(topic, partition)] = cached
-        self._seen_high = seen
+        self._seen_high = self._cached_high_watermarks(self._assigned)
 
     def _partition_positions(self) -> tuple[PartitionPosition, ...]:
         """Records count as acknowledged only when their transaction committed."""

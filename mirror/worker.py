@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import asdict
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mirror.admin import link_cluster_ids
@@ -117,6 +117,23 @@ class WorkerBase:
     def _released_positions(self) -> tuple[PartitionPosition, ...]:
         """Partitions no longer owned, with what was acknowledged of them (see WorkerStatus.released)."""
         return ()
+
+    def _cached_high_watermarks(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """What the consumer's last fetch responses said of each partition's high-watermark (no broker request). Call
+        it from the loop only: the consumer is the loop's alone (from the heartbeat thread its methods wait for the
+        loop's consume(), seconds)."""
+        seen: dict[tuple[str, int], int] = {}
+        consumer = self._consumer
+        if consumer is None:
+            return seen
+        for topic, partition in list(partitions):
+            try:
+                _, cached = consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
+            except (KafkaException, RuntimeError):
+                continue
+            if cached >= 0:
+                seen[(topic, partition)] = cached
+        return seen
 
     def _target_topic(self, topic: str) -> str:
         return self._keeper.topic_map.get(topic, self._rename.target_topic(topic)) if self._keeper else topic
