@@ -105,14 +105,23 @@ class _Progress:
         self.stats: dict[str, float] = {"records_in_total": 0, "records_out_total": 0}
         self.batches = 0
         self._batch_id = -1  # the newest batch whose end offsets are the positions
+        # the high-watermarks the listener's batch `_latest_batch` was planned against (the checkpoint has none)
+        self._latest: dict[tuple[str, int], int] = {}
+        self._latest_batch = -1
 
     def batch_done(self, progress: Any) -> None:
-        sources = [{"endOffset": s.endOffset} for s in progress.sources]
+        sources = [{"endOffset": s.endOffset, "latestOffset": s.latestOffset} for s in progress.sources]
         offsets = parse_end_offsets(sources)
         rows = int(progress.numInputRows or 0)
         batch_id = int(progress.batchId)
+        try:
+            latest = parse_end_offsets(sources, field="latestOffset")
+        except (ValueError, AttributeError, TypeError):
+            latest = {}
         with self._lock:
             self.batches += 1
+            if batch_id >= self._latest_batch:
+                self._latest, self._latest_batch = latest, batch_id
             self.stats["records_in_total"] += rows
             self.stats["records_out_total"] += rows  # the batch is committed: its rows are written
             self.stats["spark_batch_duration_seconds"] = float(progress.batchDuration or 0) / 1000
@@ -158,9 +167,19 @@ class _Progress:
 
     def status(self) -> WorkerStatus:
         """The end offsets of the last committed micro-batch: every record below them is on the target (the sink
-        wrote the batch with acks=all before the batch counts as done)."""
+        wrote the batch with acks=all before the batch counts as done); as the high-watermark the worker saw, the one
+        that batch was planned against: its `latestOffset` when the listener told it, its end offsets when the
+        checkpoint did first and no `maxOffsetsPerTrigger` limits a batch (unknown otherwise)."""
         with self._lock:
             positions = sorted(self._positions.items())
+            if self._latest_batch == self._batch_id:
+                latest = self._latest
+            elif self.plan.max_offsets_per_trigger is None:
+                # learnt from the checkpoint before the listener: without a read limit a batch reads up to the
+                # high-watermarks it was planned against, so its end offsets are those
+                latest = dict(self._positions)
+            else:
+                latest = {}
             stats = dict(self.stats)
         return WorkerStatus(
             link=self.link.name,
@@ -178,6 +197,7 @@ class _Progress:
                     acked=o,
                     committed=o,
                     in_flight_records=0,
+                    high_watermark=latest.get((t, p)),
                 )
                 for (t, p), o in positions
             ),

@@ -3,6 +3,7 @@ without loss, progress visible to the monitor, refusals."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from mirrorwatch.provenance import (
     with_provenance,
 )
 from mirrorwatch.wait import wait_until
+from mirrorwatch.worker_status import WorkerStatus
 from tests.kafka_helpers import (
     Record,
     by_partition,
@@ -116,6 +118,15 @@ def test_fifty_thousand_records_keep_partition_key_value_and_headers_and_the_mon
     # lag in the Burrow view (the collector's own rounds).
     lag = monitor_sees_link_caught_up(base, "sparked", group, topic, PARTITIONS)
     assert lag["partition_count"] == PARTITIONS and lag["totallag"] == 0 and lag["status"] == "OK"
+    # The driver's status: every partition at the end of what was produced, and the high-watermark its last batch was
+    # planned against (the batch's latestOffset) with it, the proof a gone driver was caught up when it last spoke.
+    (status_file,) = (tmp_path / "state" / "status" / "links").glob("sparked.*.json")
+    status = WorkerStatus.from_json(json.loads(status_file.read_text()))
+    assert status is not None
+    produced = {p: 50_000 // PARTITIONS + (p < 50_000 % PARTITIONS) for p in range(PARTITIONS)}
+    assert {p.partition: (p.acked, p.high_watermark) for p in status.partitions} == {
+        p: (n, n) for p, n in produced.items()
+    }
 
     got = read_all(target, "target", topic, len(sent), timeout_s=120)
     assert len(got) == len(sent)  # nothing twice on a clean run
