@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mirrorwatch.alert_thresholds import DEFAULT_THRESHOLDS, THRESHOLDS, check_threshold
+from kernel.alert_thresholds import DEFAULT_THRESHOLDS, THRESHOLDS, check_threshold
 
 __all__ = ["DEFAULT_THRESHOLDS", "METRICS_USED", "THRESHOLDS", "build_rules", "parse_overrides", "render"]
 

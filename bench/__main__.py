@@ -31,7 +31,7 @@ from bench import (
     throughput,
 )
 from bench.common import exit_on_sigterm
-from mirrorwatch.local import LocalClusters
+from localkafka.local import LocalClusters
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,10 +37,10 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, Message, Producer, Top
 
 from bench.common import clusters_for, exit_on_sigterm, markdown_table, median
 from bench.throughput import Case, preload
+from kernel.config import MirrorwatchConfig
+from kernel.kafka import create_topics, new_admin, new_consumer, new_producer
 from mirror.runner import tune_gc
 from mirror.settings import CONSUMER_DEFAULTS, CONSUMER_FIXED, PRODUCER_DEFAULTS, PRODUCER_FIXED
-from mirrorwatch.config import MirrorwatchConfig
-from mirrorwatch.kafka import create_topics, new_admin, new_consumer, new_producer
 
 VARIANTS = ("consume", "produce", "+1 header", "+6 headers", "+1 header, dr/record", "+1 header, dr/batch")
 BATCH = 2000

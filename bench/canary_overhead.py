@@ -26,8 +26,8 @@ from typing import Any
 import yaml
 
 from bench.common import clusters_for, exit_on_sigterm
-from mirrorwatch.config import MirrorwatchConfig
-from mirrorwatch.processes import free_port
+from kernel.config import MirrorwatchConfig
+from kernel.processes import free_port
 
 TICKS = os.sysconf("SC_CLK_TCK")
 

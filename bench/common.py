@@ -22,10 +22,10 @@ from pathlib import Path
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mirrorwatch.config import ClusterConfig, MirrorwatchConfig, load_config
-from mirrorwatch.kafka import create_topics, new_admin, new_producer
-from mirrorwatch.local import LocalClusters
-from mirrorwatch.processes import stop_process
+from kernel.config import ClusterConfig, MirrorwatchConfig, load_config
+from kernel.kafka import create_topics, new_admin, new_producer
+from kernel.processes import stop_process
+from localkafka.local import LocalClusters
 
 __all__ = [
     "ProcessTree",

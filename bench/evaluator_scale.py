@@ -24,7 +24,7 @@ from typing import Any
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
 from bench.common import clusters_for, exit_on_sigterm, markdown_table, median
-from mirrorwatch.kafka import create_topics, new_admin
+from kernel.kafka import create_topics, new_admin
 from monitor.collector import collect_cluster
 from monitor.evaluator import EvaluatorConfig, OffsetSample, evaluate_group, evaluate_partition
 from monitor.windows import OffsetWindows

@@ -33,8 +33,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from bench.common import clusters_for, exit_on_sigterm, load_groups, markdown_table, median
-from mirrorwatch.config import ClusterConfig, MonitorConfig
-from mirrorwatch.kafka import new_admin
+from kernel.config import ClusterConfig, MonitorConfig
+from kernel.kafka import new_admin
 from monitor.exporter import STYLES, MonitorCollector
 from monitor.http import HttpServer, create_app
 from monitor.service import MonitorService

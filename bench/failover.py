@@ -40,9 +40,9 @@ from bench.common import clusters_for, exit_on_sigterm, markdown_table, stop_pee
 from bench.mm2 import mm2_command, mm2_properties
 from failover.plan import make_plan
 from failover.scan import TargetScans
-from mirrorwatch.config import MirrorwatchConfig, parse_config
-from mirrorwatch.kafka import create_topics, new_admin, new_consumer, new_producer
-from mirrorwatch.wait import wait_until
+from kernel.config import MirrorwatchConfig, parse_config
+from kernel.kafka import create_topics, new_admin, new_consumer, new_producer
+from kernel.wait import wait_until
 
 __all__ = ["main"]
 

@@ -47,8 +47,8 @@ from bench.common import (
     stop_peer,
 )
 from bench.throughput import peer_command, target_topic_for, total_records
-from mirrorwatch.config import ClusterConfig, MirrorwatchConfig
-from mirrorwatch.kafka import create_topics, new_admin, new_consumer, new_producer
+from kernel.config import ClusterConfig, MirrorwatchConfig
+from kernel.kafka import create_topics, new_admin, new_consumer, new_producer
 
 PEERS = ("python-1", "python-2", "kcat", "mm2", "mm2-tuned")
 WARM_UP_TIMEOUT_S = 180.0

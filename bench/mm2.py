@@ -11,8 +11,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from bench.common import stop_peer
-from mirrorwatch.config import MirrorwatchConfig
-from mirrorwatch.jars import CONNECT_MIRROR, resolve_jars
+from kernel.config import MirrorwatchConfig
+from localkafka.jars import CONNECT_MIRROR, resolve_jars
 
 __all__ = ["MM2_LOG4J", "mm2_command", "mm2_properties", "running_mm2"]
 

@@ -34,9 +34,9 @@ from typing import Any
 import yaml
 
 from bench.common import clusters_for, exit_on_sigterm, load_groups, markdown_table, median
-from mirrorwatch.config import ClusterConfig, MirrorwatchConfig
-from mirrorwatch.kafka import new_admin
-from mirrorwatch.processes import die_with_parent, free_port, stop_process
+from kernel.config import ClusterConfig, MirrorwatchConfig
+from kernel.kafka import new_admin
+from kernel.processes import die_with_parent, free_port, stop_process
 
 PARTITIONS = 12
 RECORDS_PER_PARTITION = 100

@@ -33,7 +33,7 @@ from pathlib import Path
 from bench.common import exit_on_sigterm
 from bench.truth_harness import FAULTS, HELD_S, LINK, run_truth
 from bench.truth_judge import Phase, TruthRun, print_report
-from mirrorwatch.local import LocalClusters
+from localkafka.local import LocalClusters
 
 __all__ = ["HELD_S", "LINK", "Phase", "TruthRun", "main", "print_report", "run_truth"]
 

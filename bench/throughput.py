@@ -62,9 +62,9 @@ from bench.common import (
     topic_label,
 )
 from bench.mm2 import DATA_ONLY, mm2_command, mm2_properties
+from kernel.config import ClusterConfig, MirrorwatchConfig
+from kernel.kafka import create_topics, new_admin, new_consumer, new_producer
 from mirror.spark_cluster import LocalSparkCluster
-from mirrorwatch.config import ClusterConfig, MirrorwatchConfig
-from mirrorwatch.kafka import create_topics, new_admin, new_consumer, new_producer
 
 STANDALONE = ("spark-standalone-1", "spark-standalone-2")
 PEERS = ("python-1", "python-2", "spark", *STANDALONE, "kcat", "mm2", "mm2-tuned")

@@ -23,11 +23,11 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 
 from bench.common import stop_process
 from bench.truth_judge import FOLLOWER_LATENCY_MS, INTERVAL_S, Phase, Sample, Truth, TruthRun
-from mirrorwatch.config import load_config
-from mirrorwatch.kafka import create_topics, new_admin
-from mirrorwatch.local import LocalClusters
-from mirrorwatch.processes import free_port
-from mirrorwatch.wait import WaitTimeout, wait_until
+from kernel.config import load_config
+from kernel.kafka import create_topics, new_admin
+from kernel.processes import free_port
+from kernel.wait import WaitTimeout, wait_until
+from localkafka.local import LocalClusters
 
 __all__ = ["FAULTS", "HELD_S", "LINK", "run_truth", "spark_batches"]
 

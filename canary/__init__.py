@@ -1,1 +1,3 @@
-"""The canary: probes through the mirror, read back at the target (pure core: probe, tracker, topic)."""
+"""The canary: probes through the mirror, read back at the target (pure core: probe, tracker, topic).
+
+Imports: `kernel` only; no other domain."""

@@ -27,12 +27,12 @@ from confluent_kafka.cimpl import NewPartitions, NewTopic
 from canary.probe import Probe, decode_probe, is_signed
 from canary.topic import CanaryTopicPlan, plan_canary_topic
 from canary.tracker import QUANTILE_WINDOW_S, Histogram, LinkView, Tracker, quantile
-from mirrorwatch.clock import Clock, SystemClock
-from mirrorwatch.config import CanaryConfig, ClusterConfig, LinkConfig
-from mirrorwatch.errors import ConfigError, ConfigProblem
-from mirrorwatch.kafka import already_exists, error_text, headers_of, new_admin, new_consumer, new_producer
-from mirrorwatch.rename import rename_policy
-from mirrorwatch.status_board import StatusBoard
+from kernel.clock import Clock, SystemClock
+from kernel.config import CanaryConfig, ClusterConfig, LinkConfig
+from kernel.errors import ConfigError, ConfigProblem
+from kernel.kafka import already_exists, error_text, headers_of, new_admin, new_consumer, new_producer
+from kernel.rename import rename_policy
+from kernel.status_board import StatusBoard
 
 __all__ = ["CanaryService", "canary_links"]
 
@@ -325,7 +325,7 @@ class CanaryService:
         assert self._key is not None
         try:
             ok = is_signed(msg.value(), headers_of(msg), self._key)
-        except SystemError:  # a header name that is not UTF-8 (see mirrorwatch.kafka.headers_of): not our probe
+        except SystemError:  # a header name that is not UTF-8 (see kernel.kafka.headers_of): not our probe
             ok = False
         if not ok:
             self._unsigned += 1

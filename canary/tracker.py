@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from canary.probe import Probe
-from mirrorwatch.histogram import LATENCY_BUCKETS_SECONDS, Histogram
+from kernel.histogram import LATENCY_BUCKETS_SECONDS, Histogram
 
 __all__ = ["LATENCY_BUCKETS_S", "QUANTILE_WINDOW_S", "Histogram", "LinkView", "PartitionView", "Tracker", "quantile"]
 

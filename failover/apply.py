@@ -20,10 +20,10 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicP
 from failover.plan import FailoverPlan, GroupPlan, committed_offsets
 from failover.scan import copies_below
 from failover.translate import PositionCheck, check_position
-from mirrorwatch.config import MirrorwatchConfig
-from mirrorwatch.errors import MirrorwatchError
-from mirrorwatch.kafka import error_text, new_admin
-from mirrorwatch.wait import WaitTimeout, wait_until
+from kernel.config import MirrorwatchConfig
+from kernel.errors import MirrorwatchError
+from kernel.kafka import error_text, new_admin
+from kernel.wait import WaitTimeout, wait_until
 
 __all__ = ["GroupCheck", "GroupOutcome", "apply_plan", "mirror_behind", "verify_plan", "wait_for_mirror"]
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from failover.translate import Translation
-from mirrorwatch.config import ClusterConfig
-from mirrorwatch.kafka import kafka_error, new_consumer
+from kernel.config import ClusterConfig
+from kernel.kafka import kafka_error, new_consumer
 
 __all__ = ["MATCH_LIMIT", "SourceRecord", "read_record_at", "translate_by_time"]
 

@@ -35,10 +35,10 @@ from failover.by_time import SourceRecord, read_record_at
 from failover.migrate_format import MM2_CONNECTOR, latest_positions, mm2_offset_record
 from failover.plan import FailoverUsageError, committed_offsets, target_groups
 from failover.scan import Watermarks, read_partitions, watermarks
-from mirrorwatch.config import ClusterConfig, LinkConfig, MirrorwatchConfig
-from mirrorwatch.errors import MirrorwatchError
-from mirrorwatch.kafka import kafka_error, new_admin, new_consumer, new_producer
-from mirrorwatch.rename import rename_policy
+from kernel.config import ClusterConfig, LinkConfig, MirrorwatchConfig
+from kernel.errors import MirrorwatchError
+from kernel.kafka import kafka_error, new_admin, new_consumer, new_producer
+from kernel.rename import rename_policy
 
 __all__ = [
     "KINDS",

@@ -12,8 +12,8 @@ from confluent_kafka import Message
 
 from failover.mm2_format import Checkpoint, parse_checkpoint
 from failover.scan import Watermarks, read_partitions, watermarks
-from mirrorwatch.config import ClusterConfig
-from mirrorwatch.kafka import new_admin
+from kernel.config import ClusterConfig
+from kernel.kafka import new_admin
 
 __all__ = ["read_checkpoints"]
 

@@ -22,13 +22,13 @@ from failover.mm2 import read_checkpoints
 from failover.mm2_format import Checkpoint
 from failover.scan import TargetScans, Watermarks, echo_offsets, read_partitions, scan_target, watermarks
 from failover.translate import SourcePartition, SourceProgress, TargetLog, Translation, source_progress, translate
-from mirrorwatch.config import ClusterConfig, LinkConfig, MirrorwatchConfig
-from mirrorwatch.errors import MirrorwatchError
-from mirrorwatch.group_offsets import FetchError
-from mirrorwatch.group_offsets import committed_offsets as fetch_committed
-from mirrorwatch.kafka import COORDINATOR_NOT_READY, kafka_error, new_admin
-from mirrorwatch.patterns import PatternError, compile_pattern
-from mirrorwatch.rename import rename_policy
+from kernel.config import ClusterConfig, LinkConfig, MirrorwatchConfig
+from kernel.errors import MirrorwatchError
+from kernel.group_offsets import FetchError
+from kernel.group_offsets import committed_offsets as fetch_committed
+from kernel.kafka import COORDINATOR_NOT_READY, kafka_error, new_admin
+from kernel.patterns import PatternError, compile_pattern
+from kernel.rename import rename_policy
 
 __all__ = ["FailoverPlan", "FailoverUsageError", "GroupPlan", "TargetGroup", "make_plan"]
 
@@ -171,7 +171,7 @@ def committed_offsets(
     cluster: ClusterConfig, alias: str, groups: list[str], *, optional: str | None = None
 ) -> dict[str, dict[tuple[str, int], int]]:
     """Each group's committed offsets (one OffsetFetch per group, as the admin API allows, all in flight at once, in
-    the child process of `mirrorwatch.group_offsets`: librdkafka's admin OffsetFetch can crash the asking process
+    the child process of `kernel.group_offsets`: librdkafka's admin OffsetFetch can crash the asking process
     when a coordinator moves, and a standby round runs inside the monitor). The `optional` group is fetched in the
     same round; where its offsets cannot be read (a principal without Describe on it) it is left out."""
     wanted = groups if optional is None or optional in groups else [*groups, optional]

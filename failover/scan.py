@@ -20,10 +20,10 @@ from confluent_kafka import OFFSET_BEGINNING, IsolationLevel, KafkaError, KafkaE
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from failover.translate import SourcePartition, TargetLog
-from mirrorwatch.config import ClusterConfig
-from mirrorwatch.errors import KafkaClientError
-from mirrorwatch.kafka import error_text, headers_of, kafka_error, new_consumer
-from mirrorwatch.provenance import provenance_source
+from kernel.config import ClusterConfig
+from kernel.errors import KafkaClientError
+from kernel.kafka import error_text, headers_of, kafka_error, new_consumer
+from kernel.provenance import provenance_source
 
 __all__ = [
     "Echo",
@@ -225,7 +225,7 @@ def read_partitions(
 
 def _source_of(msg: Message) -> tuple[bytes, str, int, int] | None:
     try:
-        return provenance_source(cast(list[tuple[str, bytes | None]] | None, headers_of(msg)))  # mirrorwatch.kafka
+        return provenance_source(cast(list[tuple[str, bytes | None]] | None, headers_of(msg)))  # kernel.kafka
     except (SystemError, ValueError, UnicodeDecodeError):  # header names that are not UTF-8
         return None
 

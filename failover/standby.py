@@ -24,10 +24,10 @@ from failover.apply import GroupOutcome, apply_plan
 from failover.plan import FailoverPlan, GroupPlan, make_plan
 from failover.scan import TargetScans
 from failover.translate import Translation
-from mirrorwatch.clock import Clock, SystemClock
-from mirrorwatch.config import CheckpointConfig, LinkConfig, MirrorwatchConfig
-from mirrorwatch.errors import MirrorwatchError
-from mirrorwatch.kafka import error_text
+from kernel.clock import Clock, SystemClock
+from kernel.config import CheckpointConfig, LinkConfig, MirrorwatchConfig
+from kernel.errors import MirrorwatchError
+from kernel.kafka import error_text
 
 __all__ = ["GroupStandby", "Standby", "StandbyView"]
 

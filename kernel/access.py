@@ -24,9 +24,9 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
-from mirrorwatch.config import ROLES, ClusterConfig, MirrorwatchConfig, Role, reveal
-from mirrorwatch.errors import MirrorwatchError
-from mirrorwatch.kafka import new_admin
+from kernel.config import ROLES, ClusterConfig, MirrorwatchConfig, Role, reveal
+from kernel.errors import MirrorwatchError
+from kernel.kafka import new_admin
 
 __all__ = ["ClusterRefusedError", "Refusal", "refusal", "require_access"]
 

@@ -23,8 +23,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from mirrorwatch.config import LinkConfig, MirrorwatchConfig, Role
-from mirrorwatch.rename import rename_policy
+from kernel.config import LinkConfig, MirrorwatchConfig, Role
+from kernel.rename import rename_policy
 
 __all__ = ["DenialLog", "Permission", "grant_line", "required"]
 

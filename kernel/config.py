@@ -31,10 +31,10 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from mirrorwatch.alert_thresholds import AlertThresholds
-from mirrorwatch.errors import ConfigError, ConfigProblem
-from mirrorwatch.patterns import PatternError, compile_pattern
-from mirrorwatch.yaml_file import read_yaml
+from kernel.alert_thresholds import AlertThresholds
+from kernel.errors import ConfigError, ConfigProblem
+from kernel.patterns import PatternError, compile_pattern
+from kernel.yaml_file import read_yaml
 
 __all__ = [
     "CanaryConfig",

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from mirrorwatch.config import ClusterConfig
-from mirrorwatch.errors import KafkaClientError
+from kernel.config import ClusterConfig
+from kernel.errors import KafkaClientError
 
 __all__ = ["FetchError", "GroupOffsetsUnknown", "committed_offsets", "fetcher"]
 
@@ -61,7 +61,7 @@ def _serve(connection: Connection, cluster: ClusterConfig, alias: str) -> None: 
     """The child: one admin client; per request, every group's OffsetFetch in flight at once, answered together."""
     from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
 
-    from mirrorwatch.kafka import error_of, new_admin
+    from kernel.kafka import error_of, new_admin
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when it stops (Ctrl-C reaches the group)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -2,7 +2,7 @@
 
 Clients are created when asked for (never at import or in constructors elsewhere), and their librdkafka log lines go
 to Python logging under `mirrorwatch.kafka.<cluster alias>` instead of stderr, repeats counted rather than logged
-(`mirrorwatch.log_repeats`: a failing connection is one line per broker and attempt).
+(`kernel.log_repeats`: a failing connection is one line per broker and attempt).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from mirrorwatch.config import ClusterConfig
-from mirrorwatch.errors import ConfigError, ConfigProblem, KafkaClientError
-from mirrorwatch.log_repeats import RepeatFilter
+from kernel.config import ClusterConfig
+from kernel.errors import ConfigError, ConfigProblem, KafkaClientError
+from kernel.log_repeats import RepeatFilter
 
 __all__ = [
     "COORDINATOR_NOT_READY",

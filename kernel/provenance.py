@@ -4,7 +4,7 @@ Every record the engine writes says where it was read, in one of two forms (the 
 
 compact (the default), one UTF-8 text header:
 
-    mirrorwatch.provenance        <path>;<topic>;<partition>;<offset>, e.g. `A1b2,C3d4;orders;3;1200`
+    mirrorwatch.provenance   <path>;<topic>;<partition>;<offset>, e.g. `A1b2,C3d4;orders;3;1200`
 
 full, six UTF-8 text headers:
 

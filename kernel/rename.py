@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from mirrorwatch.config import FormatRename, IdentityRename, MapRename, PrefixRename, RenameConfig
+from kernel.config import FormatRename, IdentityRename, MapRename, PrefixRename, RenameConfig
 
 __all__ = ["RenamePolicy", "rename_policy"]
 

@@ -7,7 +7,7 @@ said: every record that one had acknowledged is on the target, and the new one s
 offset, below it. Files not rewritten for `KEEP_STALE_MS` are removed by the next writer of the same name.
 Each write is atomic (a temporary file renamed over the old one), so a reader never sees half a document. A clean
 stop withdraws the file; a killed process leaves one behind. The reader decides how old is too old: the canary's
-status expires, a mirror worker's is kept as the last word of a dead worker (`mirrorwatch.worker_status`).
+status expires, a mirror worker's is kept as the last word of a dead worker (`kernel.worker_status`).
 """
 
 from __future__ import annotations

@@ -29,8 +29,8 @@ from pathlib import Path
 
 import bcrypt
 
-from mirrorwatch.errors import ConfigError, ConfigProblem
-from mirrorwatch.yaml_file import read_yaml
+from kernel.errors import ConfigError, ConfigProblem
+from kernel.yaml_file import read_yaml
 
 __all__ = ["BasicAuth", "WebConfig", "load_web_config", "parse_web_config"]
 

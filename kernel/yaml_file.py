@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from mirrorwatch.errors import ConfigError, ConfigProblem
+from kernel.errors import ConfigError, ConfigProblem
 
 __all__ = ["MAX_DEPTH", "MAX_VALUES", "read_yaml"]
 

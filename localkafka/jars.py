@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from mirrorwatch.errors import SetupError
+from kernel.errors import SetupError
 
 __all__ = [
     "CONNECT_MIRROR",
@@ -39,7 +39,7 @@ class JarSet:
     pom_resource: str
 
     def pom_text(self) -> str:
-        return resources.files("mirrorwatch.resources").joinpath(self.pom_resource).read_text(encoding="utf-8")
+        return resources.files("localkafka.resources").joinpath(self.pom_resource).read_text(encoding="utf-8")
 
 
 KAFKA = JarSet("kafka-4.1.1", "kafka-pom.xml")

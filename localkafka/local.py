@@ -29,12 +29,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from mirrorwatch.config import ClusterConfig
-from mirrorwatch.errors import LocalClusterError
-from mirrorwatch.jars import KAFKA, require_java, resolve_jars
-from mirrorwatch.local_security import LocalSecurity, load_security, prepare_security, security_paths, write_private
-from mirrorwatch.processes import die_with_parent, free_port
-from mirrorwatch.wait import WaitTimeout, wait_until
+from kernel.config import ClusterConfig
+from kernel.errors import LocalClusterError
+from kernel.processes import die_with_parent, free_port
+from kernel.wait import WaitTimeout, wait_until
+from localkafka.jars import KAFKA, require_java, resolve_jars
+from localkafka.local_security import LocalSecurity, load_security, prepare_security, security_paths, write_private
 
 __all__ = [
     "ALIASES",
@@ -325,7 +325,7 @@ class LocalClusters:
     def _wait_ready(
         self, cluster: LocalCluster, process: subprocess.Popen[bytes] | None, security: LocalSecurity
     ) -> None:
-        from mirrorwatch.kafka import new_admin
+        from kernel.kafka import new_admin
 
         client = ClusterConfig(
             bootstrap_servers=cluster.bootstrap_servers, properties=security.client_properties(reveal=True)

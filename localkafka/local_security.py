@@ -18,7 +18,7 @@ Secured brokers run KRaft's StandardAuthorizer with `allow.everyone.if.no.acl.fo
 the brokers' own principal, ANONYMOUS (the controller listener is PLAINTEXT on 127.0.0.1, the only place that
 principal can come from) and the `mirrorwatch` client principal every generated client setting uses (an operator's
 principal: it grants ACLs). The principals `mirror`, `monitor` and `canary` (users, or certificates with that CN)
-exist too and hold no ACL until one is granted: `mirrorwatch check` says which ones each needs (`mirrorwatch.acl`).
+exist too and hold no ACL until one is granted: `mirrorwatch check` says which ones each needs (`kernel.acl`).
 The generated config refers to a password as `${MIRRORWATCH_LOCAL_PASSWORD}` (`..._MIRROR_PASSWORD` and so on for
 the component principals), never by value.
 """
@@ -32,7 +32,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from mirrorwatch.errors import LocalClusterError
+from kernel.errors import LocalClusterError
 
 __all__ = [
     "CLIENT_PRINCIPAL",

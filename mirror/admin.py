@@ -10,9 +10,9 @@ from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 from confluent_kafka.cimpl import NewPartitions, NewTopic
 
+from kernel.config import LinkConfig, MirrorwatchConfig
+from kernel.kafka import already_exists, error_text, kafka_error
 from mirror.topics import TopicInfo, TopicPlan
-from mirrorwatch.config import LinkConfig, MirrorwatchConfig
-from mirrorwatch.kafka import already_exists, error_text, kafka_error
 
 __all__ = ["cluster_id", "describe_topics", "execute_plan", "link_cluster_ids", "list_topic_partitions"]
 

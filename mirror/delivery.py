@@ -18,13 +18,13 @@ from collections.abc import Callable
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
+from kernel.config import LinkConfig
+from kernel.kafka import error_text, headers_of
+from kernel.provenance import HeaderValue, has_visited, with_provenance
 from mirror.failure import LinkFailure
 from mirror.progress import PartitionProgress
 from mirror.routes import Route, Router
 from mirror.stats import LinkStats
-from mirrorwatch.config import LinkConfig
-from mirrorwatch.kafka import error_text, headers_of
-from mirrorwatch.provenance import HeaderValue, has_visited, with_provenance
 
 __all__ = ["Delivery", "OutboxItem", "dead_letter_headers", "unreadable"]
 
@@ -133,7 +133,7 @@ class Delivery:
         assert self.producer is not None
         router, outbox, stats = self.router, self.outbox, self.stats
         routes, route_of, source_id, target_id = router.routes, router.route, router.source_id, router.target_id
-        read_headers = headers_of  # never msg.headers(): see mirrorwatch.kafka.headers_of
+        read_headers = headers_of  # never msg.headers(): see kernel.kafka.headers_of
         form = self.link.provenance
         produce, delivered, partial = self.producer.produce, self._delivered_plain, functools.partial
         records_in = bytes_in = 0
@@ -199,7 +199,7 @@ class Delivery:
         assert self.producer is not None
         router, outbox, stats = self.router, self.outbox, self.stats
         routes, route_of, source_id, target_id = router.routes, router.route, router.source_id, router.target_id
-        read_headers = headers_of  # never msg.headers(): see mirrorwatch.kafka.headers_of
+        read_headers = headers_of  # never msg.headers(): see kernel.kafka.headers_of
         form = self.link.provenance
         produce, end_run = self.producer.produce, self._end_run
         records_in = bytes_in = 0

@@ -34,13 +34,13 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from kernel.kafka import error_text
+from kernel.worker_status import PartitionPosition
 from mirror.delivery import Delivery
 from mirror.progress import PartitionProgress
 from mirror.topic_keeper import Survey
 from mirror.topics import TopicPlan
 from mirror.worker import STATUS_EVERY_S, WorkerBase
-from mirrorwatch.kafka import error_text
-from mirrorwatch.worker_status import PartitionPosition
 
 __all__ = ["LinkWorker"]
 

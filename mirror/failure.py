@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from mirrorwatch.errors import MirrorwatchError
+from kernel.errors import MirrorwatchError
 
 __all__ = ["LinkFailure", "MirrorFailure"]
 

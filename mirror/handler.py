@@ -18,7 +18,7 @@ import importlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from mirrorwatch.errors import ConfigError, ConfigProblem
+from kernel.errors import ConfigError, ConfigProblem
 
 __all__ = ["Handler", "HandlerResult", "MirrorRecord", "load_handler", "rename_topics", "run_handler"]
 

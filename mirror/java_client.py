@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from mirrorwatch.config import ClusterConfig
-from mirrorwatch.errors import ConfigError, ConfigProblem
+from kernel.config import ClusterConfig
+from kernel.errors import ConfigError, ConfigProblem
 
 __all__ = ["java_kafka_options", "java_properties"]
 

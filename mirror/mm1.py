@@ -18,9 +18,9 @@ from typing import Any
 
 import javaproperties
 
+from kernel.config import MirrorwatchConfig, parse_config
+from kernel.errors import ConfigError, ConfigProblem
 from mirror.handler import JAVA_HANDLERS
-from mirrorwatch.config import MirrorwatchConfig, parse_config
-from mirrorwatch.errors import ConfigError, ConfigProblem
 
 __all__ = ["MM1Options", "config_from_mm1"]
 

@@ -9,14 +9,14 @@ from typing import cast
 
 from confluent_kafka import Message
 
+from kernel.config import LinkConfig
+from kernel.kafka import headers_of
+from kernel.provenance import ProvenanceStamp, has_visited, provenance_stamp, with_provenance
 from mirror.failure import LinkFailure
 from mirror.handler import Handler, MirrorRecord, run_handler
 from mirror.progress import PartitionProgress
 from mirror.stats import LinkStats
 from mirror.topic_keeper import TopicKeeper
-from mirrorwatch.config import LinkConfig
-from mirrorwatch.kafka import headers_of
-from mirrorwatch.provenance import ProvenanceStamp, has_visited, provenance_stamp, with_provenance
 
 __all__ = ["Route", "Router"]
 
@@ -108,7 +108,7 @@ class Router:
         stats = self.stats
         key, value = msg.key(), msg.value()
         try:
-            headers = cast(list[tuple[str, bytes | None]] | None, headers_of(msg))  # a list (mirrorwatch.kafka)
+            headers = cast(list[tuple[str, bytes | None]] | None, headers_of(msg))  # a list (kernel.kafka)
         except SystemError:  # a header name that is not UTF-8: never call headers() again (Delivery.unreadable)
             self.fail(
                 f"{topic}[{partition}]@{offset} cannot be mirrored: a header name is not valid UTF-8, so the handler "

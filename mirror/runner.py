@@ -15,12 +15,12 @@ import sys
 import threading
 from multiprocessing.context import SpawnProcess
 
+from kernel.access import require_access
+from kernel.config import LinkConfig, MirrorwatchConfig
+from kernel.errors import ConfigError, ConfigProblem, MirrorwatchError
 from mirror.engine import LinkWorker
 from mirror.settings import client_problems
 from mirror.worker import WorkerBase
-from mirrorwatch.access import require_access
-from mirrorwatch.config import LinkConfig, MirrorwatchConfig
-from mirrorwatch.errors import ConfigError, ConfigProblem, MirrorwatchError
 
 __all__ = ["GC_THRESHOLDS", "python_links", "run_links", "tune_gc", "worker_for"]
 
@@ -117,7 +117,7 @@ def run_links(config: MirrorwatchConfig, links: list[LinkConfig], stop: threadin
 
 
 def _worker_main(config: MirrorwatchConfig, link_name: str, worker: int, level: int) -> None:
-    from mirrorwatch.processes import die_with_parent
+    from kernel.processes import die_with_parent
 
     die_with_parent()
     logging.basicConfig(

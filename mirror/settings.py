@@ -10,9 +10,9 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer
 
-from mirrorwatch.config import LinkConfig, MirrorwatchConfig, reveal
-from mirrorwatch.errors import ConfigProblem
-from mirrorwatch.kafka import error_text
+from kernel.config import LinkConfig, MirrorwatchConfig, reveal
+from kernel.errors import ConfigProblem
+from kernel.kafka import error_text
 
 __all__ = [
     "CONSUMER_DEFAULTS",

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mirrorwatch.errors import SetupError
-from mirrorwatch.jars import require_java
-from mirrorwatch.processes import die_with_parent, free_port
+from kernel.errors import SetupError
+from kernel.processes import die_with_parent, free_port
+from localkafka.jars import require_java
 
 __all__ = ["LocalSparkCluster", "spark_home"]
 

@@ -32,6 +32,23 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from kernel.access import require_access
+from kernel.clock import SystemClock
+from kernel.config import ClusterConfig, LinkConfig, MirrorwatchConfig
+from kernel.errors import SetupError
+from kernel.kafka import error_text, new_admin, new_consumer
+from kernel.provenance import (
+    HOPS,
+    PATH,
+    PROVENANCE,
+    SOURCE_CLUSTER,
+    SOURCE_OFFSET,
+    SOURCE_PARTITION,
+    SOURCE_TOPIC,
+)
+from kernel.status_board import StatusBoard
+from kernel.worker_status import PartitionPosition, WorkerStatus
+from localkafka.jars import SPARK_KAFKA, SPARK_KAFKA_VERSION, resolve_jars
 from mirror.admin import link_cluster_ids
 from mirror.failure import MirrorFailure
 from mirror.java_client import java_kafka_options
@@ -45,23 +62,6 @@ from mirror.spark_plan import (
 )
 from mirror.topic_keeper import TopicKeeper, refuse_loop
 from mirror.worker import writer_fields
-from mirrorwatch.access import require_access
-from mirrorwatch.clock import SystemClock
-from mirrorwatch.config import ClusterConfig, LinkConfig, MirrorwatchConfig
-from mirrorwatch.errors import SetupError
-from mirrorwatch.jars import SPARK_KAFKA, SPARK_KAFKA_VERSION, resolve_jars
-from mirrorwatch.kafka import error_text, new_admin, new_consumer
-from mirrorwatch.provenance import (
-    HOPS,
-    PATH,
-    PROVENANCE,
-    SOURCE_CLUSTER,
-    SOURCE_OFFSET,
-    SOURCE_PARTITION,
-    SOURCE_TOPIC,
-)
-from mirrorwatch.status_board import StatusBoard
-from mirrorwatch.worker_status import PartitionPosition, WorkerStatus
 
 __all__ = ["run_spark_link", "spark_jars"]
 
@@ -262,7 +262,7 @@ def _records(spark: Any, plan: SparkLinkPlan, source: ClusterConfig, source_id: 
         return F.try_element_at(F.filter(headers, lambda h: h["key"] == name), F.lit(1))["value"].cast("string")
 
     # The path a record has been on, from either provenance form (compact: its text before the last three fields, or
-    # all of it when it has fewer, as `mirrorwatch.provenance` reads it); a forged `;` separates ids like a `,`.
+    # all of it when it has fewer, as `kernel.provenance` reads it); a forged `;` separates ids like a `,`.
     compact = first(PROVENANCE)
     last_three = F.substring_index(compact, ";", -3)
     compact_path = F.when(
@@ -408,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point for spark-submit (see the module docstring)."""
     import signal
 
-    from mirrorwatch.config import load_config
+    from kernel.config import load_config
 
     parser = argparse.ArgumentParser(description="Run one mirrorwatch link with the spark engine.")
     parser.add_argument("--config", required=True, type=Path)

@@ -13,8 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mirror.topics import INTERNAL_TOPIC_PATTERNS
-from mirrorwatch.config import (
+from kernel.config import (
     FormatRename,
     IdentityRename,
     LinkConfig,
@@ -23,8 +22,9 @@ from mirrorwatch.config import (
     PrefixRename,
     reveal,
 )
-from mirrorwatch.errors import ConfigError, ConfigProblem
-from mirrorwatch.provenance import ProvenanceForm
+from kernel.errors import ConfigError, ConfigProblem
+from kernel.provenance import ProvenanceForm
+from mirror.topics import INTERNAL_TOPIC_PATTERNS
 
 __all__ = [
     "RenameSpec",

@@ -1,13 +1,13 @@
 """Counters and the replication-latency histogram of one link worker, as plain data the monitor can read.
 
 Replication latency = target acknowledgement time - source record timestamp, in the project's one set of buckets
-(`mirrorwatch.histogram`)."""
+(`kernel.histogram`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mirrorwatch.histogram import LATENCY_BUCKETS_SECONDS, Histogram
+from kernel.histogram import LATENCY_BUCKETS_SECONDS, Histogram
 
 __all__ = ["LATENCY_BUCKETS_SECONDS", "LinkStats"]
 

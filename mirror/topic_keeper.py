@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from kernel.config import LinkConfig, MirrorwatchConfig
+from kernel.errors import ConfigError, ConfigProblem, KafkaClientError
+from kernel.kafka import error_text
+from kernel.rename import RenamePolicy, rename_policy
 from mirror.admin import describe_topics, execute_plan, list_topic_partitions, refused_topics
 from mirror.failure import MirrorFailure
 from mirror.topics import ConfigDrift, CreateTopic, TopicPlan, plan_topics, select_topics
-from mirrorwatch.config import LinkConfig, MirrorwatchConfig
-from mirrorwatch.errors import ConfigError, ConfigProblem, KafkaClientError
-from mirrorwatch.kafka import error_text
-from mirrorwatch.rename import RenamePolicy, rename_policy
 
 __all__ = ["Survey", "Surveyor", "TopicKeeper", "refuse_loop"]
 

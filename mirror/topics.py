@@ -18,8 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from mirrorwatch.config import TopicSelection
-from mirrorwatch.rename import RenamePolicy
+from kernel.config import TopicSelection
+from kernel.rename import RenamePolicy
 
 __all__ = [
     "INTERNAL_TOPIC_PATTERNS",

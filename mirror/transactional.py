@@ -28,14 +28,14 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException, Message, TopicPartition
 
+from kernel.kafka import error_text, new_consumer
+from kernel.worker_status import PartitionPosition
 from mirror.admin import execute_plan
 from mirror.delivery import dead_letter_headers
 from mirror.handler import MirrorRecord
 from mirror.topic_keeper import Survey
 from mirror.topics import CreateTopic, TopicPlan
 from mirror.worker import STATUS_EVERY_S, WorkerBase
-from mirrorwatch.kafka import error_text, new_consumer
-from mirrorwatch.worker_status import PartitionPosition
 
 __all__ = ["TransactionalLinkWorker", "offsets_topic", "owner_of"]
 

@@ -18,6 +18,13 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from kernel.acl import DenialLog
+from kernel.clock import Clock, SystemClock
+from kernel.config import LinkConfig, MirrorwatchConfig
+from kernel.kafka import error_text, new_admin, new_consumer, new_producer
+from kernel.rename import rename_policy
+from kernel.status_board import HOST, StatusBoard
+from kernel.worker_status import PartitionPosition, WorkerStatus
 from mirror.admin import link_cluster_ids
 from mirror.client_stats import ClientStats, summarize
 from mirror.failure import LinkFailure, MirrorFailure
@@ -28,13 +35,6 @@ from mirror.settings import PRODUCER_DEFAULTS, consumer_settings, producer_setti
 from mirror.stats import LinkStats
 from mirror.topic_keeper import Survey, Surveyor, TopicKeeper, refuse_loop
 from mirror.topics import ConfigDrift, TopicPlan
-from mirrorwatch.acl import DenialLog
-from mirrorwatch.clock import Clock, SystemClock
-from mirrorwatch.config import LinkConfig, MirrorwatchConfig
-from mirrorwatch.kafka import error_text, new_admin, new_consumer, new_producer
-from mirrorwatch.rename import rename_policy
-from mirrorwatch.status_board import HOST, StatusBoard
-from mirrorwatch.worker_status import PartitionPosition, WorkerStatus
 
 __all__ = ["STATUS_EVERY_S", "MirrorFailure", "WorkerBase", "writer_fields"]
 

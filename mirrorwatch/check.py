@@ -2,7 +2,7 @@
 
 For every link, every cluster and every component (the mirror, the monitor, the canary) it connects as that
 component (`clusters.X.clients.<role>` over the common properties) and asks the cluster which operations the
-principal may do on each resource the component uses (`mirrorwatch.acl.required`), with DescribeTopics and
+principal may do on each resource the component uses (`kernel.acl.required`), with DescribeTopics and
 DescribeGroups' authorized operations (KIP-430) and a validate-only CreateTopics: nothing is written, nothing is
 joined, nothing is fenced. A missing permission is printed with the `kafka-acls.sh` line that grants it:
 
@@ -27,9 +27,9 @@ import click
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AclOperation, AdminClient, ConfigResource, NewTopic
 
-from mirrorwatch.acl import Permission, grant_line, required
-from mirrorwatch.config import ClusterConfig, MirrorwatchConfig, reveal
-from mirrorwatch.kafka import COORDINATOR_NOT_READY, error_of, error_text, new_admin
+from kernel.acl import Permission, grant_line, required
+from kernel.config import ClusterConfig, MirrorwatchConfig, reveal
+from kernel.kafka import COORDINATOR_NOT_READY, error_of, error_text, new_admin
 
 __all__ = ["Finding", "check", "check_config", "principal_of"]
 
@@ -235,8 +235,8 @@ def check(config_path: Path) -> None:
     sets one. Nothing is written: the cluster is asked for the principal's authorized operations. Exit 0 when every
     required permission is held, 1 when one is missing or a cluster refuses the credentials, 2 for a bad config.
     """
-    from mirrorwatch.access import require_access
-    from mirrorwatch.config import load_config
+    from kernel.access import require_access
+    from kernel.config import load_config
 
     config = load_config(config_path)
     require_access(config, config.clusters, ("mirror", "monitor", "canary"))

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
+from kernel.errors import ConfigError, MirrorwatchError
+from localkafka.local_security import MODES
 from mirrorwatch import __version__
-from mirrorwatch.errors import ConfigError, MirrorwatchError
-from mirrorwatch.local_security import MODES
 
 if TYPE_CHECKING:
-    from mirrorwatch.config import MirrorwatchConfig
+    from kernel.config import MirrorwatchConfig
 
 __all__ = ["main"]
 
@@ -106,7 +106,7 @@ def local() -> None:
 
 
 def _state_dir_option(f: Any) -> Any:
-    from mirrorwatch.local import default_state_dir
+    from localkafka.local import default_state_dir
 
     return click.option(
         "--state-dir",
@@ -127,7 +127,7 @@ def _state_dir_option(f: Any) -> Any:
 )
 def local_up(state_dir: Path, security: str | None) -> None:
     """Start both clusters (creating them the first time) and wait until each answers."""
-    from mirrorwatch.local import LocalClusters
+    from localkafka.local import LocalClusters
 
     clusters = LocalClusters(state_dir, security=security)
     clusters.up()
@@ -147,7 +147,7 @@ def local_up(state_dir: Path, security: str | None) -> None:
 )
 def local_down(state_dir: Path, purge: bool) -> None:
     """Stop both clusters (SIGTERM, then SIGKILL after 30 s). Their data stays for the next `up` unless --purge."""
-    from mirrorwatch.local import LocalClusters
+    from localkafka.local import LocalClusters
 
     clusters = LocalClusters(state_dir)
     for line in clusters.down():
@@ -162,7 +162,7 @@ def local_down(state_dir: Path, purge: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 def local_status(state_dir: Path, as_json: bool) -> None:
     """Say what runs where. Exits 0 when both clusters run, 1 otherwise."""
-    from mirrorwatch.local import LocalClusters, describe
+    from localkafka.local import LocalClusters, describe
 
     clusters = LocalClusters(state_dir)
     statuses = clusters.status()
@@ -184,7 +184,7 @@ def local_status(state_dir: Path, as_json: bool) -> None:
 def local_fetch() -> None:
     """Fetch the jars from Maven Central into the cache now: Kafka for the local clusters, Spark's Kafka connector
     for the spark engine (setup does this; `up` and the spark engine do it when needed)."""
-    from mirrorwatch.jars import KAFKA, SPARK_KAFKA, require_java, resolve_jars
+    from localkafka.jars import KAFKA, SPARK_KAFKA, require_java, resolve_jars
 
     require_java()
     for jar_set in (KAFKA, SPARK_KAFKA):
@@ -217,7 +217,7 @@ def config_check(file: Path) -> None:
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 def config_show(file: Path) -> None:
     """Print the effective config of FILE (defaults filled in) with every secret masked."""
-    from mirrorwatch.config import load_config, render_config
+    from kernel.config import load_config, render_config
 
     click.echo(render_config(load_config(file)), nl=False)
 
@@ -225,8 +225,8 @@ def config_show(file: Path) -> None:
 def _serving_config(path: Path) -> MirrorwatchConfig:
     """The config of a command that serves the HTTP API, its http.web_config_file read and checked now (exit 2
     before any cluster is asked anything)."""
-    from mirrorwatch.config import load_config
-    from mirrorwatch.web_config import load_web_config
+    from kernel.config import load_config
+    from kernel.web_config import load_web_config
 
     cfg = load_config(path)
     if cfg.http.web_config_file is not None:
@@ -317,8 +317,8 @@ def console(  # noqa: PLR0917 - click passes one parameter per option
     if api is None:
         if config_path is None:
             raise click.UsageError("give --config F (to find the HTTP API) or --api URL")
-        from mirrorwatch.config import load_config
-        from mirrorwatch.web_config import load_web_config
+        from kernel.config import load_config
+        from kernel.web_config import load_web_config
 
         http = load_config(config_path).http
         tls = http.web_config_file is not None and load_web_config(http.web_config_file).tls
@@ -442,8 +442,8 @@ def mirror(  # noqa: PLR0917 - one parameter per MirrorMaker 1 flag
     Records keep key, value, headers, timestamp and partition; offsets are committed to the source group only when
     the target acknowledged everything below them. SIGTERM or Ctrl-C stops cleanly: flush, commit, exit 0.
     """
+    from kernel.config import load_config
     from mirror.runner import python_links, run_links
-    from mirrorwatch.config import load_config
 
     mm1_given = any(
         v is not None
@@ -568,8 +568,8 @@ def demo(state_dir: Path | None, duration: float | None, rate: float) -> None:
     answers (/mirror/links/demo, /metrics, Burrow's /v3/kafka, /canary). Ctrl-C stops everything. At the end it
     checks that every order produced to the source arrived on the target.
     """
+    from localkafka.local import default_state_dir
     from mirrorwatch.demo import DemoOptions, run_demo
-    from mirrorwatch.local import default_state_dir
 
     stop = _stop_event()
     options = DemoOptions(

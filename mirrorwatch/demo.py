@@ -25,14 +25,14 @@ from pathlib import Path
 from confluent_kafka import Consumer, Message, Producer
 
 from dashboards.launch import console_command
+from kernel.config import MirrorwatchConfig, load_config, parse_config
+from kernel.errors import MirrorwatchError
+from kernel.kafka import create_topics, headers_of, new_admin, new_consumer, new_producer
+from kernel.processes import die_with_parent, free_port, stop_process
+from kernel.wait import WaitTimeout, wait_until
+from localkafka.local import LocalClusters
 from mirror.worker import WorkerBase
-from mirrorwatch.config import MirrorwatchConfig, load_config, parse_config
-from mirrorwatch.errors import MirrorwatchError
-from mirrorwatch.kafka import create_topics, headers_of, new_admin, new_consumer, new_producer
-from mirrorwatch.local import LocalClusters
-from mirrorwatch.processes import die_with_parent, free_port, stop_process
 from mirrorwatch.services import Running, everything_running
-from mirrorwatch.wait import WaitTimeout, wait_until
 
 __all__ = ["DemoOptions", "run_demo"]
 
@@ -224,7 +224,7 @@ def _read(t: _Traffic, timeout_s: float) -> None:
     for msg in t.reader.consume(num_messages=500, timeout=timeout_s):
         if msg.error() is not None:
             continue
-        with contextlib.suppress(SystemError):  # a header name that is not UTF-8 (mirrorwatch.kafka.headers_of)
+        with contextlib.suppress(SystemError):  # a header name that is not UTF-8 (kernel.kafka.headers_of)
             if (RUN_HEADER, t.run_id) in (headers_of(msg) or []):
                 t.read_on_target += 1
 

@@ -1,6 +1,6 @@
 """`mirrorwatch failover plan|apply|verify`: move consumer groups from a link's source to its target, exactly.
 
-Part of the top floor (the CLI); the work is in the `failover` domain. Exit codes: 0 done, 1 a group was refused or
+Part of the composition root (the CLI); the work is in the `failover` domain. Exit codes: 0 done, 1 a group was refused or
 a check found a difference, 2 bad usage (unknown link or group, a group without commits, nothing mirrored).
 """
 
@@ -79,8 +79,8 @@ def _selection(f: Callable[..., Any]) -> Callable[..., Any]:
 
 def _plan(selection: _Selection) -> Any:
     from failover.plan import make_plan
-    from mirrorwatch.access import require_access
-    from mirrorwatch.config import load_config
+    from kernel.access import require_access
+    from kernel.config import load_config
 
     if selection.groups and selection.pattern:
         raise click.UsageError("give --group or --groups, not both")

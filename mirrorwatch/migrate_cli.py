@@ -1,7 +1,7 @@
 """`mirrorwatch migrate from mm1|mm2|replicator` and `migrate to mm2`: switch mirrors without copying everything
 again or skipping records.
 
-Part of the top floor (the CLI); the work is in `failover.migrate`. Exit codes: 0 done (or a dry run without
+Part of the composition root (the CLI); the work is in `failover.migrate`. Exit codes: 0 done (or a dry run without
 refusals), 1 refused (the link or the previous mirror is running, a position out of range), 2 bad usage (no such
 positions, a missing source topic, a rename policy that writes other target names).
 """
@@ -90,8 +90,8 @@ def from_command(  # noqa: PLR0917 - one parameter per option
 ) -> None:
     """Read where the previous mirror got to and, with --apply, continue the link exactly after it."""
     from failover.migrate import apply_migration, migration_json, migration_lines, plan_migration, previous_for
-    from mirrorwatch.access import require_access
-    from mirrorwatch.config import load_config
+    from kernel.access import require_access
+    from kernel.config import load_config
 
     config = load_config(config_path).as_client("failover")
     link = config.link(link_name)
@@ -130,8 +130,8 @@ def to_command(  # noqa: PLR0917 - one parameter per option
     """Write the link's positions as MirrorMaker 2 offsets (stop the link first), so MirrorMaker 2 continues after
     the last record the link wrote."""
     from failover.migrate import export_to_mm2, migration_json, migration_lines
-    from mirrorwatch.access import require_access
-    from mirrorwatch.config import load_config
+    from kernel.access import require_access
+    from kernel.config import load_config
 
     del kind
     config = load_config(config_path).as_client("failover")

@@ -20,16 +20,16 @@ from canary.exporter import CanaryCollector
 from canary.service import CanaryService
 from failover.exporter import StandbyCollector
 from failover.standby import Standby
+from kernel.access import require_access
+from kernel.clock import SystemClock
+from kernel.config import MirrorwatchConfig
+from kernel.errors import MirrorwatchError
+from kernel.processes import limit_malloc_arenas
+from kernel.status_board import HOST, KEEP_STALE_MS, STATUS_MAX_AGE_MS, StatusBoard
+from kernel.web_config import load_web_config
+from kernel.worker_status import WorkerStatus
 from mirror.runner import python_links, run_links, tune_gc, worker_for
 from mirror.worker import WorkerBase
-from mirrorwatch.access import require_access
-from mirrorwatch.clock import SystemClock
-from mirrorwatch.config import MirrorwatchConfig
-from mirrorwatch.errors import MirrorwatchError
-from mirrorwatch.processes import limit_malloc_arenas
-from mirrorwatch.status_board import HOST, KEEP_STALE_MS, STATUS_MAX_AGE_MS, StatusBoard
-from mirrorwatch.web_config import load_web_config
-from mirrorwatch.worker_status import WorkerStatus
 from monitor.history import CanaryReading
 from monitor.http import HttpServer, create_app
 from monitor.service import LinkStatuses, MonitorService

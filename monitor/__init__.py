@@ -1,1 +1,3 @@
-"""The monitor: collector (Kafka I/O -> snapshot), offset windows, evaluator (pure rules), HTTP API, exporter."""
+"""The monitor: collector (Kafka I/O -> snapshot), offset windows, evaluator (pure rules), HTTP API, exporter.
+
+Imports: `kernel` only; no other domain."""

@@ -5,7 +5,7 @@ request), earliest and latest offsets of every partition (two batched ListOffset
 its state, members and their assignments (one DescribeConsumerGroups request for all), and each group's
 committed offsets: from the cluster's `__consumer_offsets` follower, or else one OffsetFetch per group, as the admin
 API allows, all in flight at once before any is awaited (thousands of groups take seconds, not minutes), asked in a
-child process (`mirrorwatch.group_offsets`: librdkafka's admin OffsetFetch can crash the process that asks). What
+child process (`kernel.group_offsets`: librdkafka's admin OffsetFetch can crash the process that asks). What
 fails is recorded as data: an unreachable cluster is a snapshot with `up = False` and the reason; a partition or
 group that errors has None offsets or an `error`. Nothing here raises for a Kafka failure.
 
@@ -24,9 +24,9 @@ from collections.abc import Callable
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from mirrorwatch.config import ClusterConfig
-from mirrorwatch.group_offsets import FetchError, GroupOffsetsUnknown, committed_offsets
-from mirrorwatch.kafka import error_text
+from kernel.config import ClusterConfig
+from kernel.group_offsets import FetchError, GroupOffsetsUnknown, committed_offsets
+from kernel.kafka import error_text
 from monitor.commit_follower import OFFSETS_TOPIC, CommitFollower
 from monitor.snapshot import ClusterSnapshot, GroupInfo, Member, PartitionOffsets, Replicas
 

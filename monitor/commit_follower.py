@@ -31,8 +31,8 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from mirrorwatch.config import ClusterConfig
-from mirrorwatch.kafka import QUICK_RECONNECT, error_text, new_consumer
+from kernel.config import ClusterConfig
+from kernel.kafka import QUICK_RECONNECT, error_text, new_consumer
 from monitor.offsets_topic import CommitValue, parse_commit_key, parse_commit_value
 
 __all__ = ["OFFSETS_TOPIC", "CommitFollower", "CommitTable"]

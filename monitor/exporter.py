@@ -15,7 +15,7 @@ import zlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from mirrorwatch.histogram import Histogram
+from kernel.histogram import Histogram
 from monitor.exposition import CounterFamily, Family, GaugeFamily, HistogramFamily
 from monitor.links import LinkView
 from monitor.service import MonitorService

@@ -36,7 +36,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mirrorwatch.web_config import BasicAuth, WebConfig
+from kernel.web_config import BasicAuth, WebConfig
 from monitor.connections import GuardedH11
 from monitor.evaluator import GroupEvaluation, OffsetSample, PartitionEvaluation, Status
 from monitor.exporter import MonitorCollector
@@ -483,7 +483,7 @@ class _BasicAuthRequired:
 
 class HttpServer:
     """uvicorn serving the app on a background thread; `port` is the bound port (useful with port 0). With a web
-    config: TLS and/or basic auth (`mirrorwatch.web_config`)."""
+    config: TLS and/or basic auth (`kernel.web_config`)."""
 
     def __init__(self, app: Starlette, host: str, port: int, web: WebConfig | None = None) -> None:
         _raise_file_limit()
@@ -508,7 +508,7 @@ class HttpServer:
         self.scheme = "https" if context is not None else "http"
 
     def start(self, timeout_s: float = 10.0) -> None:
-        from mirrorwatch.wait import wait_until
+        from kernel.wait import wait_until
 
         self._thread.start()
         wait_until(
@@ -517,7 +517,7 @@ class HttpServer:
             description="the HTTP server to start",
         )
         if not self._server.started:
-            from mirrorwatch.errors import MirrorwatchError
+            from kernel.errors import MirrorwatchError
 
             raise MirrorwatchError(f"the HTTP server could not listen on {self.host}:{self.port} (port in use?)")
         sockets = [s for server in self._server.servers for s in server.sockets]

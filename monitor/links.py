@@ -30,8 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from mirrorwatch.config import LinkConfig
-from mirrorwatch.worker_status import PartitionPosition, WorkerStatus
+from kernel.config import LinkConfig
+from kernel.worker_status import PartitionPosition, WorkerStatus
 from monitor.dating import RecordTimes, age_seconds, record_time
 from monitor.evaluator import OffsetSample
 from monitor.snapshot import ClusterSnapshot

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from mirrorwatch.alert_thresholds import DEFAULT_THRESHOLDS
+from kernel.alert_thresholds import DEFAULT_THRESHOLDS
 from monitor.evaluator import Status
 from monitor.history import History, Point
 

@@ -18,8 +18,8 @@ from collections.abc import Iterable, Mapping
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from mirrorwatch.config import ClusterConfig
-from mirrorwatch.kafka import QUICK_RECONNECT, new_consumer
+from kernel.config import ClusterConfig
+from kernel.kafka import QUICK_RECONNECT, new_consumer
 
 __all__ = ["RecordTimeFetcher"]
 

@@ -20,11 +20,11 @@ from collections.abc import Callable, Mapping, Sequence
 
 from confluent_kafka.admin import AdminClient
 
-from mirrorwatch.clock import Clock, SystemClock
-from mirrorwatch.config import ClusterConfig, GroupSelection, LinkConfig, MonitorConfig
-from mirrorwatch.kafka import QUICK_RECONNECT, new_admin
-from mirrorwatch.status_board import HOST
-from mirrorwatch.worker_status import WorkerStatus
+from kernel.clock import Clock, SystemClock
+from kernel.config import ClusterConfig, GroupSelection, LinkConfig, MonitorConfig
+from kernel.kafka import QUICK_RECONNECT, new_admin
+from kernel.status_board import HOST
+from kernel.worker_status import WorkerStatus
 from monitor.collector import ClusterSnapshot, collect_cluster
 from monitor.commit_follower import CommitFollower
 from monitor.dating import date_record

@@ -1,5 +1,7 @@
 """What `make test` prints at its end, and what the flakiness script sums up, read from the JUnit XML files pytest
-writes for each phase (standard library only: it runs before and without the virtualenv too).
+writes for each phase.
+
+Imports: the standard library only (it runs before and without the virtualenv too).
 
     python3 scripts/test_report.py durations DIR [--budget tests/durations.json]
         the slowest 20 tests, every test file's time against its budget (files over it are named; timing is

@@ -27,10 +27,10 @@ from typing import Any
 import pytest
 import yaml
 
-from mirrorwatch.config import MirrorwatchConfig, load_config
-from mirrorwatch.kafka import create_topics, new_admin
-from mirrorwatch.local import ALIASES, LocalClusters
-from mirrorwatch.local_security import MODES
+from kernel.config import MirrorwatchConfig, load_config
+from kernel.kafka import create_topics, new_admin
+from localkafka.local import ALIASES, LocalClusters
+from localkafka.local_security import MODES
 from tests.processes import MirrorProcess, session_document
 from tests.prometheus import prometheus_server
 

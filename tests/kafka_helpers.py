@@ -8,10 +8,10 @@ from typing import cast
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from mirrorwatch.config import ClusterConfig
-from mirrorwatch.kafka import new_consumer, new_producer
-from mirrorwatch.provenance import read_provenance
-from mirrorwatch.wait import wait_until
+from kernel.config import ClusterConfig
+from kernel.kafka import new_consumer, new_producer
+from kernel.provenance import read_provenance
+from kernel.wait import wait_until
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernel.config import MirrorwatchConfig, parse_config, reveal
+from kernel.wait import wait_until
 from mirror.engine import LinkWorker
-from mirrorwatch.config import MirrorwatchConfig, parse_config, reveal
-from mirrorwatch.wait import wait_until
 
 
 def wait_for_http(url: str, *, timeout_s: float = 60, description: str) -> None:

@@ -16,8 +16,8 @@ from typing import Any
 import yaml
 
 from alerts.rules import build_rules, render
-from mirrorwatch.processes import die_with_parent, free_port, stop_process
-from mirrorwatch.wait import wait_until
+from kernel.processes import die_with_parent, free_port, stop_process
+from kernel.wait import wait_until
 
 __all__ = ["firing", "get_json", "prometheus_server"]
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from mirrorwatch.config import MirrorwatchConfig
-from mirrorwatch.wait import wait_until
+from kernel.config import MirrorwatchConfig
+from kernel.wait import wait_until
 from tests.kafka_helpers import Record, produce
 from tests.processes import MirrorProcess
 from tests.prometheus import firing, get_json

@@ -27,8 +27,8 @@ from bench import (
     throughput,
 )
 from bench.common import bench_topics
-from mirrorwatch.config import MirrorwatchConfig, load_config
-from mirrorwatch.local import LocalClusters
+from kernel.config import MirrorwatchConfig, load_config
+from localkafka.local import LocalClusters
 
 pytestmark = pytest.mark.integration
 

@@ -16,9 +16,9 @@ from canary.exporter import CANARY_METRIC_NAMES, CanaryCollector
 from canary.probe import HEADER_SIGNATURE, Probe, decode_probe, signature
 from canary.service import CanaryService
 from canary.tracker import LinkView
-from mirrorwatch.config import ClusterConfig, MirrorwatchConfig, load_config
-from mirrorwatch.kafka import create_topics, new_admin, new_consumer
-from mirrorwatch.wait import wait_until
+from kernel.config import ClusterConfig, MirrorwatchConfig, load_config
+from kernel.kafka import create_topics, new_admin, new_consumer
+from kernel.wait import wait_until
 from tests.kafka_helpers import Record, produce
 from tests.processes import MirrorProcess
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from websockets.sync.client import connect
 
-from mirrorwatch.processes import die_with_parent, free_port, stop_process
+from kernel.processes import die_with_parent, free_port, stop_process
 from tests.processes import wait_for_http
 
 __all__ = ["Browser", "headless_chromium"]

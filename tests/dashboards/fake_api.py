@@ -21,8 +21,8 @@ from canary.service import canary_json
 from canary.tracker import Tracker
 from failover.standby import GroupStandby, StandbyView
 from failover.translate import Translation
-from mirrorwatch.config import ClusterConfig, LinkConfig, MonitorConfig, parse_config
-from mirrorwatch.web_config import WebConfig
+from kernel.config import ClusterConfig, LinkConfig, MonitorConfig, parse_config
+from kernel.web_config import WebConfig
 from monitor.evaluator import GroupEvaluation, Status
 from monitor.history import transitions
 from monitor.http import HttpServer, _link, _memory_routes

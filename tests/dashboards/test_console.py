@@ -13,9 +13,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from dashboards.launch import CONSOLE_SCRIPT
-from mirrorwatch.processes import free_port
-from mirrorwatch.wait import wait_until
-from mirrorwatch.web_config import WebConfig
+from kernel.processes import free_port
+from kernel.wait import wait_until
+from kernel.web_config import WebConfig
 from tests.dashboards.browser import headless_chromium
 from tests.dashboards.fake_api import ASKED, serving
 from tests.processes import wait_for_http

@@ -26,10 +26,10 @@ from typing import Any
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
-from mirrorwatch.config import ClusterConfig, MirrorwatchConfig
-from mirrorwatch.kafka import new_admin, new_producer
-from mirrorwatch.processes import free_port, stop_process
-from mirrorwatch.wait import wait_until
+from kernel.config import ClusterConfig, MirrorwatchConfig
+from kernel.kafka import new_admin, new_producer
+from kernel.processes import free_port, stop_process
+from kernel.wait import wait_until
 from tests.dashboards.browser import Browser, headless_chromium
 from tests.processes import MirrorProcess, wait_for_http
 from tests.prometheus import firing

@@ -15,9 +15,9 @@ from confluent_kafka import TopicPartition
 
 from bench.mm2 import mm2_properties, running_mm2
 from failover.mm2 import read_checkpoints
-from mirrorwatch.config import ClusterConfig, MirrorwatchConfig
-from mirrorwatch.kafka import new_consumer
-from mirrorwatch.wait import wait_until
+from kernel.config import ClusterConfig, MirrorwatchConfig
+from kernel.kafka import new_consumer
+from kernel.wait import wait_until
 from tests.failover.test_drill import (
     apply_and_read,
     commit_source_group,

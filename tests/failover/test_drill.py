@@ -22,10 +22,10 @@ import yaml
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
 
 from failover.plan import TargetGroup, target_groups
-from mirrorwatch.config import ClusterConfig, MirrorwatchConfig
-from mirrorwatch.kafka import new_admin, new_consumer, new_producer
-from mirrorwatch.local import LocalClusters
-from mirrorwatch.wait import wait_until
+from kernel.config import ClusterConfig, MirrorwatchConfig
+from kernel.kafka import new_admin, new_consumer, new_producer
+from kernel.wait import wait_until
+from localkafka.local import LocalClusters
 from tests.kafka_helpers import (
     ReadRecord,
     Record,

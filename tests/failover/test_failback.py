@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from mirrorwatch.config import ClusterConfig, MirrorwatchConfig
-from mirrorwatch.kafka import new_consumer
+from kernel.config import ClusterConfig, MirrorwatchConfig
+from kernel.kafka import new_consumer
 from tests.failover.test_drill import consume_as_group, failover, keyed, link
 from tests.kafka_helpers import Record, end_offsets, produce, wait_for_records
 from tests.processes import MirrorProcess

@@ -18,9 +18,9 @@ from confluent_kafka import Consumer, TopicPartition
 
 from bench.mm2 import mm2_properties, running_mm2
 from failover.migrate_format import MM2_CONNECTOR
-from mirrorwatch.config import ClusterConfig, MirrorwatchConfig
-from mirrorwatch.kafka import new_admin, new_consumer, new_producer
-from mirrorwatch.wait import wait_until
+from kernel.config import ClusterConfig, MirrorwatchConfig
+from kernel.kafka import new_admin, new_consumer, new_producer
+from kernel.wait import wait_until
 from tests.kafka_helpers import Record, end_offsets, produce, read_to_end, wait_for_commits
 from tests.processes import MirrorProcess
 

@@ -17,9 +17,9 @@ import pytest
 from confluent_kafka import TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
-from mirrorwatch.config import MirrorwatchConfig
-from mirrorwatch.kafka import new_consumer
-from mirrorwatch.wait import wait_until
+from kernel.config import MirrorwatchConfig
+from kernel.kafka import new_consumer
+from kernel.wait import wait_until
 from tests.failover.test_drill import consume_as_group, judge, keyed, link, source_truth
 from tests.kafka_helpers import produce
 from tests.processes import MirrorProcess

@@ -1,11 +1,11 @@
-"""What a refusal says, without a broker (the refusals themselves: tests/mirrorwatch/test_local_secured.py)."""
+"""What a refusal says, without a broker (the refusals themselves: tests/localkafka/test_local_secured.py)."""
 
 from __future__ import annotations
 
 from confluent_kafka import KafkaError
 
-from mirrorwatch.access import ClusterRefusedError, Refusal, _attempt, _reason
-from mirrorwatch.config import ClusterConfig
+from kernel.access import ClusterRefusedError, Refusal, _attempt, _reason
+from kernel.config import ClusterConfig
 
 
 def _cluster(**properties: str) -> ClusterConfig:

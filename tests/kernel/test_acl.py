@@ -1,4 +1,4 @@
-"""What each component needs (`mirrorwatch.acl`), per-component principals in the config, and a missing ACL said
+"""What each component needs (`kernel.acl`), per-component principals in the config, and a missing ACL said
 once: pure, no brokers (`tests/mirrorwatch/test_check.py` runs them against real ones)."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import shlex
 
 import pytest
 
-from mirrorwatch.acl import DenialLog, Permission, grant_line, required
-from mirrorwatch.config import MirrorwatchConfig, parse_config
-from mirrorwatch.errors import ConfigError
+from kernel.acl import DenialLog, Permission, grant_line, required
+from kernel.config import MirrorwatchConfig, parse_config
+from kernel.errors import ConfigError
 
 
 def _config(link: dict[str, object] | None = None, **sections: object) -> MirrorwatchConfig:

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import SecretStr
 
-from mirrorwatch.config import (
+from kernel.config import (
     FormatRename,
     IdentityRename,
     MapRename,
@@ -23,7 +23,7 @@ from mirrorwatch.config import (
     render_config,
     reveal,
 )
-from mirrorwatch.errors import ConfigError
+from kernel.errors import ConfigError
 
 TWO_CLUSTERS: dict[str, Any] = {
     "source": {"bootstrap_servers": "localhost:19092"},

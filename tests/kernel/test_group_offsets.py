@@ -13,11 +13,11 @@ import time
 
 import pytest
 
-from mirrorwatch import group_offsets
-from mirrorwatch.config import ClusterConfig
-from mirrorwatch.group_offsets import FetchError, GroupOffsetsUnknown
-from mirrorwatch.processes import free_port
-from mirrorwatch.wait import wait_until
+from kernel import group_offsets
+from kernel.config import ClusterConfig
+from kernel.group_offsets import FetchError, GroupOffsetsUnknown
+from kernel.processes import free_port
+from kernel.wait import wait_until
 
 
 def _alive(pid: int) -> bool:
@@ -64,8 +64,8 @@ def test_a_crashed_child_is_an_answer_that_says_so_and_the_next_ask_gets_a_new_o
 def test_no_child_outlives_its_parent(ending: str) -> None:
     parent = f"""
 import os, signal, sys
-from mirrorwatch import group_offsets
-from mirrorwatch.config import ClusterConfig
+from kernel import group_offsets
+from kernel.config import ClusterConfig
 nowhere = ClusterConfig(bootstrap_servers="127.0.0.1:{free_port()}", properties={{"log_level": "0"}})
 group_offsets.committed_offsets(nowhere, "nowhere", ["g"], timeout_s=1)
 print(group_offsets.fetcher(nowhere, "nowhere")._process.pid, flush=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from mirrorwatch.log_repeats import RepeatFilter
+from kernel.log_repeats import RepeatFilter
 
 
 def _line(message: str, at: float, name: str = "mirrorwatch.kafka.target") -> logging.LogRecord:

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from mirrorwatch.patterns import PatternError, backtracking_hazard, compile_pattern
+from kernel.patterns import PatternError, backtracking_hazard, compile_pattern
 
 SAFE = [
     ".*",

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mirrorwatch.provenance import (
+from kernel.provenance import (
     HOPS,
     PATH,
     PROVENANCE,

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from mirrorwatch.config import FormatRename, IdentityRename, MapRename, PrefixRename, RenameConfig
-from mirrorwatch.rename import rename_policy
+from kernel.config import FormatRename, IdentityRename, MapRename, PrefixRename, RenameConfig
+from kernel.rename import rename_policy
 
 topics = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABC0123456789._-", min_size=1, max_size=60)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mirrorwatch.status_board import StatusBoard
+from kernel.status_board import StatusBoard
 
 
 def test_fresh_statuses_are_read_per_name_oldest_first(tmp_path: Path) -> None:

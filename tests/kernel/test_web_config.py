@@ -11,9 +11,9 @@ import bcrypt
 import pytest
 import yaml
 
-from mirrorwatch.config import parse_config
-from mirrorwatch.errors import ConfigError
-from mirrorwatch.web_config import BasicAuth, load_web_config, parse_web_config
+from kernel.config import parse_config
+from kernel.errors import ConfigError
+from kernel.web_config import BasicAuth, load_web_config, parse_web_config
 from tests.tls import make_certificates
 
 HASH = bcrypt.hashpw(b"s3cret-pw", bcrypt.gensalt(rounds=4)).decode()

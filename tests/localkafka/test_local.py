@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from mirrorwatch.config import MirrorwatchConfig, load_config
-from mirrorwatch.kafka import create_topics, new_admin
-from mirrorwatch.local import LocalClusters
-from mirrorwatch.wait import wait_until
+from kernel.config import MirrorwatchConfig, load_config
+from kernel.kafka import create_topics, new_admin
+from kernel.wait import wait_until
+from localkafka.local import LocalClusters
 from tests.kafka_helpers import Record, produce, read_all
 
 pytestmark = pytest.mark.integration
@@ -136,7 +136,7 @@ def test_brokers_tied_to_a_killed_owner_die_with_it(tmp_path: Path) -> None:
             "-c",
             textwrap.dedent(f"""
             import sys, time
-            from mirrorwatch.local import LocalClusters
+            from localkafka.local import LocalClusters
             LocalClusters({str(state_dir)!r}, progress=lambda _l: None).up(["source"], tie_to_parent=True)
             print("up", flush=True)
             time.sleep(600)

@@ -14,10 +14,10 @@ import yaml
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from mirrorwatch.access import refusal
-from mirrorwatch.config import ClusterConfig
-from mirrorwatch.local import LocalClusters
-from mirrorwatch.processes import free_port
+from kernel.access import refusal
+from kernel.config import ClusterConfig
+from kernel.processes import free_port
+from localkafka.local import LocalClusters
 from tests.tls import make_certificates
 
 pytestmark = [pytest.mark.integration, pytest.mark.secured]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from mirrorwatch.errors import LocalClusterError
-from mirrorwatch.local_security import MODES, PASSWORD_ENV, LocalSecurity, load_security, prepare_security
+from kernel.errors import LocalClusterError
+from localkafka.local_security import MODES, PASSWORD_ENV, LocalSecurity, load_security, prepare_security
 
 
 def _properties(text: str) -> dict[str, str]:

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
+from kernel.config import MirrorwatchConfig
+from kernel.provenance import HOPS, PATH, PROVENANCE, SOURCE_CLUSTER, SOURCE_OFFSET, SOURCE_PARTITION, SOURCE_TOPIC
+from kernel.wait import wait_until
+from localkafka.local import LocalClusters
 from mirror.admin import TIMEOUT_S
-from mirrorwatch.config import MirrorwatchConfig
-from mirrorwatch.local import LocalClusters
-from mirrorwatch.provenance import HOPS, PATH, PROVENANCE, SOURCE_CLUSTER, SOURCE_OFFSET, SOURCE_PARTITION, SOURCE_TOPIC
-from mirrorwatch.wait import wait_until
 from tests.kafka_helpers import (
     ReadRecord,
     Record,
@@ -397,7 +397,7 @@ def test_partitions_added_to_a_source_topic_are_mirrored_into_a_grown_target(
 ) -> None:
     from confluent_kafka.admin import NewPartitions
 
-    from mirrorwatch.kafka import new_admin
+    from kernel.kafka import new_admin
 
     source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
     topic = make_topic("source", 2)

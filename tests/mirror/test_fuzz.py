@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from mirrorwatch.config import MirrorwatchConfig
-from mirrorwatch.provenance import (
+from kernel.config import MirrorwatchConfig
+from kernel.provenance import (
     HOPS,
     PATH,
     PROVENANCE,

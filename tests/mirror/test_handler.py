@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from kernel.errors import ConfigError
 from mirror.handler import MirrorRecord, load_handler, rename_topics, run_handler
-from mirrorwatch.errors import ConfigError
 
 
 def record(topic: str = "test_source") -> MirrorRecord:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from mirrorwatch.config import MirrorwatchConfig
+from kernel.config import MirrorwatchConfig
 from tests.kafka_helpers import (
     Record,
     committed_offsets,
@@ -96,7 +96,7 @@ def test_forged_paths_with_separators_do_not_fool_the_loop_check_of_an_active_ac
     unique: Callable[[str], str],
 ) -> None:
     """Links A->B and B->A writing the compact form: records whose producers wrote `mirrorwatch.path` or
-    `mirrorwatch.provenance` themselves, with `;` and `,` in them, reach the other cluster once and never come back
+    `mirrorwatch.provenance` headers themselves, with `;` and `,` in them, reach the other cluster once and never come back
     (a `;` in a full-form path used to end the path when read back from the compact header: the record returned)."""
     a, b = clusters_config.clusters["source"], clusters_config.clusters["target"]
     topic = unique("aa-forged")

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from kernel.config import ClusterConfig
+from kernel.errors import ConfigError
 from mirror.java_client import java_kafka_options, java_properties
-from mirrorwatch.config import ClusterConfig
-from mirrorwatch.errors import ConfigError
 
 
 def test_names_both_clients_share_pass_through_unchanged() -> None:

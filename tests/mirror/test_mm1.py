@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from kernel.config import reveal
+from kernel.errors import ConfigError
 from mirror.mm1 import MM1Options, config_from_mm1
-from mirrorwatch.config import reveal
-from mirrorwatch.errors import ConfigError
 
 DATA = Path(__file__).parent / "data"
 

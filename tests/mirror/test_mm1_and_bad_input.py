@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from mirrorwatch.config import ClusterConfig, MirrorwatchConfig, reveal
-from mirrorwatch.processes import free_port
+from kernel.config import ClusterConfig, MirrorwatchConfig, reveal
+from kernel.processes import free_port
 from tests.kafka_helpers import (
     Record,
     by_partition,

@@ -11,10 +11,10 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import KafkaError, TopicPartition
 
+from kernel.config import MirrorwatchConfig
+from kernel.kafka import new_consumer
+from kernel.wait import wait_until
 from mirror.settings import CONSUMER_DEFAULTS, CONSUMER_FIXED
-from mirrorwatch.config import MirrorwatchConfig
-from mirrorwatch.kafka import new_consumer
-from mirrorwatch.wait import wait_until
 from tests.kafka_helpers import Record, produce
 
 pytestmark = pytest.mark.integration

@@ -8,10 +8,10 @@ from collections.abc import Callable
 
 import pytest
 
+from kernel.config import MirrorwatchConfig
+from kernel.wait import wait_until
+from localkafka.local import LocalClusters
 from mirror.transactional import TransactionalLinkWorker
-from mirrorwatch.config import MirrorwatchConfig
-from mirrorwatch.local import LocalClusters
-from mirrorwatch.wait import wait_until
 from tests.kafka_helpers import Record, end_offsets, produce, read_all
 from tests.processes import running_worker, session_config
 

@@ -13,10 +13,9 @@ from typing import Any
 
 import pytest
 
-from mirror.admin import cluster_id
-from mirrorwatch.config import MirrorwatchConfig
-from mirrorwatch.kafka import new_admin
-from mirrorwatch.provenance import (
+from kernel.config import MirrorwatchConfig
+from kernel.kafka import new_admin
+from kernel.provenance import (
     HOPS,
     PATH,
     PROVENANCE,
@@ -26,8 +25,9 @@ from mirrorwatch.provenance import (
     SOURCE_TOPIC,
     with_provenance,
 )
-from mirrorwatch.wait import wait_until
-from mirrorwatch.worker_status import WorkerStatus
+from kernel.wait import wait_until
+from kernel.worker_status import WorkerStatus
+from mirror.admin import cluster_id
 from tests.kafka_helpers import (
     Record,
     by_partition,

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
+from kernel.config import MirrorwatchConfig
+from kernel.wait import wait_until
 from mirror.spark_cluster import LocalSparkCluster, spark_home
 from mirror.spark_engine import spark_jars
-from mirrorwatch.config import MirrorwatchConfig
-from mirrorwatch.wait import wait_until
 from tests.kafka_helpers import (
     ReadRecord,
     Record,

@@ -10,6 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kernel.config import MirrorwatchConfig, parse_config
+from kernel.errors import ConfigError
+from kernel.rename import rename_policy
 from mirror.spark_plan import (
     JVM_DEFAULT,
     apply_rename,
@@ -19,9 +22,6 @@ from mirror.spark_plan import (
     rename_spec,
 )
 from mirror.topics import select_topics
-from mirrorwatch.config import MirrorwatchConfig, parse_config
-from mirrorwatch.errors import ConfigError
-from mirrorwatch.rename import rename_policy
 
 
 def config(**link: Any) -> MirrorwatchConfig:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from kernel.histogram import LATENCY_BUCKETS_SECONDS, Histogram
 from mirror.stats import LinkStats
-from mirrorwatch.histogram import LATENCY_BUCKETS_SECONDS, Histogram
 
 NOW_S = 1_800_000_000.0
 

@@ -12,10 +12,10 @@ from typing import Any, cast
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
+from kernel.wait import wait_until
 from mirror.failure import MirrorFailure
 from mirror.topic_keeper import Survey, Surveyor, TopicKeeper
 from mirror.topics import TopicPlan
-from mirrorwatch.wait import wait_until
 
 LONG_S = 3600.0  # an interval that never elapses in a test: rounds start on request()
 

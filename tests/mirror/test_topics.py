@@ -6,9 +6,9 @@ import re
 
 import pytest
 
+from kernel.config import IdentityRename, MapRename, PrefixRename, TopicSelection
+from kernel.rename import rename_policy
 from mirror.topics import AddPartitions, ConfigDrift, CreateTopic, Partitioning, TopicInfo, plan_topics, select_topics
-from mirrorwatch.config import IdentityRename, MapRename, PrefixRename, TopicSelection
-from mirrorwatch.rename import rename_policy
 
 IDENTITY = rename_policy(IdentityRename(), "src")
 PREFIX = rename_policy(PrefixRename(policy="prefix"), "src")

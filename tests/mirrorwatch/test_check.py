@@ -1,5 +1,5 @@
 """Least privilege on real brokers (#23): each component runs as its own principal with only the ACLs
-`mirrorwatch.acl` says it needs; `mirrorwatch check` names a removed ACL with the kafka-acls.sh line that grants it;
+`kernel.acl` says it needs; `mirrorwatch check` names a removed ACL with the kafka-acls.sh line that grants it;
 the running mirror says it once with the resource and loses nothing when the ACL comes back.
 
 The ground truth is the broker's: a consumer of the mirror's principal is refused an unrelated topic, the records on
@@ -30,12 +30,12 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from mirrorwatch.acl import Permission, required
-from mirrorwatch.config import ClusterConfig, MirrorwatchConfig, load_config
-from mirrorwatch.kafka import new_admin
-from mirrorwatch.local import LocalClusters
-from mirrorwatch.local_security import ROLE_PRINCIPALS
-from mirrorwatch.wait import wait_until
+from kernel.acl import Permission, required
+from kernel.config import ClusterConfig, MirrorwatchConfig, load_config
+from kernel.kafka import new_admin
+from kernel.wait import wait_until
+from localkafka.local import LocalClusters
+from localkafka.local_security import ROLE_PRINCIPALS
 from tests.kafka_helpers import Record, end_offsets, produce, read_all, wait_for_commits
 from tests.processes import MirrorProcess
 
@@ -111,7 +111,7 @@ def _json(url: str) -> Any:
 def _grant_required(
     config: MirrorwatchConfig, operator: MirrorwatchConfig, local_clusters: LocalClusters
 ) -> dict[str, str]:
-    """Grant what mirrorwatch.acl lists for the link, each to its component's principal, and nothing else; the
+    """Grant what kernel.acl lists for the link, each to its component's principal, and nothing else; the
     principals by role."""
     security = local_clusters.security
     link = config.links[0]

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from mirrorwatch.wait import WaitTimeout, wait_until
+from kernel.wait import WaitTimeout, wait_until
 from tests.dashboards.browser import Browser, headless_chromium
-from tests.mirrorwatch.test_local import _kafka_pids
+from tests.localkafka.test_local import _kafka_pids
 from tests.processes import wait_for_http
 
 pytestmark = pytest.mark.integration

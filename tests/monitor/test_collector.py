@@ -7,10 +7,10 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import TopicPartition
 
-from mirrorwatch.config import ClusterConfig, MirrorwatchConfig
-from mirrorwatch.kafka import new_admin, new_consumer
-from mirrorwatch.processes import free_port
-from mirrorwatch.wait import wait_until
+from kernel.config import ClusterConfig, MirrorwatchConfig
+from kernel.kafka import new_admin, new_consumer
+from kernel.processes import free_port
+from kernel.wait import wait_until
 from monitor.collector import PartitionOffsets, Replicas, collect_cluster
 from tests.kafka_helpers import Record, produce
 

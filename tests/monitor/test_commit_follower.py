@@ -12,10 +12,10 @@ import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
 from starlette.testclient import TestClient
 
-from mirrorwatch import group_offsets
-from mirrorwatch.config import MirrorwatchConfig
-from mirrorwatch.kafka import client_config, new_admin, new_consumer
-from mirrorwatch.wait import wait_until
+from kernel import group_offsets
+from kernel.config import MirrorwatchConfig
+from kernel.kafka import client_config, new_admin, new_consumer
+from kernel.wait import wait_until
 from monitor.collector import ClusterSnapshot, collect_cluster
 from monitor.commit_follower import CommitFollower
 from monitor.http import create_app

@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 from confluent_kafka import TopicPartition
 
-from mirrorwatch.config import MirrorwatchConfig
-from mirrorwatch.kafka import new_admin, new_consumer
-from mirrorwatch.wait import wait_until
+from kernel.config import MirrorwatchConfig
+from kernel.kafka import new_admin, new_consumer
+from kernel.wait import wait_until
 from tests.kafka_helpers import Record, produce
 from tests.processes import MirrorProcess
 from tests.prometheus import get_json

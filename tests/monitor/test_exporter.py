@@ -9,7 +9,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
-from mirrorwatch.config import ClusterConfig, MonitorConfig
+from kernel.config import ClusterConfig, MonitorConfig
 from monitor.exporter import STYLES, MonitorCollector
 from monitor.http import create_app
 from monitor.service import MonitorService, evaluator_config

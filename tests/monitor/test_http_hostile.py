@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from mirrorwatch.config import MirrorwatchConfig
-from mirrorwatch.wait import wait_until
+from kernel.config import MirrorwatchConfig
+from kernel.wait import wait_until
 from monitor.connections import FIRST_REQUEST_TIMEOUT_S, MAX_CONNECTIONS, ConnectionBook
 from tests.kafka_helpers import Record, produce
 from tests.processes import MirrorProcess

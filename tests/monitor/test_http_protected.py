@@ -21,9 +21,9 @@ import bcrypt
 import pytest
 import yaml
 
-from mirrorwatch.config import MirrorwatchConfig
-from mirrorwatch.processes import free_port, stop_process
-from mirrorwatch.wait import wait_until
+from kernel.config import MirrorwatchConfig
+from kernel.processes import free_port, stop_process
+from kernel.wait import wait_until
 from tests.dashboards.browser import headless_chromium
 from tests.processes import MirrorProcess, wait_for_http
 from tests.prometheus import get_json

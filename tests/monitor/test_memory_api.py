@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from starlette.testclient import TestClient
 
-from mirrorwatch.config import ClusterConfig, LinkConfig, MonitorConfig
+from kernel.config import ClusterConfig, LinkConfig, MonitorConfig
 from monitor.evaluator import Status
 from monitor.history import transitions
 from monitor.http import create_app

@@ -14,10 +14,10 @@ from jsonschema import validate
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
-from mirrorwatch.config import MirrorwatchConfig
-from mirrorwatch.kafka import new_consumer
-from mirrorwatch.local import LocalClusters
-from mirrorwatch.wait import WaitTimeout, wait_until
+from kernel.config import MirrorwatchConfig
+from kernel.kafka import new_consumer
+from kernel.wait import WaitTimeout, wait_until
+from localkafka.local import LocalClusters
 from monitor.evaluator import Status
 from monitor.exporter import METRIC_NAMES
 from monitor.http import create_app

@@ -7,8 +7,8 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import TopicPartition
 
-from mirrorwatch.config import MirrorwatchConfig
-from mirrorwatch.kafka import new_admin, new_producer
+from kernel.config import MirrorwatchConfig
+from kernel.kafka import new_admin, new_producer
 from monitor import record_times
 from monitor.record_times import RecordTimeFetcher
 from tests.kafka_helpers import Record, produce

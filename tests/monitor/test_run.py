@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from mirrorwatch.config import MirrorwatchConfig
-from mirrorwatch.wait import wait_until
+from kernel.config import MirrorwatchConfig
+from kernel.wait import wait_until
 from tests.kafka_helpers import Record, produce
 from tests.processes import MirrorProcess
 

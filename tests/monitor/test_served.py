@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from mirrorwatch.config import ClusterConfig, LinkConfig, MonitorConfig
-from mirrorwatch.worker_status import WorkerStatus
+from kernel.config import ClusterConfig, LinkConfig, MonitorConfig
+from kernel.worker_status import WorkerStatus
 from monitor.evaluator import GroupEvaluation, OffsetSample, Status
 from monitor.links import LinkView, WorkerSighting, link_view, safe_positions, served_link
 from monitor.service import MonitorService

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from mirrorwatch.config import ClusterConfig, MonitorConfig
-from mirrorwatch.wait import wait_until
+from kernel.config import ClusterConfig, MonitorConfig
+from kernel.wait import wait_until
 from monitor import service as service_module
 from monitor.collector import ClusterSnapshot
 from monitor.history import CanaryReading

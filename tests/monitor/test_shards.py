@@ -17,10 +17,10 @@ from confluent_kafka import TopicPartition
 
 from dashboards.console import Api, Unreachable, api_client
 from dashboards.shards import ShardedApi
-from mirrorwatch.config import MirrorwatchConfig
-from mirrorwatch.kafka import new_consumer
-from mirrorwatch.processes import free_port
-from mirrorwatch.wait import wait_until
+from kernel.config import MirrorwatchConfig
+from kernel.kafka import new_consumer
+from kernel.processes import free_port
+from kernel.wait import wait_until
 from tests.kafka_helpers import Record, produce
 from tests.processes import MirrorProcess
 

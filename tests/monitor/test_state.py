@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from mirrorwatch.config import LinkConfig, TopicSelection
-from mirrorwatch.worker_status import WorkerStatus
+from kernel.config import LinkConfig, TopicSelection
+from kernel.worker_status import WorkerStatus
 from monitor.collector import ClusterSnapshot, GroupInfo, PartitionOffsets
 from monitor.dating import append_bounds, date_record, interpolate_record_time, lag_age
 from monitor.evaluator import EvaluatorConfig, OffsetSample, Status

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from mirrorwatch.config import MirrorwatchConfig
-from mirrorwatch.kafka import new_consumer
-from mirrorwatch.wait import wait_until
+from kernel.config import MirrorwatchConfig
+from kernel.kafka import new_consumer
+from kernel.wait import wait_until
 from monitor.evaluator import PartitionEvaluation, Status
 from monitor.service import MonitorService
 from tests.kafka_helpers import Record, produce

@@ -23,8 +23,8 @@ import pytest
 
 from bench.truth_harness import HELD_S, LINK, run_truth
 from bench.truth_judge import TruthRun, print_report
-from mirrorwatch.local import LocalClusters
-from mirrorwatch.processes import free_port
+from kernel.processes import free_port
+from localkafka.local import LocalClusters
 from tests.prometheus import firing
 
 # The shipped alert rules with thresholds a 20 s incident crosses (5 s of replication lag for 2 s, no record out over
