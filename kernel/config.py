@@ -304,6 +304,9 @@ class LinkConfig(_Model):
     exclude_internal_topics: bool = True
     replication_factor: Annotated[int, Field(ge=1, le=32)] | None = None
     start_from: Literal["earliest", "latest"] = "earliest"
+    # Records gone from the source before the link copied them (retention passed its position): stop the partition
+    # (failed, with the offsets lost; the others go on) or skip them and go on. Counted and said either way.
+    on_gap: Literal["stop", "skip"] = "stop"
     consumer_properties: ClientProperties = Field(default_factory=dict)
     producer_properties: ClientProperties = Field(default_factory=dict)
     spark: SparkOptions = SparkOptions()

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["PartitionPosition", "WorkerStatus", "stale_after_ms"]
+__all__ = ["Gap", "PartitionPosition", "WorkerStatus", "stale_after_ms"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +31,47 @@ class PartitionPosition:
     in_flight_records: int = 0
     high_watermark: int | None = None  # the source high-watermark the worker's consumer saw last (None: unknown)
     last_record_timestamp_ms: int | None = None
+    failed: str | None = None  # why the worker stopped mirroring this partition alone (the others go on)
+
+
+@dataclass(frozen=True, slots=True)
+class Gap:
+    """Records of a source partition the link will never copy: offsets `first_offset` up to (not including)
+    `end_offset` were gone from the source when the link came to read them (`reason` "retention": the log start had
+    passed the link's position; "truncated": the log ends below it). `action`: "stopped" (the partition waits, failed,
+    at `first_offset`) or "skipped" (it went on from `end_offset`). Counted in offsets: a transaction marker among
+    them counts as one."""
+
+    topic: str
+    partition: int
+    first_offset: int
+    end_offset: int
+    reason: str
+    action: str
+    at_ms: int
+
+    @property
+    def records(self) -> int:
+        return max(0, self.end_offset - self.first_offset)
+
+    @property
+    def key(self) -> tuple[str, int, int, int]:
+        """The same gap, whoever found it and however often (a stopped partition is found again after a restart)."""
+        return (self.topic, self.partition, self.first_offset, self.end_offset)
+
+    def describe(self, link: str) -> str:
+        what = {
+            "retention": "the source's log start had passed them (retention or delete-records) before the link "
+            "copied them",
+            "truncated": "the source's log ends below the link's position (truncated: an unclean leader election, "
+            "a restore)",
+        }.get(self.reason, self.reason)
+        then = "the partition is stopped (on_gap: stop)" if self.action == "stopped" else "the link went on after them"
+        where = f"{self.topic}[{self.partition}]"
+        return (
+            f"link {link}: {self.records} records of {where} lost, offsets {self.first_offset} to "
+            f"{self.end_offset - 1}: {what}; {then}"
+        )
 
 
 @dataclass(frozen=True)
@@ -58,12 +99,16 @@ class WorkerStatus:
     # them: every record below `acked` is on the target whoever owns the partition now. For the best position known
     # while nobody reports the partition (between a loss and the next assignment), never as ownership.
     released: tuple[PartitionPosition, ...] = ()
+    # Records this link will never copy, as the worker found them (and the link's ledger of earlier ones, so that a
+    # restarted worker still says them): see Gap.
+    gaps: tuple[Gap, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         body = asdict(self)
         body["partitions"] = [asdict(p) for p in self.partitions]
         body["released"] = [asdict(p) for p in self.released]
         body["config_drift"] = [dict(d) for d in self.config_drift]
+        body["gaps"] = [asdict(g) for g in self.gaps]
         return body
 
     @classmethod
@@ -84,6 +129,9 @@ class WorkerStatus:
                     "partitions": partitions,
                     "released": released,
                     "config_drift": tuple(document.get("config_drift", ())),
+                    "gaps": tuple(
+                        Gap(**{k: v for k, v in g.items() if k in _GAP_FIELDS}) for g in document.get("gaps", ())
+                    ),
                 }
             )
         except (TypeError, AttributeError):
@@ -106,4 +154,5 @@ def stale_after_ms(publish_interval_ms: int) -> int:
 
 
 _POSITION_FIELDS = frozenset(PartitionPosition.__dataclass_fields__)
-_STATUS_FIELDS = frozenset(WorkerStatus.__dataclass_fields__) - {"partitions", "config_drift", "released"}
+_GAP_FIELDS = frozenset(Gap.__dataclass_fields__)
+_STATUS_FIELDS = frozenset(WorkerStatus.__dataclass_fields__) - {"partitions", "config_drift", "released", "gaps"}

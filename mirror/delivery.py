@@ -98,7 +98,7 @@ class Delivery:
         stats: LinkStats,
         *,
         fail: LinkFailure,
-        consumer_error: Callable[[KafkaError, str | None], None],
+        consumer_error: Callable[[KafkaError, str | None, Message | None], None],
     ) -> None:
         self.link, self.name, self.router, self.stats, self.fail = link, name, router, stats, fail
         self.consumer_error = consumer_error
@@ -530,4 +530,4 @@ def read_error(delivery: Delivery, msg: Message, err: KafkaError) -> None:
         if p is not None and end is not None and end >= 0:
             p.pass_to(end)
         return
-    delivery.consumer_error(err, msg.topic())
+    delivery.consumer_error(err, msg.topic(), msg)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Producer, TopicPartition
 
 from kernel.kafka import error_text
 from kernel.worker_status import PartitionPosition
@@ -94,6 +94,7 @@ class LinkWorker(WorkerBase):
                     in_flight_records=p.in_flight_records,
                     high_watermark=seen_high.get((topic, partition)),
                     last_record_timestamp_ms=p.last_timestamp_ms,
+                    failed=self._stopped.get((topic, partition)),
                 )
             )
         return tuple(positions)
@@ -193,6 +194,18 @@ class LinkWorker(WorkerBase):
                 error_text(exc),
             )
             committed = [TopicPartition(tp.topic, tp.partition) for tp in partitions]  # offset -1001: unknown
+        else:
+            # Where each partition starts, said explicitly: its commit, or (none) where the link begins. The consumer
+            # resets nothing by itself (auto.offset.reset=error): a commit the source no longer has is a gap the
+            # worker decides on (`_out_of_range`), never a silent move.
+            begin = OFFSET_BEGINNING if self.link.start_from == "earliest" else OFFSET_END
+            starts = [
+                TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else begin) for tp in committed
+            ]
+            if self._cooperative:
+                consumer.incremental_assign(starts)
+            else:
+                consumer.assign(starts)
         for tp in committed:
             start = tp.offset if tp.offset >= 0 else None
             self._progress[(tp.topic, tp.partition)] = PartitionProgress(start_offset=start, committed=start)
@@ -234,6 +247,7 @@ class LinkWorker(WorkerBase):
         progress = self._progress.pop(key, None)
         if progress is not None:
             self._earlier_progress[key] = progress
+        self._stopped.pop(key, None)  # its next owner finds the gap again (the ledger counts it once)
         self._router.forget(key)
 
     # -- the loop ---------------------------------------------------------------------------------------------------
@@ -269,8 +283,10 @@ class LinkWorker(WorkerBase):
                     delivery.handle(consumer.consume(num_messages=500, timeout=0))
             else:
                 full_since = None
-                if self._paused:
-                    consumer.resume(consumer.assignment())
+                if self._paused:  # all but the partitions stopped alone (`_out_of_range`)
+                    consumer.resume(
+                        [tp for tp in consumer.assignment() if (tp.topic, tp.partition) not in self._stopped]
+                    )
                     self._paused = False
                 # What librdkafka already fetched, without waiting: consume() with a timeout waits until the batch is
                 # full, which at a low rate would hold every record for the whole timeout. Nothing there: wait for

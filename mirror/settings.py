@@ -84,7 +84,9 @@ def consumer_settings(
         **dict(source.client_properties()),
         **reveal(link.consumer_properties),
         **CONSUMER_FIXED,
-        "auto.offset.reset": link.start_from,
+        # Never a silent move: an offset out of range (or none committed) is an event the worker decides on
+        # (`mirror.gaps`: start where the link begins, or a gap counted and stopped at or skipped).
+        "auto.offset.reset": "error",
         "topic.metadata.refresh.interval.ms": int(link.refresh_topics_interval_seconds * 1000),
         "on_commit": on_commit,
         "stats_cb": stats_cb,

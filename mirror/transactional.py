@@ -149,6 +149,7 @@ class TransactionalLinkWorker(WorkerBase):
             self._consumer.incremental_unassign([TopicPartition(t, p) for t, p in sorted(gone)])
             for key in gone:
                 self._position.pop(key, None)
+                self._stopped.pop(key, None)
         if new:
             default = OFFSET_BEGINNING if self.link.start_from == "earliest" else OFFSET_END
             self._consumer.incremental_assign(
@@ -169,6 +170,10 @@ class TransactionalLinkWorker(WorkerBase):
         self._next_high = now + STATUS_EVERY_S
         self._seen_high = self._cached_high_watermarks(self._assigned)
 
+    def _skipped(self, key: tuple[str, int], to: int) -> None:
+        """Records below `to` given up: the next transaction commits from there on (with its next record)."""
+        self._position[key] = to
+
     def _partition_positions(self) -> tuple[PartitionPosition, ...]:
         """Records count as acknowledged only when their transaction committed."""
         seen_high = self._seen_high
@@ -184,6 +189,7 @@ class TransactionalLinkWorker(WorkerBase):
                 if (t, p) in self._position
                 else 0,
                 high_watermark=seen_high.get((t, p)),
+                failed=self._stopped.get((t, p)),
             )
             for t, p in sorted(self._assigned)
         )
@@ -216,7 +222,7 @@ class TransactionalLinkWorker(WorkerBase):
     def _mirror_one(self, msg: Message, advanced: dict[tuple[str, int], int]) -> None:
         err = msg.error()
         if err is not None:
-            self._consumer_error(err, msg.topic())
+            self._consumer_error(err, msg.topic(), msg)
             return
         topic, partition, offset = msg.topic() or "", msg.partition() or 0, msg.offset() or 0
         if (topic, partition) not in self._assigned:

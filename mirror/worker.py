@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import asdict
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kernel.acl import DenialLog
@@ -28,6 +28,8 @@ from kernel.worker_status import PartitionPosition, WorkerStatus
 from mirror.admin import link_cluster_ids
 from mirror.client_stats import ClientStats, summarize
 from mirror.failure import LinkFailure, MirrorFailure
+from mirror.gap_ledger import GapLedger
+from mirror.gaps import out_of_range
 from mirror.handler import load_handler
 from mirror.progress import PartitionProgress
 from mirror.routes import Router
@@ -96,6 +98,9 @@ class WorkerBase:
         self._target_admin: AdminClient | None = None
         self._board = StatusBoard(config.state_path / "status")
         self._denials = DenialLog(log, f"link {self.name}")  # a missing ACL: one line, not a warning per retry
+        self._ledger = GapLedger(config.state_path / "lost", link.name)
+        self._stopped: dict[tuple[str, int], str] = {}  # partitions this worker stopped mirroring alone, and why
+        self._cooperative = True  # the group's rebalance protocol (its assignors: all cooperative-sticky)
 
     # -- public view ------------------------------------------------------------------------------------------------
 
@@ -160,6 +165,7 @@ class WorkerBase:
             clients={role: s.as_dict() for role, s in self._client_stats.items()},
             config_drift=tuple(asdict(d) for d in self.config_drift()),
             released=self._released_positions(),
+            gaps=self._ledger.gaps(),
         )
 
     def status(self) -> dict[str, Any]:
@@ -194,14 +200,12 @@ class WorkerBase:
             index = config.links.index(link)
             self._router.handler = load_handler(link.handler, link.handler_args, path=f"links[{index}].handler")
         self._start()
-        self._consumer = new_consumer(
-            config.clusters[link.source],
-            link.source,
-            link.consumer_group,
-            consumer_settings(
-                config, link, f"mirrorwatch-{self.name}", on_commit=self._on_commit, stats_cb=self._on_client_stats
-            ),
+        settings = consumer_settings(
+            config, link, f"mirrorwatch-{self.name}", on_commit=self._on_commit, stats_cb=self._on_client_stats
         )
+        strategies = str(settings.get("partition.assignment.strategy", "")).split(",")
+        self._cooperative = all(s.strip() == "cooperative-sticky" for s in strategies)
+        self._consumer = new_consumer(config.clusters[link.source], link.source, link.consumer_group, settings)
         heartbeat_stop = threading.Event()
         heartbeat = threading.Thread(
             target=self._heartbeat, args=(heartbeat_stop,), name=f"status-{self.name}", daemon=True
@@ -330,9 +334,12 @@ class WorkerBase:
         status = self.worker_status()
         self._board.publish("links", self.link.name, self.worker, status.as_json(), status.observed_ms)
 
-    def _consumer_error(self, err: KafkaError, topic: str | None = None) -> None:
+    def _consumer_error(self, err: KafkaError, topic: str | None = None, msg: Message | None = None) -> None:
         code = err.code()
         if code == KafkaError._PARTITION_EOF:
+            return
+        if code == KafkaError._AUTO_OFFSET_RESET and msg is not None and msg.topic() is not None:
+            self._out_of_range(msg.topic() or "", msg.partition() or 0, msg.offset())
             return
         if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
             named = topic or (m.group(1) if (m := _TOPIC_IN_ERROR.search(err.str())) else "(a mirrored topic)")
@@ -345,3 +352,76 @@ class WorkerBase:
             self._fail(f"the source consumer hit a fatal error: {error_text(err)}")
             return
         log.warning("link %s: source consumer: %s", self.name, error_text(err))
+
+    # -- records the source no longer has (`mirror.gaps`) -----------------------------------------------------------
+
+    def _out_of_range(self, topic: str, partition: int, offset: int | None) -> None:
+        """The source refused the partition's position (or it has none): read its log's bounds and do what
+        `mirror.gaps.out_of_range` says. From the loop only (the consumer is the loop's)."""
+        consumer, key = self._consumer, (topic, partition)
+        if consumer is None:
+            return
+        progress = self._progress.get(key)
+        position = offset if offset is not None and offset >= 0 else (progress.consumed if progress else None)
+        try:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)
+        except KafkaException as exc:
+            log.warning(
+                "link %s: %s[%d]: offset %s is not on the source and its log's bounds could not be read (%s); "
+                "reading it again",
+                self.name, topic, partition, position, error_text(exc),
+            )  # fmt: skip
+            if position is not None:
+                _read_from(consumer, TopicPartition(topic, partition, position))
+            return
+        decision = out_of_range(
+            topic,
+            partition,
+            position,
+            low,
+            high,
+            start_from=self.link.start_from,
+            on_gap=self.link.on_gap,
+            now_ms=self._clock.now_ms(),
+        )
+        gap = decision.gap
+        if gap is not None and self._ledger.record(gap):
+            log.error("%s", gap.describe(self.name))
+        if decision.action == "stop" and gap is not None:
+            consumer.pause([TopicPartition(topic, partition)])
+            self._stopped[key] = gap.describe(self.name)
+            return
+        assert decision.seek_to is not None
+        if decision.action == "skip":
+            self._skipped(key, decision.seek_to)
+        _read_from(consumer, TopicPartition(topic, partition, decision.seek_to))
+
+    def _skipped(self, key: tuple[str, int], to: int) -> None:
+        """The records below `to` are given up: the partition's progress passes them (its next commit is `to`)."""
+        progress = self._progress.get(key)
+        if progress is not None:
+            progress.pass_to(to)
+
+
+def _read_from(consumer: Consumer, at: TopicPartition) -> None:
+    """Make the consumer read `at.partition` from `at.offset`. After an offset-reset error librdkafka has stopped
+    fetching the partition and refuses a seek (`_STATE`, librdkafka#2961): the partition is assigned to this consumer
+    again at that offset instead (incrementally under the cooperative protocol, the whole assignment otherwise, every
+    other partition at its position)."""
+    try:
+        consumer.seek(at)
+        return
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError._STATE:
+            raise
+    here = TopicPartition(at.topic, at.partition)
+    try:
+        consumer.incremental_unassign([here])
+        consumer.incremental_assign([at])
+    except KafkaException:  # an eager assignor (range, roundrobin): assign() replaces the whole assignment
+        others = [
+            tp
+            for tp in consumer.position(consumer.assignment())
+            if (tp.topic, tp.partition) != (at.topic, at.partition)
+        ]
+        consumer.assign([*others, at])

@@ -1,0 +1,64 @@
+"""The link's ledger of records it will never copy (`<state_dir>/lost/<link>.jsonl`, one JSON line per gap): a gap a
+worker found stays said after the worker is gone or restarted, by every worker of the link (each reads the ledger at
+start and carries it in its status; the monitor counts each gap once)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import asdict
+from pathlib import Path
+
+from kernel.worker_status import Gap
+
+__all__ = ["MAX_GAPS", "GapLedger"]
+
+log = logging.getLogger("mirrorwatch.mirror")
+MAX_GAPS = 1_000  # the newest carried in a status (each is one partition's incident: more means a link in trouble)
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+class GapLedger:
+    def __init__(self, directory: Path, link: str) -> None:
+        self.path = directory / f"{_UNSAFE.sub('_', link)}.jsonl"
+        self._gaps: dict[tuple[str, int, int, int], Gap] = {}
+        self._read()
+
+    def _read(self) -> None:
+        try:
+            lines = self.path.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            log.warning("cannot read the ledger of lost records %s: %s", self.path, exc)
+            return
+        for line in lines:
+            try:
+                gap = Gap(**json.loads(line))
+            except (ValueError, TypeError):
+                continue  # a line cut short by a crash: the gap is found again if it still matters
+            self._gaps[gap.key] = gap  # a later line of the same gap says what the link did last
+
+    def record(self, gap: Gap) -> bool:
+        """Write `gap` down; False when it was already known as it is (found again after a restart or a rebalance).
+        A gap stopped at and now skipped (the operator changed `on_gap`) is written again: the newest line wins."""
+        known = self._gaps.get(gap.key)
+        if known is not None and known.action == gap.action:
+            return False
+        self._gaps[gap.key] = gap
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a+b") as out:  # one short line per write: appends do not interleave
+                torn = False  # the last line was cut short by a crash: this one starts on a line of its own
+                if out.tell() > 0:
+                    out.seek(-1, 2)
+                    torn = out.read(1) != b"\n"
+                out.write((b"\n" if torn else b"") + json.dumps(asdict(gap), separators=(",", ":")).encode() + b"\n")
+        except OSError as exc:
+            log.warning("cannot write the ledger of lost records %s: %s (the status still says it)", self.path, exc)
+        return True
+
+    def gaps(self) -> tuple[Gap, ...]:
+        """The gaps, oldest first (by when each was last written down)."""
+        return tuple(sorted(self._gaps.values(), key=lambda g: g.at_ms)[-MAX_GAPS:])

@@ -1,0 +1,54 @@
+"""What a link does when the offset it reads next is not on the source any more (pure, no I/O).
+
+The python engines read with `auto.offset.reset=error`: librdkafka never moves a position silently (an offset out of
+range, or a partition without a committed offset, is an `_AUTO_OFFSET_RESET` event on that partition). The worker
+then reads the partition's low and high watermarks and `out_of_range` says what to do:
+- no position of the link yet (no commit, nothing read): start where the link begins (`start_from`); nothing is lost;
+- below the log start (retention or delete-records passed it): offsets position .. log start - 1 are lost; the link's
+  `on_gap` rule stops the partition there (the default: it waits, failed, and the operator chooses) or skips to the
+  log start and goes on — a `Gap` either way, counted exactly;
+- above the log end (the source log was truncated below what the link read: an unclean leader election, a restore):
+  the records between are on the target but no longer on the source, and new ones will take their offsets: the
+  partition stops whatever the rule (going on would write records failover cannot tell from the old ones);
+- inside the log after all (retention ran between the fetch and the watermark request, or a leader changed): read
+  the position again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kernel.worker_status import Gap
+
+__all__ = ["OutOfRange", "out_of_range"]
+
+
+@dataclass(frozen=True)
+class OutOfRange:
+    action: str  # "start", "retry", "skip" or "stop"
+    seek_to: int | None  # where the partition reads next ("stop": None, it waits)
+    gap: Gap | None = None
+
+
+def out_of_range(
+    topic: str,
+    partition: int,
+    position: int | None,
+    low: int,
+    high: int,
+    *,
+    start_from: str,
+    on_gap: str,
+    now_ms: int,
+) -> OutOfRange:
+    """The decision for a partition whose position `position` (None: the link has none) the source refused, its log
+    being `low` (first offset kept) .. `high` (the high-watermark) now."""
+    if position is None or position < 0:
+        return OutOfRange("start", low if start_from == "earliest" else high)
+    if position < low:
+        skip = on_gap == "skip"
+        gap = Gap(topic, partition, position, low, "retention", "skipped" if skip else "stopped", now_ms)
+        return OutOfRange("skip", low, gap) if skip else OutOfRange("stop", None, gap)
+    if position > high:
+        return OutOfRange("stop", None, Gap(topic, partition, high, position, "truncated", "stopped", now_ms))
+    return OutOfRange("retry", position)

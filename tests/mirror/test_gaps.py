@@ -1,0 +1,96 @@
+"""What a link does when its next offset is not on the source any more (`mirror.gaps`), and the ledger that keeps the
+records it lost said after a restart (`mirror.gap_ledger`). Pure and file-only; the real cases are in
+tests/mirror/test_retention_gap.py."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from kernel.worker_status import Gap, WorkerStatus
+from mirror.gap_ledger import GapLedger
+from mirror.gaps import OutOfRange, out_of_range
+
+NOW = 1_800_000_000_000
+
+
+def decide(
+    position: int | None, low: int, high: int, *, start_from: str = "earliest", on_gap: str = "stop"
+) -> OutOfRange:
+    return out_of_range("orders", 3, position, low, high, start_from=start_from, on_gap=on_gap, now_ms=NOW)
+
+
+@pytest.mark.parametrize(("start_from", "expected"), [("earliest", 100), ("latest", 250)])
+def test_a_partition_without_a_position_starts_where_the_link_begins_and_nothing_is_lost(
+    start_from: str, expected: int
+) -> None:
+    assert decide(None, 100, 250, start_from=start_from) == OutOfRange("start", expected)
+    assert decide(-1001, 100, 250, start_from=start_from) == OutOfRange("start", expected)  # librdkafka's INVALID
+
+
+def test_retention_past_the_position_is_a_gap_of_exactly_the_records_between_stopped_by_default() -> None:
+    stop = decide(1000, 1500, 2000)
+    assert stop == OutOfRange("stop", None, Gap("orders", 3, 1000, 1500, "retention", "stopped", NOW))
+    assert stop.gap is not None and stop.gap.records == 500
+    skip = decide(1000, 1500, 2000, on_gap="skip")
+    assert skip == OutOfRange("skip", 1500, Gap("orders", 3, 1000, 1500, "retention", "skipped", NOW))
+
+
+@pytest.mark.parametrize("on_gap", ["stop", "skip"])
+def test_a_log_truncated_below_the_position_stops_whatever_the_rule(on_gap: str) -> None:
+    """Going on would write new records under offsets the target already holds others for."""
+    decision = decide(2000, 0, 1800, on_gap=on_gap)
+    assert decision == OutOfRange("stop", None, Gap("orders", 3, 1800, 2000, "truncated", "stopped", NOW))
+
+
+def test_a_position_inside_the_log_after_all_is_read_again() -> None:
+    for position in (1500, 1700, 2000):  # the log start, inside, the end (nothing new yet)
+        assert decide(position, 1500, 2000) == OutOfRange("retry", position)
+
+
+def test_a_gap_says_which_records_how_many_why_and_what_the_link_did() -> None:
+    gap = Gap("orders", 3, 1000, 1500, "retention", "stopped", NOW)
+    assert gap.describe("dc1-to-dc2") == (
+        "link dc1-to-dc2: 500 records of orders[3] lost, offsets 1000 to 1499: the source's log start had passed "
+        "them (retention or delete-records) before the link copied them; the partition is stopped (on_gap: stop)"
+    )
+    truncated = Gap("orders", 3, 1800, 2000, "truncated", "stopped", NOW)
+    assert "200 records of orders[3] lost, offsets 1800 to 1999: the source's log ends below" in truncated.describe("l")
+
+
+def test_gaps_travel_in_the_worker_status() -> None:
+    gap = Gap("orders", 3, 1000, 1500, "retention", "skipped", NOW)
+    status = WorkerStatus("l", 0, "python", NOW, 500, "running", (), gaps=(gap,))
+    assert WorkerStatus.from_json(status.as_json()) == status
+    # an older worker's status has none; a foreign field in a gap is ignored
+    body = status.as_json()
+    del body["gaps"]
+    assert WorkerStatus.from_json(body) == replace(status, gaps=())
+    body = status.as_json()
+    body["gaps"][0]["newer_field"] = 1
+    assert WorkerStatus.from_json(body) == status
+
+
+def test_the_ledger_keeps_each_gap_once_across_restarts_and_survives_a_torn_line(tmp_path: Path) -> None:
+    first = Gap("orders", 3, 1000, 1500, "retention", "stopped", NOW)
+    again = replace(first, at_ms=NOW + 60_000)  # the same records, found again after a restart
+    other = Gap("orders", 1, 10, 20, "retention", "skipped", NOW + 1)
+    ledger = GapLedger(tmp_path / "lost", "dc1/to:dc2")
+    assert ledger.record(first) and not ledger.record(again) and ledger.record(other)
+    assert ledger.gaps() == (first, other)
+    with ledger.path.open("a") as out:
+        out.write('{"topic": "orders", "partit')  # a crash in the middle of a write
+    reopened = GapLedger(tmp_path / "lost", "dc1/to:dc2")
+    assert reopened.gaps() == (first, other) and not reopened.record(again)
+    third = Gap("orders", 0, 5, 7, "retention", "skipped", NOW + 2)
+    assert reopened.record(third)  # written on a line of its own, after the torn one
+    assert GapLedger(tmp_path / "lost", "dc1/to:dc2").gaps() == (first, other, third)
+    lines = ledger.path.read_text().splitlines()
+    assert len(lines) == 4 and lines[2].startswith('{"topic": "orders", "partit')  # no blank line between
+    # the operator chose to go on (on_gap: skip): the same records, now skipped, written again; the newest line wins
+    skipped = replace(first, action="skipped", at_ms=NOW + 120_000)
+    assert reopened.record(skipped)
+    assert GapLedger(tmp_path / "lost", "dc1/to:dc2").gaps() == (other, third, skipped)
+    assert ledger.path.parent == tmp_path / "lost" and "/" not in ledger.path.name
