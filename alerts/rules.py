@@ -31,6 +31,8 @@ METRICS_USED = (
     "mirrorwatch_topic_config_drift",
     "mirrorwatch_failover_checkpoint_timestamp_seconds",
     "mirrorwatch_failover_checkpoint_interval_seconds",
+    "mirrorwatch_mirror_records_lost_total",
+    "mirrorwatch_mirror_partition_failed",
 )
 
 
@@ -185,6 +187,30 @@ def build_rules(overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
             "The last good checkpoint round of link {{ $labels.link }} read the source groups' commits "
             "{{ $value | humanizeDuration }} ago: a failover now would start the target groups where they were "
             "then. See /mirror/links/{{ $labels.link }}/checkpoints for the error.",
+        ),
+        _alert(
+            "MirrorwatchRecordsLost",
+            # A series born with its first gap has no sample `offset` the window ago: it counts from 0.
+            "sum by (link, topic, partition, reason) (mirrorwatch_mirror_records_lost_total - "
+            f"(mirrorwatch_mirror_records_lost_total offset {t['records_lost_window']}"
+            " or mirrorwatch_mirror_records_lost_total * 0)) > 0",
+            "0m",
+            "critical",
+            "Link {{ $labels.link }} lost records of {{ $labels.topic }}[{{ $labels.partition }}]",
+            "{{ $value | humanize }} records of {{ $labels.topic }} partition {{ $labels.partition }} will never be "
+            "copied by link {{ $labels.link }} ({{ $labels.reason }}: gone from the source before the link read "
+            "them), in the last " + t["records_lost_window"] + ". The offsets: /mirror/links/{{ $labels.link }}.",
+        ),
+        _alert(
+            "MirrorwatchPartitionStopped",
+            "mirrorwatch_mirror_partition_failed == 1",
+            "0m",
+            "critical",
+            "Link {{ $labels.link }} stopped mirroring {{ $labels.topic }}[{{ $labels.partition }}]",
+            "Link {{ $labels.link }} mirrors no more of {{ $labels.topic }} partition {{ $labels.partition }} "
+            "(its other partitions go on): records it had not copied are gone from the source (on_gap: stop). "
+            "Choose: on_gap: skip and restart the mirror to go on without them. The offsets: "
+            "/mirror/links/{{ $labels.link }}.",
         ),
     ]
     # One group: its rules are evaluated in order, so every alert sees the recording rules of the same evaluation.

@@ -182,6 +182,8 @@ def overview(api: MonitorApi, prometheus: Prometheus | None = None, span: str = 
         )
         if link.get("failure"):
             st.error(link["failure"])
+        for gap in link.get("gaps") or []:  # records the link will never copy: said until they are out of the ledger
+            st.error(gap["text"])
         if link.get("reason"):  # a figure the monitor does not know, and why
             st.info(link["reason"])
         records = link.get("replication_lag_records")

@@ -1,7 +1,7 @@
 """`mirrorwatch failover plan|apply|verify`: move consumer groups from a link's source to its target, exactly.
 
-Part of the composition root (the CLI); the work is in the `failover` domain. Exit codes: 0 done, 1 a group was refused or
-a check found a difference, 2 bad usage (unknown link or group, a group without commits, nothing mirrored).
+Part of the composition root (the CLI); the work is in the `failover` domain. Exit codes: 0 done, 1 a group was refused
+or a check found a difference, 2 bad usage (unknown link or group, a group without commits, nothing mirrored).
 """
 
 from __future__ import annotations

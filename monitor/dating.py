@@ -8,13 +8,16 @@ import itertools
 from collections.abc import Mapping, Sequence
 
 from monitor.evaluator import OffsetSample
+from monitor.snapshot import ClusterSnapshot
 
 __all__ = [
     "RecordTimes",
     "age_seconds",
+    "appeared",
     "append_bounds",
     "date_record",
     "interpolate_record_time",
+    "interpolated_high",
     "lag_age",
     "record_time",
 ]
@@ -110,3 +113,32 @@ def lag_age(
     """Age in seconds of the record at `key`'s offset, and how its time was found (`record_time`)."""
     written, method = record_time(key, record_times, history)
     return age_seconds(now_ms, written), method
+
+
+def interpolated_high(
+    previous: ClusterSnapshot | None, key: tuple[str, int], at_ms: int, later_ms: int, later_high: int
+) -> int | None:
+    """The high-watermark at `at_ms`, between the previous snapshot's and the later one (linear, rounded down)."""
+    if previous is None or not previous.up or key not in previous.partitions:
+        return None
+    earlier_high = previous.partitions[key].latest
+    if earlier_high is None or not previous.observed_ms <= at_ms < later_ms:
+        return None
+    share = (at_ms - previous.observed_ms) / (later_ms - previous.observed_ms)
+    return earlier_high + int(share * max(0, later_high - earlier_high))
+
+
+def appeared(points: Sequence[tuple[int, int | None]], offset: int) -> int | None:
+    """When the record at `offset` appeared on the source, interpolated between the last observation whose
+    high-watermark had not reached it and the first that had (None: no observation either side of it)."""
+    before: tuple[int, int] | None = None
+    for at, high in points:
+        if high is None:
+            continue
+        if high > offset:
+            if before is None:
+                return None  # on the source already at the first observation: only a bound, not a date
+            share = (offset - before[1]) / (high - before[1]) if high > before[1] else 1.0
+            return before[0] + max(1, int(share * (at - before[0])))
+        before = (at, high)
+    return None

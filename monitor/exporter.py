@@ -114,6 +114,8 @@ OWN_NAMES = (
     "mirrorwatch_topic_config_drift",
     "mirrorwatch_mirror_workers",
     "mirrorwatch_mirror_workers_gone",
+    "mirrorwatch_mirror_records_lost_total",
+    "mirrorwatch_mirror_partition_failed",
     *(name for name, _key, _help in _SPARK_GAUGES),
     *(f"mirrorwatch_client_{name}" for name, _key, _scale, _help in _CLIENT_GAUGES),
     *(f"mirrorwatch_client_{name}_total" for name, _key, _help in _CLIENT_COUNTERS),
@@ -470,6 +472,17 @@ class MonitorCollector:
             "Workers of the link whose last status stands but which died, froze or failed",
             labels=["link"],
         )
+        lost = CounterFamily(
+            "mirrorwatch_mirror_records_lost",
+            "Records the link will never copy: gone from the source before it read them (reason: retention, "
+            "truncated), each gap counted once",
+            labels=[*part_labels, "reason"],
+        )
+        failed = GaugeFamily(
+            "mirrorwatch_mirror_partition_failed",
+            "1 for a partition the link stopped mirroring alone (a gap under on_gap: stop)",
+            labels=part_labels,
+        )
         client_labels = ["link", "worker", "role"]
         client_gauges = {
             name: GaugeFamily(f"mirrorwatch_client_{name}", help_, labels=client_labels)
@@ -508,9 +521,17 @@ class MonitorCollector:
                 inflight.add_metric(labels, p.in_flight_records)
                 if p.committed_lag_records is not None:
                     committed.add_metric(labels, p.committed_lag_records)
+                if p.failed is not None:
+                    failed.add_metric(labels, 1)
+            by_reason: dict[tuple[str, str, str], int] = {}
+            for gap in view.gaps if view is not None else ():
+                where = (gap.topic, str(gap.partition), gap.reason)
+                by_reason[where] = by_reason.get(where, 0) + gap.records
+            for (topic, partition, reason), count in sorted(by_reason.items()):
+                lost.add_metric([link.name, topic, partition, reason], count)
             for d in view.config_drift if view is not None else ():
                 drift.add_metric([link.name, d["source_topic"], d["target_topic"], d["config"]], 1)
-        yield from (inflight, committed, records, bytes_, errors, latency, drift, workers, workers_gone)
+        yield from (inflight, committed, records, bytes_, errors, latency, drift, workers, workers_gone, lost, failed)
         yield from client_gauges.values()
         yield from spark.values()
         yield from client_counters.values()

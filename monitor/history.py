@@ -205,7 +205,7 @@ class CanaryReading:
 @dataclass(frozen=True, slots=True)
 class Event:
     at_ms: int
-    kind: str  # "cluster", "link", "workers", "drift", "canary" or "group"
+    kind: str  # "cluster", "link", "workers", "drift", "loss", "canary" or "group"
     subject: str  # the cluster, link or group it is about
     cluster: str  # the cluster it happened on ("" for a link's events: see `subject`)
     before: str
@@ -277,6 +277,10 @@ def _link_events(previous: MonitorState, current: MonitorState, now: int) -> Ite
         for topic, config in sorted(drift_before - drift_now):
             text = f"link {name}: {topic} agrees with its source in {config} again"
             yield Event(now, "drift", name, "", config, "", text)
+        seen = {g.key for g in old.gaps}
+        for gap in view.gaps:
+            if gap.key not in seen:
+                yield Event(now, "loss", name, "", "", str(gap.records), gap.describe(name))
 
 
 def canary_transitions(

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kernel.config import LinkConfig
-from kernel.worker_status import PartitionPosition, WorkerStatus
-from monitor.dating import RecordTimes, age_seconds, record_time
+from kernel.worker_status import Gap, PartitionPosition, WorkerStatus
+from monitor.dating import RecordTimes, age_seconds, appeared, interpolated_high, record_time
 from monitor.evaluator import OffsetSample
 from monitor.snapshot import ClusterSnapshot
 
@@ -68,6 +68,8 @@ class LinkPartitionView:
     safe_offset: int | None = None  # every record below it is on the target
     waiting_since_ms: int | None = None  # when the oldest record not on the target was written (None: none, unknown)
     reason: str | None = None  # why a figure is missing, or is only a floor
+    records_lost: int = 0  # records the link will never copy (its gaps, see WorkerStatus.gaps), each counted once
+    failed: str | None = None  # why its worker stopped mirroring it alone (a gap under `on_gap: stop`)
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,7 @@ class LinkView:
     workers_gone: int = 0  # workers that are dead, frozen or failed (and not restarted): their last status stands
     observed_ms: int = 0  # when the view was made
     reason: str | None = None  # why the link has no figure yet (no partition known), or why some figures are missing
+    gaps: tuple[Gap, ...] = ()  # records the link will never copy, from every worker's status (each once)
 
     @property
     def state(self) -> str:
@@ -240,7 +243,7 @@ def safe_positions(
             ):
                 highs.append(now_high)  # read no later than the status (or the only one there is)
             elif now_high is not None and observed_hwm_ms is not None:
-                between = _interpolated_high(previous, key, status.observed_ms, observed_hwm_ms, now_high)
+                between = interpolated_high(previous, key, status.observed_ms, observed_hwm_ms, now_high)
                 if between is not None:
                     highs.append(between)
             out[key] = SafePosition(
@@ -319,19 +322,6 @@ def _highest(*offsets: int | None) -> int | None:
     return max((o for o in offsets if o is not None), default=None)
 
 
-def _interpolated_high(
-    previous: ClusterSnapshot | None, key: tuple[str, int], at_ms: int, later_ms: int, later_high: int
-) -> int | None:
-    """The high-watermark at `at_ms`, between the previous snapshot's and the later one (linear, rounded down)."""
-    if previous is None or not previous.up or key not in previous.partitions:
-        return None
-    earlier_high = previous.partitions[key].latest
-    if earlier_high is None or not previous.observed_ms <= at_ms < later_ms:
-        return None
-    share = (at_ms - previous.observed_ms) / (later_ms - previous.observed_ms)
-    return earlier_high + int(share * max(0, later_high - earlier_high))
-
-
 def link_view(
     link: LinkConfig,
     *,
@@ -368,8 +358,16 @@ def link_view(
                 )
                 total["counts"] = [a + b for a, b in zip(total["counts"], value["counts"], strict=True)]
                 total["sum"] += value["sum"]
+    gaps = {g.key: g for s in sorted(sightings, key=lambda s: s.status.observed_ms) for g in s.status.gaps}
+    lost: dict[tuple[str, int], int] = {}
+    for gap in gaps.values():
+        lost[(gap.topic, gap.partition)] = lost.get((gap.topic, gap.partition), 0) + gap.records
     partitions = [
-        _partition_view(position, link.source, record_times, history(position.topic, position.partition))
+        replace(
+            _partition_view(position, link.source, record_times, history(position.topic, position.partition)),
+            records_lost=lost.get((position.topic, position.partition), 0),
+            failed=position.live.failed if position.live is not None else None,
+        )
         for position in positions.values()
     ]
     for d in _partition_count_drift(partitions, snapshot, target):
@@ -397,6 +395,7 @@ def link_view(
         workers_gone=len({s.status.worker for s in sightings if not s.is_live} - {s.worker for s in live}),
         observed_ms=now_ms,
         reason=reason,
+        gaps=tuple(sorted(gaps.values(), key=lambda g: (g.at_ms, g.key))),
     )
 
 
@@ -567,7 +566,7 @@ def _served_partition(
             + [(p.observed_ms, p.high_watermark), (fresh.observed_ms, fresh.high_watermark)],
             key=lambda point: point[0],
         )
-        waiting = _appeared(points, fresh.safe)
+        waiting = appeared(points, fresh.safe)
         if waiting is None:
             return p
         seconds, method = max(0.0, (fresh.observed_ms - waiting) / 1000), "interpolated"
@@ -581,19 +580,3 @@ def _served_partition(
         waiting_since_ms=waiting,
         reason=None,
     )
-
-
-def _appeared(points: Sequence[tuple[int, int | None]], offset: int) -> int | None:
-    """When the record at `offset` appeared on the source, interpolated between the last observation whose
-    high-watermark had not reached it and the first that had (None: no observation either side of it)."""
-    before: tuple[int, int] | None = None
-    for at, high in points:
-        if high is None:
-            continue
-        if high > offset:
-            if before is None:
-                return None  # on the source already at the first observation: only a bound, not a date
-            share = (offset - before[1]) / (high - before[1]) if high > before[1] else 1.0
-            return before[0] + max(1, int(share * (at - before[0])))
-        before = (at, high)
-    return None

@@ -48,6 +48,7 @@ PURE = {
     "monitor.links",
     "monitor.dating",
     "mirror.progress",
+    "mirror.gaps",
     "mirror.topics",
     "mirror.spark_plan",
     "mirror.java_client",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import bcrypt
@@ -16,6 +17,8 @@ from dashboards.launch import CONSOLE_SCRIPT
 from kernel.processes import free_port
 from kernel.wait import wait_until
 from kernel.web_config import WebConfig
+from kernel.worker_status import Gap
+from tests.dashboards import fake_api
 from tests.dashboards.browser import headless_chromium
 from tests.dashboards.fake_api import ASKED, serving
 from tests.processes import wait_for_http
@@ -129,6 +132,17 @@ def test_topics_page_compares_partition_counts_and_shows_drift(api: str) -> None
     )
     assert "1 config difference(s)" in texts(app)
     assert list(app.dataframe[1].value["config"]) == ["retention.ms"]
+
+
+def test_records_a_link_lost_are_said_on_the_overview(api: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    gap = Gap("orders", 1, 1000, 1500, "retention", "stopped", 1_800_000_000_000)
+    view = replace(fake_api.link_view(), gaps=(gap,))
+    monkeypatch.setattr(fake_api, "link_view", lambda *_args: view)
+    errors = [str(e.value) for e in console().error]
+    assert errors == [
+        "link dc1-to-dc2: 500 records of orders[1] lost, offsets 1000 to 1499: the source's log start had passed "
+        "them (retention or delete-records) before the link copied them; the partition is stopped (on_gap: stop)"
+    ]
 
 
 def test_an_unreachable_monitor_is_said_plainly(monkeypatch: pytest.MonkeyPatch) -> None:
