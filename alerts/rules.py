@@ -33,6 +33,7 @@ METRICS_USED = (
     "mirrorwatch_failover_checkpoint_interval_seconds",
     "mirrorwatch_mirror_records_lost_total",
     "mirrorwatch_mirror_partition_failed",
+    "mirrorwatch_consumergroup_records_lost",
 )
 
 
@@ -130,6 +131,18 @@ def build_rules(overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
             "Consumer group {{ $labels.group }} on {{ $labels.cluster }} is in error",
             "Burrow status of group {{ $labels.group }} on cluster {{ $labels.cluster }} is ERR (a partition is "
             "STOP, STALL or REWIND). See /v3/kafka/{{ $labels.cluster }}/consumer/{{ $labels.group }}/status.",
+        ),
+        _alert(
+            "KafkaConsumerGroupRecordsLost",
+            "mirrorwatch_consumergroup_records_lost > 0",
+            "0m",
+            "critical",
+            "Group {{ $labels.group }} on {{ $labels.cluster }} lost records of {{ $labels.topic }}"
+            "[{{ $labels.partition }}]",
+            "{{ $value | humanize }} records of {{ $labels.topic }} partition {{ $labels.partition }} were deleted "
+            "(retention, delete-records) before group {{ $labels.group }} on cluster {{ $labels.cluster }} read them: "
+            "its committed offset is below the log start. See /v3/kafka/{{ $labels.cluster }}/consumer/"
+            "{{ $labels.group }}/status.",
         ),
         _alert(
             "KafkaConsumerLagSecondsHigh",

@@ -11,6 +11,9 @@ measured against the group's own commit cadence (`commit_gap_ms`: the median tim
 offset, or of its commits where they are followed, incidents' silences left out, see `monitor.windows`; unknown
 until two were seen, and then `max_commit_interval_seconds` stands in for it):
 
+  Rule 0 - the committed offset is below the partition's log start: retention (or delete-records) removed records
+           the group never read, `log start - committed` of them (`records_lost`): ERR, whatever else holds — the
+           group will never read them, and Burrow and kafka_exporter count them as lag like any other.
   Rule 1 - the current lag (high-watermark *now* minus the last committed offset) is within the allowed lag, in
            records or in seconds, or nothing but transaction markers follow the committed offset (no record to
            read): OK. An idle partition whose consumer is caught up is OK, however old its commit.
@@ -70,6 +73,7 @@ __all__ = [
     "is_stopped",
     "is_stuck",
     "members_left",
+    "records_lost",
     "stalled_for_ms",
     "stop_threshold_ms",
     "stuck_for_ms",
@@ -145,11 +149,12 @@ class PartitionEvaluation:
     # high-watermark history), "at_least" (gone and older than that history: a lower bound, which the rules treat as
     # unknown), None when unknown or not lagging.
     lag_seconds_method: str | None = None
+    records_lost: int = 0  # rule 0: records below the log start the group never read
 
 
 @dataclass(frozen=True)
 class GroupEvaluation:
-    status: Status  # NOTFOUND, OK, WARN or ERR (STOP, STALL and REWIND count as ERR, as in Burrow)
+    status: Status  # NOTFOUND, OK, WARN or ERR (STOP, STALL and REWIND count as ERR, as in Burrow; so do records lost)
     complete: float  # share of partitions whose window is full
     partitions: tuple[PartitionEvaluation, ...]
     max_lag: PartitionEvaluation | None
@@ -342,16 +347,21 @@ def evaluate_partition(
     lag_seconds: float | None = None,
     commit_gap_ms: int | None = None,
     nothing_to_read: bool = False,
+    log_start: int | None = None,
 ) -> PartitionEvaluation:
     """The status of one partition of one group. `lag_seconds` is the age of the first record not yet consumed;
     `commit_gap_ms` the group's cadence on this partition (see the module docstring), None while unknown;
     `nothing_to_read`: only transaction markers follow the committed offset (a consumer that commits its last record
     + 1, as librdkafka's applications do, stands one below the final marker). The lag still counts offsets, as
-    Burrow's and kafka_exporter's do; rule 1 sees it caught up, its age is 0."""
+    Burrow's and kafka_exporter's do; rule 1 sees it caught up, its age is 0. `log_start`: the partition's first
+    offset now (rule 0)."""
     complete = min(1.0, len(samples) / config.window)
     lag = current_lag(samples, high_watermark_now)
+    lost = records_lost(samples, log_start)
     if not samples:
         status = Status.NOTFOUND
+    elif lost:  # rule 0
+        status = Status.ERR
     elif nothing_to_read or is_lag_allowed(lag, lag_seconds, config):  # rule 1
         status = Status.OK
     elif is_stopped(samples, now_ms, lag_seconds, config, commit_gap_ms):  # rule 2
@@ -381,7 +391,15 @@ def evaluate_partition(
         current_lag=lag,
         lag_seconds=lag_seconds if lag > 0 and not nothing_to_read else 0.0,
         complete=complete,
+        records_lost=lost,
     )
+
+
+def records_lost(samples: Sequence[OffsetSample], log_start: int | None) -> int:
+    """Rule 0: records below the partition's log start that the group's last committed offset had not reached."""
+    if not samples or log_start is None:
+        return 0
+    return max(0, log_start - samples[-1].offset)
 
 
 def group_status(partition_statuses: Iterable[Status]) -> Status:

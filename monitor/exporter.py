@@ -116,6 +116,7 @@ OWN_NAMES = (
     "mirrorwatch_mirror_workers_gone",
     "mirrorwatch_mirror_records_lost_total",
     "mirrorwatch_mirror_partition_failed",
+    "mirrorwatch_consumergroup_records_lost",
     *(name for name, _key, _help in _SPARK_GAUGES),
     *(f"mirrorwatch_client_{name}" for name, _key, _scale, _help in _CLIENT_GAUGES),
     *(f"mirrorwatch_client_{name}_total" for name, _key, _help in _CLIENT_COUNTERS),
@@ -195,6 +196,7 @@ class MonitorCollector:
         if "burrow" in styles:
             yield from self._burrow(state)
         yield from self._links(state)
+        yield _group_losses(self._views(state))
 
     def _snapshots(self, state: MonitorState | None) -> Iterator[ClusterSnapshot]:
         """The configured clusters' snapshots that answered, in the configured order."""
@@ -535,6 +537,24 @@ class MonitorCollector:
         yield from client_gauges.values()
         yield from spark.values()
         yield from client_counters.values()
+
+
+def _group_losses(views: list[tuple[tuple[str, str], GroupView]]) -> Family:
+    """Records each group will never read (below the log start: rule 0), only where there are any."""
+    lost = _gauge(
+        "mirrorwatch_consumergroup_records_lost",
+        "Records below the partition's log start that the group's committed offset had not reached: deleted "
+        "(retention, delete-records) before the group read them",
+        "cluster",
+        "group",
+        "topic",
+        "partition",
+    )
+    for (alias, group), view in views:
+        for p in view.evaluation.partitions:
+            if p.records_lost:
+                lost.add_metric([alias, group, p.topic, str(p.partition)], p.records_lost)
+    return lost
 
 
 def _link_lags(views: Mapping[str, LinkView]) -> tuple[GaugeFamily, GaugeFamily]:

@@ -229,11 +229,13 @@ def _link_health(view: LinkView) -> str:
 
 
 def transitions(previous: MonitorState | None, current: MonitorState) -> list[Event]:
-    """What changed from one round to the next (nothing for the first round: there is no "before")."""
+    """What changed from one round to the next (for the first round, with no "before", only the losses: see
+    `_loss_events`)."""
     if previous is None:
-        return []
+        return list(_loss_events(None, current))
     now = current.observed_ms
     events = [*_cluster_events(previous, current, now), *_link_events(previous, current, now)]
+    events += _loss_events(previous, current)
     for (alias, group), group_view in current.groups.items():
         old = previous.groups.get((alias, group))
         before, after = (old.evaluation.status if old is not None else None), group_view.evaluation.status
@@ -277,10 +279,18 @@ def _link_events(previous: MonitorState, current: MonitorState, now: int) -> Ite
         for topic, config in sorted(drift_before - drift_now):
             text = f"link {name}: {topic} agrees with its source in {config} again"
             yield Event(now, "drift", name, "", config, "", text)
-        seen = {g.key for g in old.gaps}
+
+
+def _loss_events(previous: MonitorState | None, current: MonitorState) -> Iterator[Event]:
+    """A gap (records a link will never copy) the previous round did not know, at the moment its worker found it.
+    The first round knows none before it: every gap in the workers' statuses (their link's ledger) is an event then,
+    so a monitor started after a loss, or restarted, still lists it at its own time."""
+    for name, view in current.links.items():
+        old = previous.links.get(name) if previous is not None else None
+        seen = {g.key: g.action for g in old.gaps} if old is not None else {}
         for gap in view.gaps:
-            if gap.key not in seen:
-                yield Event(now, "loss", name, "", "", str(gap.records), gap.describe(name))
+            if seen.get(gap.key) != gap.action:  # new, or now skipped where it was stopped at
+                yield Event(gap.at_ms, "loss", name, "", seen.get(gap.key, ""), str(gap.records), gap.describe(name))
 
 
 def canary_transitions(
@@ -314,7 +324,7 @@ class Events:
         out: list[Event] = []
         for event in reversed(self._ring):
             if link is not None and not (
-                event.kind in ("link", "workers", "drift", "canary") and event.subject == link
+                event.kind in ("link", "workers", "drift", "loss", "canary") and event.subject == link
             ):
                 continue
             if group is not None and not (event.kind == "group" and event.subject == group):
@@ -324,4 +334,5 @@ class Events:
             out.append(event)
             if len(out) >= limit:
                 break
-        return out
+        # a loss is listed at the moment its worker found it, which may be before the round that learnt of it
+        return sorted(out, key=lambda e: e.at_ms, reverse=True)

@@ -89,6 +89,7 @@ def _partition(p: PartitionEvaluation) -> dict[str, Any]:
         "end": _sample(p.end),
         "current_lag": p.current_lag,
         "complete": p.complete,
+        "records_lost": p.records_lost,  # mirrorwatch's: unread records below the log start (ERR, rule 0)
     }
 
 

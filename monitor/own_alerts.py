@@ -29,6 +29,7 @@ NOT_JUDGED = (
     "MirrorwatchCheckpointsStale",
     "MirrorwatchRecordsLost",
     "MirrorwatchPartitionStopped",
+    "KafkaConsumerGroupRecordsLost",
 )
 _UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000, "y": 31_536_000_000}
 _PART = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")

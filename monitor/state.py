@@ -104,6 +104,7 @@ def evaluate_groups(
                 lag_seconds=None if method == "at_least" else lag_seconds,
                 commit_gap_ms=windows.commit_gap_ms((snapshot.alias, group.group_id, topic, partition)),
                 nothing_to_read=caught_up,
+                log_start=offsets.earliest,
             )
             if method == "at_least":
                 evaluation = replace(evaluation, lag_seconds=lag_seconds)

@@ -39,6 +39,7 @@ class Case:
     config: EvaluatorConfig = field(default_factory=EvaluatorConfig)
     commit_gap_ms: int | None = None  # the group's cadence as the window store learned it (None: not yet known)
     nothing_to_read: bool = False  # only transaction markers follow the committed offset
+    log_start: int | None = None  # the partition's first offset now (None: not known)
 
 
 def after(samples: tuple[OffsetSample, ...], ms: int) -> int:
@@ -541,5 +542,29 @@ CASES = [
         Status.STALL,
         {"allowed": False, "stalled": True},
         commit_gap_ms=STEP,
+    ),
+    Case(
+        43,
+        "a group gone for the weekend whose unread records retention deleted",
+        "rule 0: committed 500 below a log start of 800: 300 records it will never read; ERR before any other rule",
+        _idle_gone,
+        1000,
+        after(_idle_gone, 0),
+        Status.ERR,
+        {"lost": True, "allowed": False},
+        commit_gap_ms=STEP,
+        log_start=800,
+    ),
+    Case(
+        44,
+        "a group whose commit stands exactly at the log start",
+        "rule 0 not met: nothing below the log start was unread; it is caught up (rule 1), however old its commit",
+        _idle_gone,
+        500,
+        after(_idle_gone, 3_600_000),
+        Status.OK,
+        {"lost": False, "allowed": True},
+        commit_gap_ms=STEP,
+        log_start=500,
     ),
 ]

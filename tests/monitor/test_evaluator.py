@@ -28,6 +28,7 @@ from monitor.evaluator import (
     is_stalled,
     is_stopped,
     is_stuck,
+    records_lost,
 )
 from tests.monitor.evaluator_table import CASES, CAUGHT_UP, INCOMPLETE, STEP, T0, Case, after
 
@@ -37,6 +38,7 @@ def predicates_of(case: Case) -> dict[str, bool]:
     lag = current_lag(samples, case.hwm_now)
     gap = case.commit_gap_ms
     return {
+        "lost": records_lost(samples, case.log_start) > 0,
         "allowed": is_lag_allowed(lag, case.lag_seconds, config),
         "stopped": is_stopped(samples, case.now_ms, case.lag_seconds, config, gap),
         "rewound": is_rewound(samples),
@@ -52,7 +54,7 @@ def predicates_of(case: Case) -> dict[str, bool]:
 def test_the_table_is_numbered_and_large_enough() -> None:
     assert [c.number for c in CASES] == list(range(1, len(CASES) + 1))
     assert len(CASES) >= 25
-    assert {c.expected for c in CASES} == set(Status) - {Status.ERR}  # every partition status appears
+    assert {c.expected for c in CASES} == set(Status)  # every partition status appears (ERR: records lost, rule 0)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.number:02d}-{c.tests}" for c in CASES])
@@ -69,8 +71,10 @@ def test_window(case: Case) -> None:
         lag_seconds=case.lag_seconds,
         commit_gap_ms=case.commit_gap_ms,
         nothing_to_read=case.nothing_to_read,
+        log_start=case.log_start,
     )
     assert result.status == case.expected, f"#{case.number} {case.tests}: {case.why}"
+    assert result.records_lost == records_lost(case.samples, case.log_start)
     assert result.current_lag == current_lag(case.samples, case.hwm_now)
     assert result.complete == min(1.0, len(case.samples) / case.config.window)
 

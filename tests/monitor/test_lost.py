@@ -5,6 +5,7 @@ real cases: tests/mirror/test_retention_gap.py."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -13,7 +14,7 @@ from kernel.config import ClusterConfig, LinkConfig, MonitorConfig
 from kernel.worker_status import Gap, PartitionPosition, WorkerStatus
 from monitor.collector import ClusterSnapshot, GroupInfo, PartitionOffsets
 from monitor.exporter import MonitorCollector
-from monitor.history import transitions
+from monitor.history import Event, Events, transitions
 from monitor.links import LinkView, WorkerSighting, link_view
 from monitor.service import MonitorService
 from monitor.state import MonitorState
@@ -23,6 +24,7 @@ LINK = LinkConfig(name="l", source="source", target="target", group_id="g")
 RETENTION = Gap("orders", 0, 1000, 1500, "retention", "stopped", T0 - 60_000)
 EARLIER = Gap("orders", 1, 10, 30, "retention", "skipped", T0 - 3_600_000)
 WHY = RETENTION.describe("l")
+LATE = Gap("orders", 1, 30, 40, "retention", "skipped", T0 - 1_000)  # found before the round that learnt of it
 
 
 def source(at_ms: int) -> ClusterSnapshot:
@@ -86,9 +88,28 @@ def test_the_counter_and_the_gauge_the_alerts_read(service: MonitorService) -> N
     }
 
 
-def test_a_new_gap_is_one_event_and_the_same_gap_again_is_none() -> None:
+def test_a_new_gap_is_one_event_at_its_own_moment_and_the_same_gap_again_is_none() -> None:
     before = MonitorState(T0 - 10_000, {}, {}, {"l": view((EARLIER,), ())})
     now = MonitorState(T0, {}, {}, {"l": view((EARLIER, RETENTION), ())})
     events = [e for e in transitions(before, now) if e.kind == "loss"]
-    assert [(e.subject, e.after, e.text) for e in events] == [("l", "500", WHY)]
+    assert [(e.at_ms, e.subject, e.after, e.text) for e in events] == [(RETENTION.at_ms, "l", "500", WHY)]
     assert not [e for e in transitions(now, now) if e.kind == "loss"]
+    # a monitor started after the losses (or restarted) lists each at its moment, from the workers' ledgers
+    first = transitions(None, now)
+    assert [(e.at_ms, e.kind, e.after) for e in first] == [
+        (EARLIER.at_ms, "loss", "20"),
+        (RETENTION.at_ms, "loss", "500"),
+    ]
+    ring = Events()
+    ring.extend(transitions(None, now))
+    ring.extend([Event(T0, "link", "l", "", "running", "failed", "link l: running -> failed")])
+    ring.extend(transitions(now, MonitorState(T0 + 5_000, {}, {}, {"l": view((EARLIER, RETENTION, LATE), ())})))
+    assert [(e.at_ms, e.kind) for e in ring.query(link="l")] == [
+        (T0, "link"),
+        (LATE.at_ms, "loss"),
+        (RETENTION.at_ms, "loss"),
+        (EARLIER.at_ms, "loss"),
+    ]
+    # the operator chose to go on: the same records, now skipped, are news once
+    skipped = MonitorState(T0 + 10_000, {}, {}, {"l": view((EARLIER, replace(RETENTION, action="skipped")), ())})
+    assert [(e.before, e.after) for e in transitions(now, skipped) if e.kind == "loss"] == [("stopped", "500")]

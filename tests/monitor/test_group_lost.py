@@ -1,0 +1,76 @@
+"""A consumer group's records deleted before it read them (issue #43), on real brokers: a group committed 100 of a
+partition's 1,000 records and left; the records below offset 600 were deleted (`delete-records`, what retention does
+over a weekend). The monitor counts the 500 it will never read — the truth is what the test committed and deleted —
+gives the partition and the group ERR (rule 0), and says it in the Burrow view and in /metrics; once the group
+commits past the log start they are gone from the figures again. Burrow and kafka_exporter count them as lag."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+from confluent_kafka import TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
+from starlette.testclient import TestClient
+
+from kernel.config import MirrorwatchConfig
+from kernel.kafka import new_admin, new_consumer
+from monitor.evaluator import Status
+from monitor.exporter import MonitorCollector
+from monitor.http import create_app
+from monitor.service import MonitorService
+from tests.kafka_helpers import Record, produce
+from tests.processes import session_config
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def service(clusters_config: MirrorwatchConfig) -> Iterator[MonitorService]:
+    config = session_config(clusters_config, monitor={"interval_seconds": 1, "window": 3})
+    monitor = MonitorService(config.monitor, config.clusters, config.links)
+    yield monitor
+    monitor.stop()
+
+
+def lost_series(service: MonitorService, group: str) -> dict[tuple[str, str], float]:
+    text = MonitorCollector(service).render().decode()
+    return {
+        (s.labels["topic"], s.labels["partition"]): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "mirrorwatch_consumergroup_records_lost" and s.labels["group"] == group
+    }
+
+
+def test_a_groups_unread_records_deleted_below_its_commit_are_counted_exactly_and_read_err(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    unique: Callable[[str], str],
+    service: MonitorService,
+) -> None:
+    source = clusters_config.clusters["source"]
+    topic, group = make_topic("source", 2), unique("weekend")
+    for p in (0, 1):
+        produce(source, "source", topic, [Record(value=b"x", partition=p) for _ in range(1000)])
+    consumer = new_consumer(source, "source", group, {"enable.auto.commit": False})
+    consumer.commit(offsets=[TopicPartition(topic, 0, 100), TopicPartition(topic, 1, 1000)], asynchronous=False)
+    admin = new_admin(source, "source")  # held: its futures complete on its thread
+    (deleted,) = admin.delete_records([TopicPartition(topic, 0, 600)]).values()
+    assert deleted.result().low_watermark == 600
+
+    evaluation = service.collect().groups[("source", group)].evaluation
+    by_partition = {p.partition: p for p in evaluation.partitions}
+    assert (by_partition[0].records_lost, by_partition[0].status) == (500, Status.ERR)
+    assert (by_partition[1].records_lost, by_partition[1].status) == (0, Status.OK)
+    assert evaluation.status == Status.ERR
+    assert lost_series(service, group) == {(topic, "0"): 500}
+    lag = TestClient(create_app(service)).get(f"/v3/kafka/source/consumer/{group}/lag").json()["status"]
+    assert lag["status"] == "ERR"
+    assert {p["partition"]: p["records_lost"] for p in lag["partitions"]} == {0: 500, 1: 0}
+
+    consumer.commit(offsets=[TopicPartition(topic, 0, 1000)], asynchronous=False)  # read on past the log start
+    consumer.close()
+    evaluation = service.collect().groups[("source", group)].evaluation
+    assert [(p.records_lost, p.status) for p in evaluation.partitions] == [(0, Status.OK), (0, Status.OK)]
+    assert evaluation.status == Status.OK and lost_series(service, group) == {}
