@@ -339,7 +339,11 @@ class WorkerBase:
         if code == KafkaError._PARTITION_EOF:
             return
         if code == KafkaError._AUTO_OFFSET_RESET and msg is not None and msg.topic() is not None:
-            self._out_of_range(msg.topic() or "", msg.partition() or 0, msg.offset())
+            where = f"{msg.topic()}[{msg.partition()}]"
+            try:
+                self._out_of_range(msg.topic() or "", msg.partition() or 0, msg.offset())
+            except KafkaException as exc:  # the partition cannot be read from where it must: stop, said, not a crash
+                self._fail(f"cannot go on reading {where} after its offset was refused: {error_text(exc)}")
             return
         if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
             named = topic or (m.group(1) if (m := _TOPIC_IN_ERROR.search(err.str())) else "(a mirrored topic)")
