@@ -307,6 +307,10 @@ class LinkConfig(_Model):
     # Records gone from the source before the link copied them (retention passed its position): stop the partition
     # (failed, with the offsets lost; the others go on) or skip them and go on. Counted and said either way.
     on_gap: Literal["stop", "skip"] = "stop"
+    # A source topic deleted and created again under its name (a new topic id) while the link had copied part of the
+    # old one: stop its partitions (failed, said; the others go on) or restart them at the new topic's beginning, into
+    # the same target topic. Counted and said either way; never read on at the old topic's offsets.
+    on_recreate: Literal["stop", "restart"] = "stop"
     consumer_properties: ClientProperties = Field(default_factory=dict)
     producer_properties: ClientProperties = Field(default_factory=dict)
     spark: SparkOptions = SparkOptions()

@@ -38,9 +38,11 @@ class PartitionPosition:
 class Gap:
     """Records of a source partition the link will never copy: offsets `first_offset` up to (not including)
     `end_offset` were gone from the source when the link came to read them (`reason` "retention": the log start had
-    passed the link's position; "truncated": the log ends below it). `action`: "stopped" (the partition waits, failed,
-    at `first_offset`) or "skipped" (it went on from `end_offset`). Counted in offsets: a transaction marker among
-    them counts as one."""
+    passed the link's position; "truncated": the log ends below it; "recreated": the topic was deleted and created
+    again, and these are the old topic's records the link had not copied, as far as its last commit knew).
+    `action`: "stopped" (the partition waits, failed, at `first_offset`), "skipped" (it went on from `end_offset`) or
+    "restarted" (a recreated topic: the link mirrors the new one from its beginning). Counted in offsets: a
+    transaction marker among them counts as one."""
 
     topic: str
     partition: int
@@ -60,6 +62,18 @@ class Gap:
         return (self.topic, self.partition, self.first_offset, self.end_offset)
 
     def describe(self, link: str) -> str:
+        where = f"{self.topic}[{self.partition}]"
+        if self.reason == "recreated":
+            then = (
+                "its new partition is stopped (on_recreate: stop)"
+                if self.action == "stopped"
+                else "the link mirrors the new topic from its beginning (on_recreate: restart)"
+            )
+            lost = f", offsets {self.first_offset} to {self.end_offset - 1}" if self.records else ""
+            return (
+                f"link {link}: source topic {self.topic!r} was deleted and created again (a new topic id): "
+                f"{self.records} records of the old {where} were not copied{lost}; {then}"
+            )
         what = {
             "retention": "the source's log start had passed them (retention or delete-records) before the link "
             "copied them",
@@ -67,7 +81,6 @@ class Gap:
             "a restore)",
         }.get(self.reason, self.reason)
         then = "the partition is stopped (on_gap: stop)" if self.action == "stopped" else "the link went on after them"
-        where = f"{self.topic}[{self.partition}]"
         return (
             f"link {link}: {self.records} records of {where} lost, offsets {self.first_offset} to "
             f"{self.end_offset - 1}: {what}; {then}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
@@ -14,7 +14,14 @@ from kernel.config import LinkConfig, MirrorwatchConfig
 from kernel.kafka import already_exists, error_text, kafka_error
 from mirror.topics import TopicInfo, TopicPlan
 
-__all__ = ["cluster_id", "describe_topics", "execute_plan", "link_cluster_ids", "list_topic_partitions"]
+__all__ = [
+    "cluster_id",
+    "describe_topics",
+    "execute_plan",
+    "link_cluster_ids",
+    "list_topic_partitions",
+    "topic_ids",
+]
 
 log = logging.getLogger("mirrorwatch.mirror.admin")
 
@@ -87,6 +94,28 @@ def refused_topics(admin: AdminClient, topics: Iterable[str], timeout_s: float =
             if exc.args and exc.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
                 refused.append(name)
     return refused
+
+
+def topic_ids(
+    admin: AdminClient, topics: Iterable[str], timeout_s: float = TIMEOUT_S, known: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The topic id (KIP-516) of each of `topics` that the cluster describes: a topic deleted and created again under
+    its name has a new one. Topics it does not describe (gone meanwhile, refused, the cluster not answering) are left
+    out, or, with `known`, have the id known before ("" when none)."""
+    names = sorted(set(topics))
+    ids: dict[str, str] = {}
+    try:
+        futures = admin.describe_topics(TopicCollection(names), request_timeout=timeout_s) if names else {}
+        for name, future in futures.items():
+            try:
+                ids[name] = str(future.result(timeout=timeout_s).topic_id)
+            except KafkaException:
+                continue
+    except KafkaException:
+        pass
+    if known is not None:
+        return {t: ids.get(t) or known.get(t, "") for t in names}
+    return ids
 
 
 def describe_topics(admin: AdminClient, topics: Iterable[str], partitions: dict[str, int]) -> dict[str, TopicInfo]:

@@ -30,17 +30,20 @@ acknowledged offset and the refused one may be written twice, as after a restart
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Producer, TopicPartition
 
 from kernel.kafka import error_text
 from kernel.worker_status import PartitionPosition
+from mirror.admin import topic_ids
 from mirror.delivery import Delivery
 from mirror.progress import PartitionProgress
 from mirror.topic_keeper import Survey
+from mirror.topic_ledger import Generations, TopicLedger
 from mirror.topics import TopicPlan
-from mirror.worker import STATUS_EVERY_S, WorkerBase
+from mirror.worker import STATUS_EVERY_S, WorkerBase, read_from
 
 __all__ = ["LinkWorker"]
 
@@ -68,6 +71,9 @@ class LinkWorker(WorkerBase):
         self._seen_high: dict[tuple[str, int], int] = {}  # high-watermarks the consumer saw (`_note_high_watermarks`)
         self._subscribed: tuple[str, ...] | None = None
         self._delivery: Delivery | None = None
+        # The topic id each owned partition's position belongs to (`mirror.gaps`: a recreated topic has a new one),
+        # and the notes of it this link's workers keep on this host (Kafka forgets a deleted topic's offsets)
+        self._generations = Generations(TopicLedger(self.config.state_path / "topics", self.link.name))
 
     # -- positions --------------------------------------------------------------------------------------------------
 
@@ -152,6 +158,8 @@ class LinkWorker(WorkerBase):
                     self._batch_bytes,
                 )
         self._router.clear()  # target topics or partition counts may have changed
+        if self._consumer is not None and self._delivery is not None:
+            self._recreated_while_owned()
         if self._keeper.selected != self._subscribed:
             self._subscribe(self._keeper.selected)
         return plan
@@ -199,6 +207,8 @@ class LinkWorker(WorkerBase):
             # resets nothing by itself (auto.offset.reset=error): a commit the source no longer has is a gap the
             # worker decides on (`_out_of_range`), never a silent move.
             begin = OFFSET_BEGINNING if self.link.start_from == "earliest" else OFFSET_END
+            now = self._topic_ids_now({tp.topic for tp in committed})
+            committed = self._generations.assigned(committed, now, self._recreated)
             starts = [
                 TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else begin) for tp in committed
             ]
@@ -206,6 +216,9 @@ class LinkWorker(WorkerBase):
                 consumer.incremental_assign(starts)
             else:
                 consumer.assign(starts)
+            stopped = [tp for tp in starts if (tp.topic, tp.partition) in self._stopped]
+            if stopped:
+                consumer.pause(stopped)
         for tp in committed:
             start = tp.offset if tp.offset >= 0 else None
             self._progress[(tp.topic, tp.partition)] = PartitionProgress(start_offset=start, committed=start)
@@ -213,8 +226,48 @@ class LinkWorker(WorkerBase):
             target_partitions = self._keeper.target_partitions.get(self._keeper.topic_map.get(tp.topic, ""), 0)
             if self.link.partitioning == "preserve" and tp.partition >= target_partitions:
                 self._request_refresh()  # a new source partition: the target must grow first
+        self._write_notes([(tp.topic, tp.partition) for tp in committed])
         log.info("link %s: assigned %s", self.name, _tps(partitions))
         self._topics_readable({tp.topic for tp in partitions})
+
+    def _topic_ids_now(self, topics: Iterable[str]) -> dict[str, str]:
+        assert self._keeper is not None  # asked now: the consumer may learn of a new topic before the refresh does
+        return topic_ids(self._keeper.source_admin, topics, timeout_s=10, known=self._keeper.topic_ids)
+
+    def _write_notes(self, keys: list[tuple[str, int]]) -> None:
+        self._generations.write(keys, self._progress, self._seen_high, self._stopped)
+
+    def _topic_recreated(self, topic: str, partition: int) -> bool:
+        """A position refused by the source may be the old topic's, the topic deleted and created again faster than
+        a rebalance or a refresh: asked of the source before the refusal is read as a gap."""
+        assert self._keeper is not None
+        now, was = self._topic_ids_now([topic])[topic], self._generations.of.get((topic, partition))
+        if not now or not was or now == was:
+            return False
+        self._keeper.topic_ids[topic] = now
+        self._recreated_while_owned()
+        return True
+
+    def _recreated_while_owned(self) -> None:
+        """A topic this worker reads has a new id (recreated between two rebalances): the rule, from what was acked."""
+        assert self._keeper is not None and self._consumer is not None and self._delivery is not None
+        for key in self._generations.changed(list(self._progress), self._keeper.topic_ids):
+            if key in self._stopped:
+                continue
+            progress = self._progress[key]
+            position = progress.acked if progress.acked is not None else progress.committed
+            if self._recreated(key[0], key[1], position, self._seen_high.get(key)) != "restart":
+                self._consumer.pause([TopicPartition(*key)])
+                continue
+            self._delivery.forget({key})
+            if self._producer is not None:
+                self._delivery.flush(SHUTDOWN_FLUSH_S)  # the old topic's records in flight land before the restart
+            self._progress[key] = PartitionProgress()
+            self._generations.of[key] = self._keeper.topic_ids[key[0]]
+            assert self._router is not None
+            self._router.forget(key)
+            read_from(self._consumer, TopicPartition(key[0], key[1], OFFSET_BEGINNING))
+            self._write_notes([key])
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Before another worker takes these partitions: get what we sent acknowledged, commit it, forget them."""
@@ -224,6 +277,7 @@ class LinkWorker(WorkerBase):
         if self._producer is not None:
             self._delivery.flush(SHUTDOWN_FLUSH_S)
         self._commit(keys=revoked, asynchronous=False)
+        self._write_notes(sorted(revoked))
         for key in revoked:
             self._forget_progress(key)
         log.info("link %s: revoked %s", self.name, _tps(partitions))
@@ -248,6 +302,7 @@ class LinkWorker(WorkerBase):
         if progress is not None:
             self._earlier_progress[key] = progress
         self._stopped.pop(key, None)  # its next owner finds the gap again (the ledger counts it once)
+        self._generations.of.pop(key, None)
         self._router.forget(key)
 
     # -- the loop ---------------------------------------------------------------------------------------------------

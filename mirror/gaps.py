@@ -12,6 +12,13 @@ then reads the partition's low and high watermarks and `out_of_range` says what 
   partition stops whatever the rule (going on would write records failover cannot tell from the old ones);
 - inside the log after all (retention ran between the fetch and the watermark request, or a leader changed): read
   the position again.
+
+A topic deleted and created again under its name is the other silent move: Kafka drops the group's offsets of the
+deleted topic, so the new topic reads as one never mirrored, and its records land in the same target topic after the
+old one's. The worker notes the topic id (KIP-516) each partition's records come from (`mirror.topic_ledger`); a
+partition assigned or refreshed under another id than its note's is a recreated topic, and `recreated` says what to
+do per the link's `on_recreate` rule: stop the partition (the default) or restart it at the new topic's beginning.
+The old topic's records the link had not copied (as far as its note knew) are a `Gap` ("recreated") either way.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from dataclasses import dataclass
 
 from kernel.worker_status import Gap
 
-__all__ = ["OutOfRange", "out_of_range"]
+__all__ = ["OutOfRange", "Recreated", "out_of_range", "recreated"]
 
 
 @dataclass(frozen=True)
@@ -52,3 +59,22 @@ def out_of_range(
     if position > high:
         return OutOfRange("stop", None, Gap(topic, partition, high, position, "truncated", "stopped", now_ms))
     return OutOfRange("retry", position)
+
+
+@dataclass(frozen=True)
+class Recreated:
+    action: str  # "stop" (the partition waits, failed) or "restart" (read the new topic from its beginning)
+    gap: Gap
+
+
+def recreated(
+    topic: str, partition: int, position: int | None, high: int | None, *, on_recreate: str, now_ms: int
+) -> Recreated:
+    """The decision for a partition of a topic recreated since the link's position `position` (its commit, or what
+    it read) was taken; `high`: the old topic's high-watermark as the worker last knew it (None: unknown, counted as
+    nothing lost past the position)."""
+    first = position if position is not None and position >= 0 else 0
+    end = max(first, high if high is not None else first)
+    if on_recreate == "restart":
+        return Recreated("restart", Gap(topic, partition, first, end, "recreated", "restarted", now_ms))
+    return Recreated("stop", Gap(topic, partition, first, end, "recreated", "stopped", now_ms))

@@ -18,7 +18,7 @@ from kernel.config import LinkConfig, MirrorwatchConfig
 from kernel.errors import ConfigError, ConfigProblem, KafkaClientError
 from kernel.kafka import error_text
 from kernel.rename import RenamePolicy, rename_policy
-from mirror.admin import describe_topics, execute_plan, list_topic_partitions, refused_topics
+from mirror.admin import describe_topics, execute_plan, list_topic_partitions, refused_topics, topic_ids
 from mirror.failure import MirrorFailure
 from mirror.topics import ConfigDrift, CreateTopic, TopicPlan, plan_topics, select_topics
 
@@ -53,6 +53,7 @@ class Survey:
     target_partitions: dict[str, int]  # of the target topics the plan maps to
     target_limits: tuple[int, ...]  # max.message.bytes of the target topics that set it
     refused: tuple[str, ...]  # selected until now, no longer listed, and not describable
+    topic_ids: tuple[tuple[str, str], ...] = ()  # of the selected source topics (a recreated topic has a new one)
 
 
 class TopicKeeper:
@@ -78,6 +79,7 @@ class TopicKeeper:
         # Describe them (a lost ACL; Read implies Describe), not because they were deleted
         self.refused: tuple[str, ...] = ()
         self.topic_map: dict[str, str] = {}
+        self.topic_ids: dict[str, str] = {}  # source topic -> its topic id, as the last refresh found it
         self.target_partitions: dict[str, int] = {}
         self.known_source_partitions: dict[str, int] = {}
         self.drift: tuple[ConfigDrift, ...] = ()
@@ -136,6 +138,7 @@ class TopicKeeper:
             target_partitions={t: target_partitions.get(t, 0) for t in plan.mapping.values()},
             target_limits=tuple(limits),
             refused=tuple(refused_topics(self.source_admin, vanished)),  # no request when none vanished
+            topic_ids=tuple(sorted(topic_ids(self.source_admin, selected).items())),
         )
 
     def adopt(self, survey: Survey) -> TopicPlan:
@@ -162,6 +165,7 @@ class TopicKeeper:
         self.target_partitions = dict(survey.target_partitions)
         self.refused = survey.refused
         self.selected = survey.selected
+        self.topic_ids = dict(survey.topic_ids)
         return plan
 
     def create_like(self, target_topic: str, like_source_topic: str) -> None:

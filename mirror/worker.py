@@ -29,7 +29,7 @@ from mirror.admin import link_cluster_ids
 from mirror.client_stats import ClientStats, summarize
 from mirror.failure import LinkFailure, MirrorFailure
 from mirror.gap_ledger import GapLedger
-from mirror.gaps import out_of_range
+from mirror.gaps import out_of_range, recreated
 from mirror.handler import load_handler
 from mirror.progress import PartitionProgress
 from mirror.routes import Router
@@ -38,7 +38,7 @@ from mirror.stats import LinkStats
 from mirror.topic_keeper import Survey, Surveyor, TopicKeeper, refuse_loop
 from mirror.topics import ConfigDrift, TopicPlan
 
-__all__ = ["STATUS_EVERY_S", "MirrorFailure", "WorkerBase", "writer_fields"]
+__all__ = ["STATUS_EVERY_S", "MirrorFailure", "WorkerBase", "read_from", "writer_fields"]
 
 log = logging.getLogger("mirrorwatch.mirror")
 # librdkafka names the topic in the text of some consumer errors only ("Subscribed topic not available: T: ...").
@@ -363,7 +363,7 @@ class WorkerBase:
         """The source refused the partition's position (or it has none): read its log's bounds and do what
         `mirror.gaps.out_of_range` says. From the loop only (the consumer is the loop's)."""
         consumer, key = self._consumer, (topic, partition)
-        if consumer is None:
+        if consumer is None or self._topic_recreated(topic, partition):
             return
         progress = self._progress.get(key)
         position = offset if offset is not None and offset >= 0 else (progress.consumed if progress else None)
@@ -376,7 +376,7 @@ class WorkerBase:
                 self.name, topic, partition, position, error_text(exc),
             )  # fmt: skip
             if position is not None:
-                _read_from(consumer, TopicPartition(topic, partition, position))
+                read_from(consumer, TopicPartition(topic, partition, position))
             return
         decision = out_of_range(
             topic,
@@ -398,7 +398,24 @@ class WorkerBase:
         assert decision.seek_to is not None
         if decision.action == "skip":
             self._skipped(key, decision.seek_to)
-        _read_from(consumer, TopicPartition(topic, partition, decision.seek_to))
+        read_from(consumer, TopicPartition(topic, partition, decision.seek_to))
+
+    def _topic_recreated(self, topic: str, partition: int) -> bool:
+        """Whether the partition's topic was deleted and created again under the worker (its refused position is then
+        the old topic's, and the worker has handled it as `_recreated` says); engines that note topic ids say."""
+        return False
+
+    def _recreated(self, topic: str, partition: int, position: int | None, high: int | None) -> str:
+        """A partition of a topic recreated since `position` was taken (`mirror.gaps.recreated`): the gap written and
+        said, the partition marked stopped unless the rule restarts it. The action; the caller pauses or restarts."""
+        decision = recreated(
+            topic, partition, position, high, on_recreate=self.link.on_recreate, now_ms=self._clock.now_ms()
+        )
+        if self._ledger.record(decision.gap):
+            log.error("%s", decision.gap.describe(self.name))
+        if decision.action == "stop":
+            self._stopped[(topic, partition)] = decision.gap.describe(self.name)
+        return decision.action
 
     def _skipped(self, key: tuple[str, int], to: int) -> None:
         """The records below `to` are given up: the partition's progress passes them (its next commit is `to`)."""
@@ -407,7 +424,7 @@ class WorkerBase:
             progress.pass_to(to)
 
 
-def _read_from(consumer: Consumer, at: TopicPartition) -> None:
+def read_from(consumer: Consumer, at: TopicPartition) -> None:
     """Make the consumer read `at.partition` from `at.offset`. After an offset-reset error librdkafka has stopped
     fetching the partition and refuses a seek (`_STATE`, librdkafka#2961): the partition is assigned to this consumer
     again at that offset instead (incrementally under the cooperative protocol, the whole assignment otherwise, every

@@ -31,21 +31,23 @@ took() {  # took WHAT STARTED-AT
 }
 
 workers=${MIRRORWATCH_TEST_WORKERS:-3}
+# Each phase has a limit (about three times its usual time) so that no hang holds the run to CI's limit: a test that
+# hangs is already ended by the suite's watchdog (tests/conftest.py); these catch what hangs outside a test.
 at=$(date +%s)
 echo "== pytest ($workers workers): everything but the tests marked alone"
-.venv/bin/pytest -n "$workers" --dist loadfile -m "not alone" --junitxml="$results/main.xml" --durations=10 || failed+=(main)
+timeout -k 60 2700 .venv/bin/pytest -n "$workers" --dist loadfile -m "not alone" --junitxml="$results/main.xml" --durations=10 || failed+=(main)
 took "the $workers-worker phase" "$at"
 
 at=$(date +%s)
 echo "== pytest -m alone: one at a time, nothing beside them (-rP: the truth tests' tables of errors, for the log)"
-.venv/bin/pytest -m alone -rP --junitxml="$results/alone.xml" --durations=10 || failed+=(alone)
+timeout -k 60 1500 .venv/bin/pytest -m alone -rP --junitxml="$results/alone.xml" --durations=10 || failed+=(alone)
 took "the alone phase" "$at"
 
 at=$(date +%s)
 echo "== pytest -m secured --security sasl_ssl, and --security mtls beside it"
 pids=()
 for mode in sasl_ssl mtls; do
-    .venv/bin/pytest -m secured --security "$mode" --junitxml="$results/$mode.xml" --durations=5 \
+    timeout -k 60 900 .venv/bin/pytest -m secured --security "$mode" --junitxml="$results/$mode.xml" --durations=5 \
         > "$results/$mode.log" 2>&1 &
     pids+=($!)
 done

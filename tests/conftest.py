@@ -13,12 +13,15 @@ Unit tests ask for none of this and need no broker.
 
 from __future__ import annotations
 
+import faulthandler
 import gc
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -51,12 +54,64 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_HANG_STDERR] = os.dup(sys.__stderr__.fileno() if sys.__stderr__ else 2)  # before any capture
+    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist): workers inherit the variable
+        os.environ[_CRASHED] = str(Path(tempfile.mkdtemp(prefix="mirrorwatch-tests-")) / "crashed")
     workers = config.getoption("numprocesses", default=None)
     if config.getoption("--clusters") and isinstance(workers, int) and workers > 1:
         raise pytest.UsageError(
             f"--clusters {config.getoption('--clusters')} is one pair of clusters for all {workers} workers (a test "
             "that kills a broker would fail the other workers' tests): run it without -n"
         )
+
+
+# pytest-timeout (600 s, the signal method) fails a test that hangs in Python, but a call blocked inside a C library
+# (librdkafka waiting on a broker) never returns to the interpreter for its signal handler to run: the run would
+# hang to CI's limit. So a watchdog outside the interpreter (faulthandler's own thread) dumps every thread's stack
+# and ends this process once a test outlives pytest-timeout by a margin; under pytest-xdist the worker is replaced,
+# the test is reported failed ("worker crashed") and the run goes on (tests/test_harness.py shows it).
+HANG_MARGIN_S = 120
+_HANG_STDERR = pytest.StashKey[int]()
+
+
+# A crashed worker's test is not run again: pytest-xdist (--dist loadfile) hands the rest of the crashed worker's file
+# to a new worker, the crashed test included, and a test that crashes every time would take every new worker with it.
+# The controller writes the crashed test's id to a file all workers know; a worker skips an id it finds there (its
+# failure stands as reported).
+_CRASHED = "MIRRORWATCH_TEST_CRASHED_FILE"
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    os.close(config.stash[_HANG_STDERR])
+    if not hasattr(config, "workerinput") and os.environ.get(_CRASHED):
+        shutil.rmtree(Path(os.environ.pop(_CRASHED)).parent, ignore_errors=True)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched: object) -> None:
+    path = os.environ.get(_CRASHED)
+    if path:
+        with open(path, "a") as crashed:
+            crashed.write(crashitem + "\n")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    path = os.environ.get(_CRASHED)
+    if path and os.path.exists(path) and item.nodeid in Path(path).read_text().splitlines():
+        pytest.skip("crashed its pytest-xdist worker earlier in this run (reported failed there): not run again")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    timeout = float(
+        os.environ.get("MIRRORWATCH_TEST_HANG_EXIT_S") or (float(item.config.getini("timeout") or 0) + HANG_MARGIN_S)
+    )
+    faulthandler.dump_traceback_later(timeout, exit=True, file=item.config.stash[_HANG_STDERR])
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,8 @@ import pytest
 
 from kernel.worker_status import Gap, WorkerStatus
 from mirror.gap_ledger import GapLedger
-from mirror.gaps import OutOfRange, out_of_range
+from mirror.gaps import OutOfRange, Recreated, out_of_range, recreated
+from mirror.topic_ledger import PartitionNote, TopicLedger
 
 NOW = 1_800_000_000_000
 
@@ -94,3 +95,52 @@ def test_the_ledger_keeps_each_gap_once_across_restarts_and_survives_a_torn_line
     assert reopened.record(skipped)
     assert GapLedger(tmp_path / "lost", "dc1/to:dc2").gaps() == (other, third, skipped)
     assert ledger.path.parent == tmp_path / "lost" and "/" not in ledger.path.name
+
+
+@pytest.mark.parametrize(("rule", "action", "did"), [("stop", "stop", "stopped"), ("restart", "restart", "restarted")])
+def test_a_recreated_topic_is_a_gap_of_the_old_topics_records_not_copied_and_its_rule_decides(
+    rule: str, action: str, did: str
+) -> None:
+    decision = recreated("orders", 3, 1000, 1200, on_recreate=rule, now_ms=NOW)
+    assert decision == Recreated(action, Gap("orders", 3, 1000, 1200, "recreated", did, NOW))
+    assert decision.gap.records == 200
+    # nothing known past the position (no high-watermark noted), or no position: nothing counted, still said
+    assert recreated("orders", 3, 1000, None, on_recreate=rule, now_ms=NOW).gap.records == 0
+    assert recreated("orders", 3, None, None, on_recreate=rule, now_ms=NOW).gap.first_offset == 0
+
+
+def test_a_recreated_gap_says_so_and_what_the_link_does() -> None:
+    stopped = Gap("orders", 3, 1000, 1200, "recreated", "stopped", NOW).describe("l")
+    assert stopped == (
+        "link l: source topic 'orders' was deleted and created again (a new topic id): 200 records of the old "
+        "orders[3] were not copied, offsets 1000 to 1199; its new partition is stopped (on_recreate: stop)"
+    )
+    restarted = Gap("orders", 3, 1000, 1000, "recreated", "restarted", NOW).describe("l")
+    assert (
+        "0 records of the old orders[3] were not copied; the link mirrors the new topic from its beginning" in restarted
+    )
+
+
+def test_the_topic_ledger_keeps_the_newest_note_per_partition_across_workers_and_a_torn_line(tmp_path: Path) -> None:
+    one, two = TopicLedger(tmp_path, "dc1/dc2"), TopicLedger(tmp_path, "dc1/dc2")
+    one.write([PartitionNote("orders", 0, "id-a", 10, 12), PartitionNote("orders", 1, "id-a", 5, 5)])
+    two.write([PartitionNote("orders", 1, "id-a", 7, 9)])
+    with one.path.open("a") as out:
+        out.write('{"topic":"orders","partition":0,"topic_id":"id-')  # a worker killed mid-line
+    again = TopicLedger(tmp_path, "dc1/dc2")
+    again.read()
+    assert again.note("orders", 0) == PartitionNote("orders", 0, "id-a", 10, 12)
+    assert again.note("orders", 1) == PartitionNote("orders", 1, "id-a", 7, 9)
+    assert again.note("orders", 2) is None
+    assert one.path.name == "dc1_dc2.jsonl"
+
+
+def test_the_topic_ledger_is_compacted_when_it_grows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("mirror.topic_ledger.COMPACT_AFTER", 5)
+    ledger = TopicLedger(tmp_path, "l")
+    for acked in range(12):
+        ledger.write([PartitionNote("orders", 0, "id", acked, 20), PartitionNote("orders", 1, "id", acked, 20)])
+    assert len(ledger.path.read_text().splitlines()) <= 5
+    fresh = TopicLedger(tmp_path, "l")
+    fresh.read()
+    assert [fresh.note("orders", p) for p in (0, 1)] == [PartitionNote("orders", p, "id", 11, 20) for p in (0, 1)]

@@ -1,0 +1,175 @@
+"""A source topic deleted and created again under its name (issue #43), on real brokers. The link had mirrored 1,000
+records of each of 2 partitions; the topic was deleted, created again (a new topic id) and given 300 new records per
+partition. Read on at its old commit (1,000), a link would skip the new topic's records (or stop as truncated, not
+knowing why); MirrorMaker 2 mirrors the new topic as if it were the old one.
+
+Kafka drops the group's offsets of a deleted topic, so to a consumer the new topic is one never read. The link's
+workers note the topic id each partition's records come from (`<state_dir>/topics/`), so the link knows: by default
+(`on_recreate: stop`)
+both partitions stop, failed, with the reason, and nothing of the new topic is written; with
+`on_recreate: restart` the new topic is mirrored from its beginning into the same target topic, exactly once, after
+the old one's records. Also while the link runs: the topic deleted and created again under it. The truth is what the
+test produced and a consumer reading the target."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaException, TopicCollection
+
+from kernel.config import ClusterConfig, MirrorwatchConfig
+from kernel.kafka import create_topics, new_admin
+from kernel.processes import free_port
+from kernel.wait import wait_until
+from tests.kafka_helpers import Record, by_partition, committed_offsets, produce, provenance, read_all, wait_for_commits
+from tests.processes import MirrorProcess, get_json
+
+pytestmark = pytest.mark.integration
+
+OLD, NEW = 1000, 300  # records per partition of the old topic, and of the new one
+
+
+def records(generation: str, partition: int, count: int) -> list[Record]:
+    return [Record(key=f"{generation}-{partition}-{i}".encode(), value=b"v", partition=partition) for i in range(count)]
+
+
+def topic_id(cluster: ClusterConfig, topic: str) -> str:
+    admin = new_admin(cluster, "source")  # referenced until the answer: a client collected early fails its futures
+
+    def described() -> str:
+        (future,) = admin.describe_topics(TopicCollection([topic])).values()
+        return str(future.result(timeout=30).topic_id)
+
+    return wait_until(described, timeout_s=30, ignore=(KafkaException,), description=f"{topic}'s id")
+
+
+def recreate(cluster: ClusterConfig, topic: str, partitions: int) -> None:
+    """Delete `topic` and create it again (KRaft deletes asynchronously: the creation is retried until it takes)."""
+    admin = new_admin(cluster, "source")
+    (deleted,) = admin.delete_topics([topic], operation_timeout=30).values()
+    deleted.result(timeout=30)
+
+    def created() -> bool:
+        if topic in admin.list_topics(timeout=10).topics:
+            return False  # not gone yet
+        return create_topics(admin, {topic: partitions}, config={"retention.ms": "-1"}) == [topic]
+
+    wait_until(created, timeout_s=60, ignore=(KafkaException,), description=f"{topic} created again")
+
+
+def target_keys(cluster: ClusterConfig, topic: str, expected: int) -> dict[int, list[str]]:
+    got = by_partition(read_all(cluster, "target", topic, expected, timeout_s=60))
+    return {p: [r.key.decode() if r.key else "" for r in rs] for p, rs in got.items()}
+
+
+def test_a_recreated_source_topic_stops_its_partitions_by_default_then_restarts_from_its_beginning(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    write_config: Callable[..., Path],
+    start_mirror: Callable[..., MirrorProcess],
+    unique: Callable[[str], str],
+    tmp_path: Path,
+) -> None:
+    source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
+    topic, group, name = make_topic("source", 2), unique("recreate"), unique("link")
+    port = free_port()
+
+    def config(on_recreate: str) -> Path:
+        link: dict[str, Any] = {"name": name, "source": "source", "target": "target", "group_id": group}
+        link.update(on_recreate=on_recreate, topics={"include": [topic]}, offset_commit_interval_ms=500)
+        return write_config(
+            [link],
+            monitor={"interval_seconds": 1},
+            http={"host": "127.0.0.1", "port": port},
+            state_dir=str(tmp_path / "state"),
+        )
+
+    for p in (0, 1):
+        produce(source, "source", topic, records("old", p, OLD))
+    old_id = topic_id(source, topic)
+    first = start_mirror("--config", str(config("stop")), "--link", name)
+    wait_for_commits(source, "source", group, topic, 2, upto=[OLD, OLD], timeout_s=120, while_running=first.running)
+    assert first.stop() == 0
+
+    recreate(source, topic, 2)
+    assert topic_id(source, topic) != old_id
+    assert committed_offsets(source, "source", group, topic, 2) == [-1001, -1001]  # Kafka forgot them
+    for p in (0, 1):
+        produce(source, "source", topic, records("new", p, NEW))
+
+    # on_recreate: stop (the default): both partitions failed with the reason; nothing new written, commits kept
+    monitor = start_mirror("--config", str(config("stop")), command="monitor")
+    stopping = start_mirror("--config", str(config("stop")), "--link", name)
+
+    def failed() -> list[str | None]:
+        seen = get_json(f"http://127.0.0.1:{port}/mirror/links/{name}")
+        return [p.get("failed") for p in sorted(seen["partitions"], key=lambda p: p["partition"])]
+
+    wait_until(
+        lambda: monitor.running() and stopping.running() and len(f := failed()) == 2 and all(f),
+        timeout_s=90,
+        ignore=(OSError,),  # the monitor's HTTP API not up yet
+        description="both partitions failed, said by the monitor",
+    )
+    seen = get_json(f"http://127.0.0.1:{port}/mirror/links/{name}")
+    gaps = sorted((g["partition"], g["reason"], g["action"], g["records"]) for g in seen["gaps"])
+    assert gaps == [(0, "recreated", "stopped", 0), (1, "recreated", "stopped", 0)]  # the old topic: all copied
+    assert "was deleted and created again" in seen["gaps"][0]["text"]
+    assert "deleted and created again" in stopping.log()
+    assert committed_offsets(source, "source", group, topic, 2) == [-1001, -1001]  # nothing of the new topic
+    assert stopping.stop() == 0
+    assert target_keys(target, topic, 2 * OLD) == {p: [f"old-{p}-{i}" for i in range(OLD)] for p in (0, 1)}
+
+    # on_recreate: restart: the new topic from its beginning, after the old one's records, once each
+    restarting = start_mirror("--config", str(config("restart")), "--link", name)
+    wait_for_commits(
+        source, "source", group, topic, 2, upto=[NEW, NEW], timeout_s=120, while_running=restarting.running
+    )
+    got = target_keys(target, topic, 2 * (OLD + NEW))
+    assert got == {p: [*(f"old-{p}-{i}" for i in range(OLD)), *(f"new-{p}-{i}" for i in range(NEW))] for p in (0, 1)}
+
+    def went_on() -> tuple[list[str | None], list[str]]:
+        seen = get_json(f"http://127.0.0.1:{port}/mirror/links/{name}")
+        return failed(), sorted(g["action"] for g in seen["gaps"])
+
+    wait_until(
+        lambda: went_on() == ([None, None], ["restarted", "restarted"]),
+        timeout_s=60,
+        description="the monitor to say both partitions went on with the new topic",
+    )
+    assert restarting.stop() == 0
+
+
+def test_a_topic_recreated_under_a_running_link_is_restarted_from_its_beginning_without_loss(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    write_config: Callable[..., Path],
+    start_mirror: Callable[..., MirrorProcess],
+    unique: Callable[[str], str],
+    tmp_path: Path,
+) -> None:
+    source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
+    topic, group, name = make_topic("source", 2), unique("recreate"), unique("link")
+    link: dict[str, Any] = {"name": name, "source": "source", "target": "target", "group_id": group}
+    link.update(on_recreate="restart", topics={"include": [topic]}, offset_commit_interval_ms=500)
+    link["refresh_topics_interval_seconds"] = 1
+    path = write_config([link], state_dir=str(tmp_path / "state"))
+    for p in (0, 1):
+        produce(source, "source", topic, records("old", p, OLD))
+    mirror = start_mirror("--config", str(path), "--link", name)
+    wait_for_commits(source, "source", group, topic, 2, upto=[OLD, OLD], timeout_s=120, while_running=mirror.running)
+
+    recreate(source, topic, 2)
+    for p in (0, 1):
+        produce(source, "source", topic, records("new", p, NEW))
+    wait_for_commits(source, "source", group, topic, 2, upto=[NEW, NEW], timeout_s=120, while_running=mirror.running)
+    got = target_keys(target, topic, 2 * (OLD + NEW))
+    assert got == {p: [*(f"old-{p}-{i}" for i in range(OLD)), *(f"new-{p}-{i}" for i in range(NEW))] for p in (0, 1)}
+    offsets = {p: [int(provenance(r, "source.offset")) for r in rs] for p, rs in by_partition(
+        read_all(target, "target", topic, 2 * (OLD + NEW), timeout_s=60)).items()}  # fmt: skip
+    assert offsets == {p: [*range(OLD), *range(NEW)] for p in (0, 1)}
+    assert mirror.log().count("was deleted and created again") == 2
+    assert mirror.stop() == 0
