@@ -177,6 +177,7 @@ class GroupCheck:
     target_group: str
     checks: list[PositionCheck]
     uncommitted: list[tuple[str, int]]  # target partitions the plan covers with no commit in the target group
+    lost: int = 0  # records the group had not read that the link never copied (the plan's `lost`): never on the target
 
     @property
     def exact(self) -> bool:
@@ -211,5 +212,5 @@ def verify_plan(config: MirrorwatchConfig, plan: FailoverPlan) -> list[GroupChec
         if below and plan.source_id:
             extra = copies_below(config.clusters[link.target], link.target, below, plan.source_id, g.commits)
             checks = [replace(c, read_twice=c.read_twice + extra.get((c.topic, c.partition), 0)) for c in checks]
-        out.append(GroupCheck(g.group, g.target.group, checks, uncommitted))
+        out.append(GroupCheck(g.group, g.target.group, checks, uncommitted, g.records_lost))
     return out

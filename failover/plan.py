@@ -21,9 +21,19 @@ from failover.by_time import read_record_at, translate_by_time
 from failover.mm2 import read_checkpoints
 from failover.mm2_format import Checkpoint
 from failover.scan import TargetScans, Watermarks, echo_offsets, read_partitions, scan_target, watermarks
-from failover.translate import SourcePartition, SourceProgress, TargetLog, Translation, source_progress, translate
+from failover.translate import (
+    Lost,
+    SourcePartition,
+    SourceProgress,
+    TargetLog,
+    Translation,
+    lost_unread,
+    source_progress,
+    translate,
+)
 from kernel.config import ClusterConfig, LinkConfig, MirrorwatchConfig
 from kernel.errors import MirrorwatchError
+from kernel.gap_ledger import GapLedger
 from kernel.group_offsets import FetchError
 from kernel.group_offsets import committed_offsets as fetch_committed
 from kernel.kafka import COORDINATOR_NOT_READY, kafka_error, new_admin
@@ -60,6 +70,11 @@ class GroupPlan:
     translations: list[Translation]
     sources: list[SourceProgress]
     unmirrored: list[str] = field(default_factory=list)  # committed source topics with nothing on the target
+    lost: list[Lost] = field(default_factory=list)  # unread records the link never copied (`lost_unread`)
+
+    @property
+    def records_lost(self) -> int:
+        return sum(lost.records for lost in self.lost)
 
     @property
     def read_twice(self) -> int | None:
@@ -105,6 +120,8 @@ class FailoverPlan:
                 "read_twice": g.read_twice,
                 "not_mirrored": g.not_mirrored,
                 "read_not_mirrored": g.read_not_mirrored,
+                "lost": [{**asdict(lost), "records": lost.records} for lost in g.lost],
+                "records_lost": g.records_lost,
             }
 
         return {
@@ -300,7 +317,7 @@ def make_plan(
         )
         plan.unmirrored.extend(outside[group])
         plans.append(plan)
-    plans = _records_not_mirrored(source_cluster, link.source, plans)
+    plans = _with_losses(config, link.name, _records_not_mirrored(source_cluster, link.source, plans))
     for g in named:
         plan = next(p for p in plans if p.group == g)
         if not plan.translations:
@@ -401,6 +418,15 @@ def _group_plan(  # noqa: PLR0917 - the plan's parts, each read once
         if sp[0] not in unmirrored
     ]
     return GroupPlan(group, target, commits, translations, sources, unmirrored)
+
+
+def _with_losses(config: MirrorwatchConfig, link: str, plans: list[GroupPlan]) -> list[GroupPlan]:
+    """Each group's unread records the link never copied, from the link's ledger of gaps (its workers on this host
+    write it; `mirrorwatch failover` run elsewhere sees none)."""
+    gaps = GapLedger(config.state_path / "lost", link).gaps()
+    for plan in plans:
+        plan.lost.extend(lost_unread(plan.commits, gaps))
+    return plans
 
 
 def _records_not_mirrored(cluster: ClusterConfig, alias: str, plans: list[GroupPlan]) -> list[GroupPlan]:

@@ -58,6 +58,12 @@ def plan_lines(plan: FailoverPlan) -> list[str]:
                     )
         for topic in g.unmirrored:
             lines.append(f"  ! {topic}: nothing of it on the target through this link; not translated")
+        for lost in g.lost:
+            lines.append(
+                f"  ! LOST: {lost.records} record(s) of {lost.topic}[{lost.partition}] the group had not read, offsets "
+                f"{lost.first_offset}..{lost.end_offset - 1}, were gone from the source ({lost.reason}) before the "
+                "link copied them: no consumer reads them on the target"
+            )
         ahead = (
             f" (and {g.read_not_mirrored} it has read whose copies are still to come)" if g.read_not_mirrored else ""
         )
@@ -65,6 +71,7 @@ def plan_lines(plan: FailoverPlan) -> list[str]:
             f"  a consumer starting there reads {'an unknown number of' if g.read_twice is None else g.read_twice} "
             f"record(s) twice{ahead}; "
             f"{g.not_mirrored} offset(s) at or after its commits are not mirrored yet"
+            + (f"; {g.records_lost} record(s) it had not read are LOST" if g.records_lost else "")
         )
     return lines
 
@@ -88,6 +95,12 @@ def check_lines(checks: list[GroupCheck]) -> list[str]:
     lines: list[str] = []
     for c in checks:
         name = c.group if c.group == c.target_group else f"{c.group} -> {c.target_group}"
+        if c.exact and c.lost:
+            lines.append(
+                f"{name}: exact but for {c.lost} record(s) lost before the link copied them ({len(c.checks)} "
+                "partition(s): nothing else missed, nothing read twice beyond the plan)"
+            )
+            continue
         if c.exact:
             lines.append(
                 f"{name}: exact ({len(c.checks)} partition(s): nothing missed, nothing read twice beyond the plan)"

@@ -32,12 +32,16 @@ from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from kernel.worker_status import Gap
+
 __all__ = [
+    "Lost",
     "SourcePartition",
     "SourceProgress",
     "TargetLog",
     "Translation",
     "check_position",
+    "lost_unread",
     "source_progress",
     "translate",
 ]
@@ -331,3 +335,35 @@ def source_progress(
         read_not_mirrored,
         mirrored_to,
     )
+
+
+@dataclass(frozen=True)
+class Lost:
+    """Records of a source partition a group had not read (at or after its commit) that the link never copied: gone
+    from the source before the link read them (its ledger's gaps). No consumer reads them on the target, however
+    exactly its offset is translated."""
+
+    topic: str
+    partition: int
+    first_offset: int
+    end_offset: int
+    reason: str
+
+    @property
+    def records(self) -> int:
+        return self.end_offset - self.first_offset
+
+
+def lost_unread(commits: Mapping[SourcePartition, int], gaps: Iterable[Gap]) -> list[Lost]:
+    """Of the link's gaps, the records at or after each commit. Only gaps of records the source deleted (retention)
+    count: a recreated topic's gap is in the old topic's offsets (Kafka dropped the groups' commits of it), and a
+    truncated log's records are on the target."""
+    out = []
+    for gap in gaps:
+        committed = commits.get((gap.topic, gap.partition))
+        if gap.reason != "retention" or committed is None:
+            continue
+        first = max(gap.first_offset, committed)
+        if first < gap.end_offset:
+            out.append(Lost(gap.topic, gap.partition, first, gap.end_offset, gap.reason))
+    return sorted(out, key=lambda lost: (lost.topic, lost.partition, lost.first_offset))

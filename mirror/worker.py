@@ -21,6 +21,7 @@ from confluent_kafka.admin import AdminClient
 from kernel.acl import DenialLog
 from kernel.clock import Clock, SystemClock
 from kernel.config import LinkConfig, MirrorwatchConfig
+from kernel.gap_ledger import GapLedger
 from kernel.kafka import error_text, new_admin, new_consumer, new_producer
 from kernel.rename import rename_policy
 from kernel.status_board import HOST, StatusBoard
@@ -28,7 +29,6 @@ from kernel.worker_status import PartitionPosition, WorkerStatus
 from mirror.admin import link_cluster_ids
 from mirror.client_stats import ClientStats, summarize
 from mirror.failure import LinkFailure, MirrorFailure
-from mirror.gap_ledger import GapLedger
 from mirror.gaps import out_of_range, recreated
 from mirror.handler import load_handler
 from mirror.progress import PartitionProgress

@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 import yaml
+from _pytest.capture import EncodedFile, FDCapture
 
 from kernel.config import MirrorwatchConfig, load_config
 from kernel.kafka import create_topics, new_admin
@@ -57,6 +58,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_HANG_STDERR] = os.dup(sys.__stderr__.fileno() if sys.__stderr__ else 2)  # before any capture
     if not hasattr(config, "workerinput"):  # the controller (or a run without xdist): workers inherit the variable
         os.environ[_CRASHED] = str(Path(tempfile.mkdtemp(prefix="mirrorwatch-tests-")) / "crashed")
+    else:
+        _keep_captured_stderr(config)
     workers = config.getoption("numprocesses", default=None)
     if config.getoption("--clusters") and isinstance(workers, int) and workers > 1:
         raise pytest.UsageError(
@@ -93,6 +96,35 @@ def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched: obj
     if path:
         with open(path, "a") as crashed:
             crashed.write(crashitem + "\n")
+        # what the crashed test wrote to fd 2 last (a C library's assertion, e.g. librdkafka's "*** ... assert ***")
+        worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "")
+        stderr = Path(path).parent / f"{worker}.stderr"
+        if worker and stderr.exists():
+            with stderr.open("rb") as f:
+                f.seek(max(0, stderr.stat().st_size - 4000))
+                tail = f.read().decode(errors="replace")
+            report.longrepr = f"{report.longrepr}\n--- the end of what it wrote to stderr (fd 2) ---\n{tail}"
+
+
+def _keep_captured_stderr(config: pytest.Config) -> None:
+    """Under pytest-xdist: what a test writes to fd 2 is captured into a file that outlives the worker (pytest's own
+    is unlinked, and gone with a worker that aborts), so that the controller can show it (`pytest_handlecrashitem`).
+    pytest's capture internals; nothing changes where they are not as expected."""
+    capman = config.pluginmanager.getplugin("capturemanager")
+    err = getattr(getattr(capman, "_global_capturing", None), "err", None)
+    workerinput = getattr(config, "workerinput", {})
+    crashed = os.environ.get(_CRASHED)
+    if not (crashed and isinstance(err, FDCapture) and err.targetfd == 2 and err._state in ("started", "suspended")):
+        return
+    raw = (Path(crashed).parent / f"{workerinput.get('workerid', 'gw')}.stderr").open("w+b", buffering=0)
+    kept = EncodedFile(raw, encoding="utf-8", errors="replace", newline="", write_through=True)
+    if err._state == "started":  # else resume() points fd 2 at the new file
+        os.dup2(raw.fileno(), 2)
+    if sys.stderr is err.tmpfile:
+        sys.stderr = kept
+    if getattr(err.syscapture, "tmpfile", None) is err.tmpfile:
+        err.syscapture.tmpfile = kept  # type: ignore[attr-defined]
+    err.tmpfile = kept
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from failover.mm2_format import Checkpoint, parse_checkpoint
-from failover.translate import TargetLog, check_position, source_progress, translate
+from failover.translate import Lost, TargetLog, check_position, lost_unread, source_progress, translate
+from kernel.worker_status import Gap
 
 S = ("orders", 0)
 S1 = ("orders", 1)
@@ -277,3 +278,19 @@ def test_mirrormaker2_checkpoint_records_parse_and_garbage_does_not() -> None:
         (string("g") + string("t"), value),
     ]:
         assert parse_checkpoint(bad_key, bad_value) is None
+
+
+def test_the_records_a_group_had_not_read_that_the_link_never_copied_are_lost_to_it() -> None:
+    """The link's gaps (its ledger) against a group's commits: what retention took before the link copied it, at or
+    after the commit, is lost to that group whatever its translation; other reasons are not (module docstring)."""
+    gaps = [
+        Gap("orders", 0, 1000, 1500, "retention", "stopped", 1),
+        Gap("orders", 1, 200, 300, "retention", "skipped", 2),
+        Gap("orders", 2, 50, 80, "truncated", "stopped", 3),  # on the target: not lost to a consumer there
+        Gap("orders", 3, 0, 40, "recreated", "restarted", 4),  # the old topic's offsets
+    ]
+    commits = {("orders", 0): 900, ("orders", 1): 250, ("orders", 2): 10, ("orders", 3): 0, ("payments", 0): 5}
+    lost = lost_unread(commits, gaps)
+    assert lost == [Lost("orders", 0, 1000, 1500, "retention"), Lost("orders", 1, 250, 300, "retention")]
+    assert [x.records for x in lost] == [500, 50]  # the whole gap; the part at or after the commit
+    assert lost_unread({("orders", 0): 1500, ("orders", 1): 400}, gaps) == []  # read before they went

@@ -1,5 +1,5 @@
 """What a link does when its next offset is not on the source any more (`mirror.gaps`), and the ledger that keeps the
-records it lost said after a restart (`mirror.gap_ledger`). Pure and file-only; the real cases are in
+records it lost said after a restart (`kernel.gap_ledger`). Pure and file-only; the real cases are in
 tests/mirror/test_retention_gap.py."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from kernel.gap_ledger import GapLedger
 from kernel.worker_status import Gap, WorkerStatus
-from mirror.gap_ledger import GapLedger
 from mirror.gaps import OutOfRange, Recreated, out_of_range, recreated
 from mirror.topic_ledger import PartitionNote, TopicLedger
 

@@ -8,6 +8,9 @@ twice. The truth is what the test produced and deleted, and a consumer reading t
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Callable
@@ -15,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from kernel.config import MirrorwatchConfig
@@ -111,6 +115,9 @@ def test_records_retention_took_before_the_link_copied_them_are_counted_exactly_
     assert [e["after"] for e in events if e["kind"] == "loss" and e["subject"] == name] == ["500"]
     assert stopping.stop() == 0
 
+    # a failover plan for an application group that had read partition 0 to 900: the 500 are lost to it, said so
+    plan_counts_the_loss(config("stop"), name, topic, admin, unique("app"))
+
     # on_gap: skip -- the operator's choice: partition 0 goes on from 1,500; the same 500 are counted once
     skipping = start_mirror("--config", str(config("skip")), "--link", name)
     wait_for_commits(
@@ -132,6 +139,28 @@ def test_records_retention_took_before_the_link_copied_them_are_counted_exactly_
     wait_until(lambda: not {(LOST, name), (STOPPED, name)} & firing(url), timeout_s=90, description="resolved")
     labels = (("link", name), ("partition", "0"), ("reason", "retention"), ("topic", topic))
     assert lost_metrics(port) == {("mirrorwatch_mirror_records_lost_total", labels): 500}
+
+
+def plan_counts_the_loss(config: Path, name: str, topic: str, admin: AdminClient, app: str) -> None:
+    request = ConsumerGroupTopicPartitions(app, [TopicPartition(topic, 0, 900), TopicPartition(topic, 1, 1000)])
+    assert not any(tp.error for tp in admin.alter_consumer_group_offsets([request])[app].result(30).topic_partitions)
+    (group,) = json.loads(failover_plan(config, name, app, "--json"))["groups"]
+    assert (group["records_lost"], group["lost"]) == (
+        500,
+        [{"topic": topic, "partition": 0, "first_offset": 1000, "end_offset": 1500, "reason": "retention",
+          "records": 500}],
+    )  # fmt: skip
+    assert "LOST: 500 record(s) of" in failover_plan(config, name, app)
+
+
+def failover_plan(config: Path, link: str, group: str, *args: str) -> str:
+    run = subprocess.run(
+        [sys.executable, "-m", "mirrorwatch.cli", "failover", "plan", "--config", str(config), "--link", link,
+         "--group", group, *args],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    return run.stdout
 
 
 def partition_of(view: dict[str, Any], partition: int) -> dict[str, Any]:
