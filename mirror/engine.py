@@ -209,9 +209,7 @@ class LinkWorker(WorkerBase):
             begin = OFFSET_BEGINNING if self.link.start_from == "earliest" else OFFSET_END
             now = self._topic_ids_now({tp.topic for tp in committed})
             committed = self._generations.assigned(committed, now, self._recreated)
-            starts = [
-                TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else begin) for tp in committed
-            ]
+            starts = [_start(tp, begin) for tp in committed]
             if self._cooperative:
                 consumer.incremental_assign(starts)
             else:
@@ -421,6 +419,7 @@ class LinkWorker(WorkerBase):
         if not offsets:
             return
         try:
+            offsets = _with_leader_epochs(self._consumer, offsets)
             if asynchronous:
                 self._consumer.commit(offsets=offsets, asynchronous=True)  # marked in _on_commit
             else:
@@ -459,6 +458,31 @@ class LinkWorker(WorkerBase):
             consumer.close()  # leaves the group; on_revoke commits again (nothing new by now)
             delivery.flush(1)
         log.info("link %s: stopped after mirroring %d records", self.name, self.stats.records_out_total)
+
+
+def _start(committed: TopicPartition, begin: int) -> TopicPartition:
+    """Where an assigned partition starts: its commit with the commit's leader epoch (librdkafka checks the position
+    against the source log by it, KIP-320), or `begin`."""
+    if committed.offset < 0:
+        return TopicPartition(committed.topic, committed.partition, begin)
+    if committed.leader_epoch is None or committed.leader_epoch < 0:
+        return TopicPartition(committed.topic, committed.partition, committed.offset)
+    return TopicPartition(committed.topic, committed.partition, committed.offset, leader_epoch=committed.leader_epoch)
+
+
+def _with_leader_epochs(consumer: Consumer, offsets: list[TopicPartition]) -> list[TopicPartition]:
+    """The offsets to commit, each with the leader epoch of the consumer's position (that of the last record it read,
+    never older than the committed offset's own): whoever reads the partition from this commit has librdkafka check it
+    against the source log (KIP-320), so that a log truncated below it is found exactly (`mirror.gaps`), after a
+    restart or a rebalance too. Without an epoch where the position has none."""
+    epochs = {(tp.topic, tp.partition): tp.leader_epoch for tp in consumer.position(offsets)}
+    out = []
+    for tp in offsets:
+        epoch = epochs.get((tp.topic, tp.partition))
+        out.append(
+            tp if epoch is None or epoch < 0 else TopicPartition(tp.topic, tp.partition, tp.offset, leader_epoch=epoch)
+        )
+    return out
 
 
 def _tps(partitions: list[TopicPartition]) -> str:

@@ -9,7 +9,9 @@ then reads the partition's low and high watermarks and `out_of_range` says what 
   log start and goes on — a `Gap` either way, counted exactly;
 - above the log end (the source log was truncated below what the link read: an unclean leader election, a restore):
   the records between are on the target but no longer on the source, and new ones will take their offsets: the
-  partition stops whatever the rule (going on would write records failover cannot tell from the old ones);
+  partition stops whatever the rule (going on would write records failover cannot tell from the old ones). librdkafka
+  also checks a position against its leader epoch (KIP-320) and says where that epoch's log now ends
+  (`truncated_at`): exact even when new records have already passed the old position;
 - inside the log after all (retention ran between the fetch and the watermark request, or a leader changed): read
   the position again.
 
@@ -23,11 +25,16 @@ The old topic's records the link had not copied (as far as its note knew) are a 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from kernel.worker_status import Gap
 
-__all__ = ["OutOfRange", "Recreated", "out_of_range", "recreated"]
+__all__ = ["OutOfRange", "Recreated", "out_of_range", "recreated", "truncated_at"]
+
+# librdkafka's message when it validated a position against its leader epoch (KIP-320) and the log of that epoch now
+# ends below it: "Partition log truncation detected at offset 100 (leader epoch 0): broker end offset is 60 ..."
+_TRUNCATION = re.compile(r"log truncation detected at offset (\d+).*?broker end offset is (\d+)")
 
 
 @dataclass(frozen=True)
@@ -47,11 +54,16 @@ def out_of_range(
     start_from: str,
     on_gap: str,
     now_ms: int,
+    truncated_at: int | None = None,
 ) -> OutOfRange:
     """The decision for a partition whose position `position` (None: the link has none) the source refused, its log
-    being `low` (first offset kept) .. `high` (the high-watermark) now."""
+    being `low` (first offset kept) .. `high` (the high-watermark) now. `truncated_at`: where the consumer found the
+    log of the position's leader epoch to end (KIP-320; new records may already have taken the offsets after it, so
+    it is exact where the high-watermark is not)."""
     if position is None or position < 0:
         return OutOfRange("start", low if start_from == "earliest" else high)
+    if truncated_at is not None and truncated_at < position:
+        return OutOfRange("stop", None, Gap(topic, partition, truncated_at, position, "truncated", "stopped", now_ms))
     if position < low:
         skip = on_gap == "skip"
         gap = Gap(topic, partition, position, low, "retention", "skipped" if skip else "stopped", now_ms)
@@ -78,3 +90,10 @@ def recreated(
     if on_recreate == "restart":
         return Recreated("restart", Gap(topic, partition, first, end, "recreated", "restarted", now_ms))
     return Recreated("stop", Gap(topic, partition, first, end, "recreated", "stopped", now_ms))
+
+
+def truncated_at(message: str) -> int | None:
+    """The offset a log truncation librdkafka detected (KIP-320) ends the old log at, from its error text; None for
+    any other error."""
+    match = _TRUNCATION.search(message)
+    return int(match.group(2)) if match else None

@@ -29,7 +29,7 @@ from kernel.worker_status import PartitionPosition, WorkerStatus
 from mirror.admin import link_cluster_ids
 from mirror.client_stats import ClientStats, summarize
 from mirror.failure import LinkFailure, MirrorFailure
-from mirror.gaps import out_of_range, recreated
+from mirror.gaps import out_of_range, recreated, truncated_at
 from mirror.handler import load_handler
 from mirror.progress import PartitionProgress
 from mirror.routes import Router
@@ -341,7 +341,7 @@ class WorkerBase:
         if code == KafkaError._AUTO_OFFSET_RESET and msg is not None and msg.topic() is not None:
             where = f"{msg.topic()}[{msg.partition()}]"
             try:
-                self._out_of_range(msg.topic() or "", msg.partition() or 0, msg.offset())
+                self._out_of_range(msg.topic() or "", msg.partition() or 0, msg.offset(), truncated_at(err.str()))
             except KafkaException as exc:  # the partition cannot be read from where it must: stop, said, not a crash
                 self._fail(f"cannot go on reading {where} after its offset was refused: {error_text(exc)}")
             return
@@ -359,9 +359,10 @@ class WorkerBase:
 
     # -- records the source no longer has (`mirror.gaps`) -----------------------------------------------------------
 
-    def _out_of_range(self, topic: str, partition: int, offset: int | None) -> None:
-        """The source refused the partition's position (or it has none): read its log's bounds and do what
-        `mirror.gaps.out_of_range` says. From the loop only (the consumer is the loop's)."""
+    def _out_of_range(self, topic: str, partition: int, offset: int | None, truncated: int | None = None) -> None:
+        """The source refused the partition's position (or it has none; `truncated`: where librdkafka found the log
+        of the position's leader epoch to end, KIP-320): read its log's bounds and do what `mirror.gaps.out_of_range`
+        says. From the loop only (the consumer is the loop's)."""
         consumer, key = self._consumer, (topic, partition)
         if consumer is None or self._topic_recreated(topic, partition):
             return
@@ -387,6 +388,7 @@ class WorkerBase:
             start_from=self.link.start_from,
             on_gap=self.link.on_gap,
             now_ms=self._clock.now_ms(),
+            truncated_at=truncated,
         )
         gap = decision.gap
         if gap is not None and self._ledger.record(gap):

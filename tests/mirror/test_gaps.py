@@ -11,7 +11,7 @@ import pytest
 
 from kernel.gap_ledger import GapLedger
 from kernel.worker_status import Gap, WorkerStatus
-from mirror.gaps import OutOfRange, Recreated, out_of_range, recreated
+from mirror.gaps import OutOfRange, Recreated, out_of_range, recreated, truncated_at
 from mirror.topic_ledger import PartitionNote, TopicLedger
 
 NOW = 1_800_000_000_000
@@ -144,3 +144,17 @@ def test_the_topic_ledger_is_compacted_when_it_grows(tmp_path: Path, monkeypatch
     fresh = TopicLedger(tmp_path, "l")
     fresh.read()
     assert [fresh.note("orders", p) for p in (0, 1)] == [PartitionNote("orders", p, "id", 11, 20) for p in (0, 1)]
+
+
+def test_a_truncation_librdkafka_found_by_leader_epoch_is_exact_even_when_new_records_passed_the_position() -> None:
+    message = (
+        "Partition log truncation detected at offset 100 (leader epoch 0): broker end offset is 60 (offset leader "
+        "epoch 0). Reset to INVALID.: Local: Partition log truncation detected (broker 1)"
+    )  # librdkafka 2.16's text, as a real broker's truncated log gave it (tests/mirror/test_truncated.py)
+    assert truncated_at(message) == 60
+    assert truncated_at("Broker: Offset out of range") is None
+    for high in (80, 130):  # 20 new records after the cut, or 70: the old offsets 60..99 are other records now
+        decision = out_of_range(
+            "orders", 3, 100, 0, high, start_from="earliest", on_gap="skip", now_ms=NOW, truncated_at=60
+        )
+        assert decision == OutOfRange("stop", None, Gap("orders", 3, 60, 100, "truncated", "stopped", NOW))
