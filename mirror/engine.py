@@ -461,8 +461,8 @@ class LinkWorker(WorkerBase):
 
 
 def _start(committed: TopicPartition, begin: int) -> TopicPartition:
-    """Where an assigned partition starts: its commit with the commit's leader epoch (librdkafka checks the position
-    against the source log by it, KIP-320), or `begin`."""
+    """Where an assigned partition starts: its commit with the commit's leader epoch (by which librdkafka checks the
+    position against the source log when the partition's leader changes, KIP-320), or `begin`."""
     if committed.offset < 0:
         return TopicPartition(committed.topic, committed.partition, begin)
     if committed.leader_epoch is None or committed.leader_epoch < 0:
@@ -472,9 +472,10 @@ def _start(committed: TopicPartition, begin: int) -> TopicPartition:
 
 def _with_leader_epochs(consumer: Consumer, offsets: list[TopicPartition]) -> list[TopicPartition]:
     """The offsets to commit, each with the leader epoch of the consumer's position (that of the last record it read,
-    never older than the committed offset's own): whoever reads the partition from this commit has librdkafka check it
-    against the source log (KIP-320), so that a log truncated below it is found exactly (`mirror.gaps`), after a
-    restart or a rebalance too. Without an epoch where the position has none."""
+    never older than the committed offset's own), kept by whoever reads the partition from this commit: when the
+    partition's leader changes (an unclean election), librdkafka checks the position against the source log by it
+    (KIP-320) and says where the old log ends (`mirror.gaps.truncated_at`). Without an epoch where the position has
+    none. librdkafka checks nothing when the epoch stays (one broker restarted)."""
     epochs = {(tp.topic, tp.partition): tp.leader_epoch for tp in consumer.position(offsets)}
     out = []
     for tp in offsets:
