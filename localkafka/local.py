@@ -19,6 +19,7 @@ import contextlib
 import functools
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -87,6 +88,22 @@ logger.started.level=INFO
 def default_state_dir() -> Path:
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "mirrorwatch" / "local"
+
+
+def _listen_port(avoid: Iterable[int] = ()) -> int:
+    """A free port for a broker or controller, below the kernel's ephemeral range: a port from bind(0) lies in that
+    range, where any outgoing connection on this machine may take it as its local port while its broker is down for a
+    restart (seen in CI: a killed test broker could not bind its controller port again)."""
+    try:
+        ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32768
+    choose, avoid = random.SystemRandom(), set(avoid)
+    for _ in range(200):
+        port = choose.randrange(20000, max(ephemeral_low, 20001))
+        if port not in avoid and not _port_in_use(port):
+            return port
+    return free_port()
 
 
 def _port_in_use(port: int) -> bool:
@@ -239,10 +256,12 @@ class LocalClusters:
             if alias not in ALIASES:
                 raise LocalClusterError(f"unknown local cluster {alias!r}; the local clusters are {', '.join(ALIASES)}")
             if alias not in state:
+                taken = [int(str(v[k])) for v in state.values() for k in ("broker_port", "controller_port") if k in v]
+                broker_port = _listen_port(taken)
                 state[alias] = {
                     "cluster_id": _new_cluster_id(),
-                    "broker_port": free_port(),
-                    "controller_port": free_port(),
+                    "broker_port": broker_port,
+                    "controller_port": _listen_port([*taken, broker_port]),
                 }
                 self._save_state(state)
             cluster = self.cluster(alias)
