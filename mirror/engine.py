@@ -236,9 +236,11 @@ class LinkWorker(WorkerBase):
         self._generations.write(keys, self._progress, self._seen_high, self._stopped)
 
     def _topic_recreated(self, topic: str, partition: int) -> bool:
-        """A position refused by the source may be the old topic's, the topic deleted and created again faster than
-        a rebalance or a refresh: asked of the source before the refusal is read as a gap."""
+        """A refused position may be the old topic's (deleted and created again faster than a rebalance or a refresh):
+        asked of the source before it is read as a gap; one queued before the partition restarted is passed over."""
         assert self._keeper is not None
+        if self._generations.restarting((topic, partition), self._progress.get((topic, partition))):
+            return True
         now, was = self._topic_ids_now([topic])[topic], self._generations.of.get((topic, partition))
         if not now or not was or now == was:
             return False
@@ -249,9 +251,7 @@ class LinkWorker(WorkerBase):
     def _recreated_while_owned(self) -> None:
         """A topic this worker reads has a new id (recreated between two rebalances): the rule, from what was acked."""
         assert self._keeper is not None and self._consumer is not None and self._delivery is not None
-        for key in self._generations.changed(list(self._progress), self._keeper.topic_ids):
-            if key in self._stopped:
-                continue
+        for key in self._generations.changed(self._progress, self._keeper.topic_ids, self._stopped):
             progress = self._progress[key]
             position = progress.acked if progress.acked is not None else progress.committed
             if self._recreated(key[0], key[1], position, self._seen_high.get(key)) != "restart":
@@ -261,7 +261,7 @@ class LinkWorker(WorkerBase):
             if self._producer is not None:
                 self._delivery.flush(SHUTDOWN_FLUSH_S)  # the old topic's records in flight land before the restart
             self._progress[key] = PartitionProgress()
-            self._generations.of[key] = self._keeper.topic_ids[key[0]]
+            self._generations.restart(key, self._keeper.topic_ids[key[0]])
             assert self._router is not None
             self._router.forget(key)
             read_from(self._consumer, TopicPartition(key[0], key[1], OFFSET_BEGINNING))
@@ -300,7 +300,7 @@ class LinkWorker(WorkerBase):
         if progress is not None:
             self._earlier_progress[key] = progress
         self._stopped.pop(key, None)  # its next owner finds the gap again (the ledger counts it once)
-        self._generations.of.pop(key, None)
+        self._generations.forget(key)
         self._router.forget(key)
 
     # -- the loop ---------------------------------------------------------------------------------------------------

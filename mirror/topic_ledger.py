@@ -94,6 +94,23 @@ class Generations:
     def __init__(self, ledger: TopicLedger) -> None:
         self.ledger = ledger
         self.of: dict[tuple[str, int], str] = {}
+        self._restarted: set[tuple[str, int]] = set()  # restarted on a new topic, nothing read since
+
+    def restart(self, key: tuple[str, int], topic_id: str) -> None:
+        """The partition reads the new topic (`topic_id`) from its beginning from now on."""
+        self.of[key] = topic_id
+        self._restarted.add(key)
+
+    def restarting(self, key: tuple[str, int], progress: PartitionProgress | None) -> bool:
+        """Whether the partition restarted on a new topic and has read nothing since: a refusal of its position
+        reported now was of the old topic's, queued before the restart."""
+        if progress is not None and progress.consumed is not None:
+            self._restarted.discard(key)
+        return key in self._restarted
+
+    def forget(self, key: tuple[str, int]) -> None:
+        self.of.pop(key, None)
+        self._restarted.discard(key)
 
     def assigned(
         self,
@@ -118,9 +135,13 @@ class Generations:
             out.append(entry)
         return out
 
-    def changed(self, keys: Iterable[tuple[str, int]], now: Mapping[str, str]) -> list[tuple[str, int]]:
-        """Of these owned partitions, those whose topic has another id now than the one they were read under."""
-        return [k for k in keys if (was := self.of.get(k)) and (is_ := now.get(k[0])) and was != is_]
+    def changed(
+        self, keys: Iterable[tuple[str, int]], now: Mapping[str, str], stopped: Container[tuple[str, int]] = ()
+    ) -> list[tuple[str, int]]:
+        """Of these owned partitions (not stopped), those whose topic has another id now than they were read under."""
+        return [
+            k for k in keys if k not in stopped and (was := self.of.get(k)) and (is_ := now.get(k[0])) and was != is_
+        ]
 
     def write(
         self,
