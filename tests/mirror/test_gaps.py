@@ -12,7 +12,6 @@ import pytest
 from kernel.gap_ledger import GapLedger
 from kernel.worker_status import Gap, WorkerStatus
 from mirror.gaps import OutOfRange, Recreated, out_of_range, recreated, truncated_at
-from mirror.topic_ledger import PartitionNote, TopicLedger
 
 NOW = 1_800_000_000_000
 
@@ -119,31 +118,6 @@ def test_a_recreated_gap_says_so_and_what_the_link_does() -> None:
     assert (
         "0 records of the old orders[3] were not copied; the link mirrors the new topic from its beginning" in restarted
     )
-
-
-def test_the_topic_ledger_keeps_the_newest_note_per_partition_across_workers_and_a_torn_line(tmp_path: Path) -> None:
-    one, two = TopicLedger(tmp_path, "dc1/dc2"), TopicLedger(tmp_path, "dc1/dc2")
-    one.write([PartitionNote("orders", 0, "id-a", 10, 12), PartitionNote("orders", 1, "id-a", 5, 5)])
-    two.write([PartitionNote("orders", 1, "id-a", 7, 9)])
-    with one.path.open("a") as out:
-        out.write('{"topic":"orders","partition":0,"topic_id":"id-')  # a worker killed mid-line
-    again = TopicLedger(tmp_path, "dc1/dc2")
-    again.read()
-    assert again.note("orders", 0) == PartitionNote("orders", 0, "id-a", 10, 12)
-    assert again.note("orders", 1) == PartitionNote("orders", 1, "id-a", 7, 9)
-    assert again.note("orders", 2) is None
-    assert one.path.name == "dc1_dc2.jsonl"
-
-
-def test_the_topic_ledger_is_compacted_when_it_grows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("mirror.topic_ledger.COMPACT_AFTER", 5)
-    ledger = TopicLedger(tmp_path, "l")
-    for acked in range(12):
-        ledger.write([PartitionNote("orders", 0, "id", acked, 20), PartitionNote("orders", 1, "id", acked, 20)])
-    assert len(ledger.path.read_text().splitlines()) <= 5
-    fresh = TopicLedger(tmp_path, "l")
-    fresh.read()
-    assert [fresh.note("orders", p) for p in (0, 1)] == [PartitionNote("orders", p, "id", 11, 20) for p in (0, 1)]
 
 
 def test_a_truncation_librdkafka_found_by_leader_epoch_is_exact_even_when_new_records_passed_the_position() -> None:

@@ -1,0 +1,65 @@
+"""The link's notes of its source topics' ids (`mirror.topic_ledger`): the ledger file shared by a host's workers, and
+`Generations`, which finds a recreated topic by them. File-only, no broker (confluent_kafka's TopicPartition is the
+value the consumer's callbacks hand over); the real cases are in tests/mirror/test_recreated.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+from mirror.progress import PartitionProgress
+from mirror.topic_ledger import Generations, PartitionNote, TopicLedger
+
+
+def test_the_topic_ledger_keeps_the_newest_note_per_partition_across_workers_and_a_torn_line(tmp_path: Path) -> None:
+    one, two = TopicLedger(tmp_path, "dc1/dc2"), TopicLedger(tmp_path, "dc1/dc2")
+    one.write([PartitionNote("orders", 0, "id-a", 10, 12), PartitionNote("orders", 1, "id-a", 5, 5)])
+    two.write([PartitionNote("orders", 1, "id-a", 7, 9)])
+    with one.path.open("a") as out:
+        out.write('{"topic":"orders","partition":0,"topic_id":"id-')  # a worker killed mid-line
+    again = TopicLedger(tmp_path, "dc1/dc2")
+    again.read()
+    assert again.note("orders", 0) == PartitionNote("orders", 0, "id-a", 10, 12)
+    assert again.note("orders", 1) == PartitionNote("orders", 1, "id-a", 7, 9)
+    assert again.note("orders", 2) is None
+    assert one.path.name == "dc1_dc2.jsonl"
+
+
+def test_the_topic_ledger_is_compacted_when_it_grows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("mirror.topic_ledger.COMPACT_AFTER", 5)
+    ledger = TopicLedger(tmp_path, "l")
+    for acked in range(12):
+        ledger.write([PartitionNote("orders", 0, "id", acked, 20), PartitionNote("orders", 1, "id", acked, 20)])
+    assert len(ledger.path.read_text().splitlines()) <= 5
+    fresh = TopicLedger(tmp_path, "l")
+    fresh.read()
+    assert [fresh.note("orders", p) for p in (0, 1)] == [PartitionNote("orders", p, "id", 11, 20) for p in (0, 1)]
+
+
+def test_generations_find_a_recreated_topic_by_its_note_and_pass_over_a_refusal_queued_before_a_restart(
+    tmp_path: Path,
+) -> None:
+    ledger = TopicLedger(tmp_path, "l")
+    ledger.write([PartitionNote("orders", 0, "old", 1000, 1200), PartitionNote("orders", 1, "old", 50, 50)])
+    generations, decided = Generations(TopicLedger(tmp_path, "l")), []
+
+    def rule(topic: str, partition: int, position: int | None, high: int | None) -> str:
+        decided.append((topic, partition, position, high))
+        return "restart" if partition == 0 else "stop"
+
+    committed = [TopicPartition("orders", 0), TopicPartition("orders", 1), TopicPartition("orders", 2)]
+    starts = generations.assigned(committed, {"orders": "new"}, rule)  # Kafka dropped the commits with the topic
+    assert decided == [("orders", 0, 1000, 1200), ("orders", 1, 50, 50)]  # what the notes knew; no note: no question
+    assert [(tp.partition, tp.offset) for tp in starts] == [(0, OFFSET_BEGINNING), (1, -1001), (2, -1001)]
+    assert generations.of == {("orders", 0): "new", ("orders", 1): "old", ("orders", 2): "new"}  # 1 stays the old's
+    assert generations.changed(generations.of, {"orders": "new"}, stopped={("orders", 1)}) == []
+    assert generations.changed(generations.of, {"orders": "newer"}) == [("orders", 0), ("orders", 1), ("orders", 2)]
+
+    generations.restart(("orders", 0), "newer")
+    assert generations.restarting(("orders", 0), PartitionProgress())  # nothing read since: a queued old refusal
+    read = PartitionProgress()
+    read.dispatch(0, 1)
+    assert not generations.restarting(("orders", 0), read)  # read from the new topic: a refusal now is real
+    assert not generations.restarting(("orders", 0), PartitionProgress())
