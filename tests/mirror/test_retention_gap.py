@@ -97,6 +97,7 @@ def test_records_retention_took_before_the_link_copied_them_are_counted_exactly_
     wait_until(
         lambda: monitor.running() and partition_of(view(), 0).get("failed") is not None,
         timeout_s=60,
+        ignore=(OSError,),  # not up yet, or 503 "no collection yet" (its first round under a loaded machine)
         description="the monitor to say partition 0 is stopped",
     )
     seen = view()
