@@ -5,7 +5,8 @@ Imports: the standard library only (it runs before and without the virtualenv to
 
     python3 scripts/test_report.py durations DIR [--budget tests/durations.json]
         the slowest 20 tests, every test file's time against its budget (files over it are named; timing is
-        information here, never a failure), and the totals as one closing line: `total: N passed, N failed, N skipped`
+        information here, never a failure), the tests that failed, how far a phase that left no XML came, and the
+        totals as one closing line: `total: N passed, N failed, N skipped`
     python3 scripts/test_report.py flakiness RUN_DIR [RUN_DIR ...]
         over several runs of the whole suite (scripts/flakiness.sh), how often each test failed: every test that
         failed at least once, then the count of tests that never did
@@ -59,6 +60,7 @@ def durations(directory: Path, budget_path: Path | None) -> int:
     cases = read_cases(directory)
     if not cases:
         print(f"test_report: no results in {directory}", file=sys.stderr)
+        print("\n".join(unfinished_phases(directory)))
         return 1
     print(f"\n== the {SLOWEST} slowest tests (seconds, phase)")
     for case in sorted(cases, key=lambda c: -c.seconds)[:SLOWEST]:
@@ -80,10 +82,33 @@ def durations(directory: Path, budget_path: Path | None) -> int:
         print(f"{seconds:8.1f}  {phase:8}  {file}{mark}")
     if over:
         print(f"{len(over)} file(s) over their budget: {', '.join(over)}")
+    broken = [case for case in cases if case.outcome in ("failed", "error")]
+    if broken:
+        print(f"\n== the {len(broken)} test(s) that failed (phase)")
+        for case in broken[:SLOWEST]:
+            print(f"  {case.phase:8}  {case.test_id}")
+    for unfinished in unfinished_phases(directory):
+        print(unfinished)
     counts = {outcome: sum(1 for c in cases if c.outcome == outcome) for outcome in ("passed", "failed", "skipped")}
-    failed = counts["failed"] + sum(1 for c in cases if c.outcome == "error")
-    print(f"\ntotal: {counts['passed']} passed, {failed} failed, {counts['skipped']} skipped")
+    print(f"\ntotal: {counts['passed']} passed, {len(broken)} failed, {counts['skipped']} skipped")
     return 0
+
+
+def unfinished_phases(directory: Path) -> list[str]:
+    """A line for each phase that left no JUnit XML (ended at its time limit, or pytest itself failed): how far
+    its progress file (tests/conftest.py) says it came. Its tests are not in the totals."""
+    lines = []
+    for progress in sorted(directory.glob("*.progress")):
+        if (directory / f"{progress.stem}.xml").exists():
+            continue
+        outcomes: dict[str, int] = defaultdict(int)
+        for line in progress.read_text(errors="replace").splitlines():
+            fields = line.split("\t")
+            if len(fields) > 3 and fields[1] == "end":
+                outcomes[fields[3]] += 1
+        told = ", ".join(f"{n} {outcome}" for outcome, n in sorted(outcomes.items())) or "none"
+        lines.append(f"{progress.stem}: no JUnit XML (the phase did not finish); tests that had ended: {told}")
+    return lines
 
 
 def flakiness(runs: list[Path]) -> int:

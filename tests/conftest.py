@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -58,8 +59,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_HANG_STDERR] = os.dup(sys.__stderr__.fileno() if sys.__stderr__ else 2)  # before any capture
     if not hasattr(config, "workerinput"):  # the controller (or a run without xdist): workers inherit the variable
         os.environ[_CRASHED] = str(Path(tempfile.mkdtemp(prefix="mirrorwatch-tests-")) / "crashed")
+        if os.environ.get(_PROGRESS):
+            config.pluginmanager.register(_Progress(Path(os.environ[_PROGRESS])), "mirrorwatch-progress")
     else:
         _keep_captured_stderr(config)
+    _dump_stacks_on_sigusr1(config)
     workers = config.getoption("numprocesses", default=None)
     if config.getoption("--clusters") and isinstance(workers, int) and workers > 1:
         raise pytest.UsageError(
@@ -68,12 +72,12 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
-# pytest-timeout (600 s, the signal method) fails a test that hangs in Python, but a call blocked inside a C library
+# pytest-timeout (360 s, the signal method) fails a test that hangs in Python, but a call blocked inside a C library
 # (librdkafka waiting on a broker) never returns to the interpreter for its signal handler to run: the run would
 # hang to CI's limit. So a watchdog outside the interpreter (faulthandler's own thread) dumps every thread's stack
 # and ends this process once a test outlives pytest-timeout by a margin; under pytest-xdist the worker is replaced,
 # the test is reported failed ("worker crashed") and the run goes on (tests/test_harness.py shows it).
-HANG_MARGIN_S = 120
+HANG_MARGIN_S = 60
 _HANG_STDERR = pytest.StashKey[int]()
 
 
@@ -84,8 +88,54 @@ _HANG_STDERR = pytest.StashKey[int]()
 _CRASHED = "MIRRORWATCH_TEST_CRASHED_FILE"
 
 
+# scripts/phase.py runs each phase of `make test` with a time limit, and says what the phase was doing when the limit
+# ended it: which tests had started and not ended (the controller writes a line as each starts and ends) and where
+# every pytest process's threads stood (each dumps them to a file of its own on SIGUSR1).
+_PROGRESS = "MIRRORWATCH_TEST_PROGRESS"
+_STACKS = "MIRRORWATCH_TEST_STACKS"
+_STACKS_FILE = pytest.StashKey[Any]()
+
+
+class _Progress:
+    def __init__(self, path: Path) -> None:
+        self._file = path.open("a", buffering=1)
+        self._outcomes: dict[str, str] = {}
+
+    def _line(self, *fields: str) -> None:
+        self._file.write("\t".join([f"{time.time():.1f}", *fields]) + "\n")
+
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self._line("start", nodeid)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.failed:
+            self._outcomes[report.nodeid] = "failed" if report.when == "call" else "error"
+        elif report.skipped:
+            self._outcomes.setdefault(report.nodeid, "skipped")
+        if report.when in ("teardown", "???"):  # "???": the report of a test whose worker crashed
+            self._line("end", report.nodeid, self._outcomes.pop(report.nodeid, "passed"))
+
+    def pytest_unconfigure(self) -> None:
+        self._file.close()
+
+
+def _dump_stacks_on_sigusr1(config: pytest.Config) -> None:
+    directory = os.environ.get(_STACKS)
+    if not directory:
+        return
+    name = getattr(config, "workerinput", {}).get("workerid", "controller")
+    stacks = open(Path(directory) / f"{name}.stacks", "w")  # noqa: SIM115 (open while the process lives)
+    config.stash[_STACKS_FILE] = stacks
+    faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
+    (Path(directory) / f"{name}.pid").write_text(str(os.getpid()))
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     os.close(config.stash[_HANG_STDERR])
+    stacks = config.stash.get(_STACKS_FILE, None)
+    if stacks is not None:
+        faulthandler.unregister(signal.SIGUSR1)
+        stacks.close()
     if not hasattr(config, "workerinput") and os.environ.get(_CRASHED):
         shutil.rmtree(Path(os.environ.pop(_CRASHED)).parent, ignore_errors=True)
 
@@ -182,6 +232,49 @@ def local_clusters(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
         yield clusters
     finally:
         clusters.down()
+
+
+@pytest.fixture(autouse=True)
+def _clusters_left_up(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that kills or freezes a broker and fails before it restarts or thaws it would leave this worker's every
+    later test waiting on a dead broker to its own timeouts (a phase that crawls to its limit): after each test that
+    used the clusters, a broker found down is started again and one found stopped (SIGSTOP) is thawed, and the test
+    errors in its teardown saying so."""
+    yield
+    if "local_clusters" not in request.fixturenames or request.config.getoption("--clusters"):
+        return
+    try:
+        clusters: LocalClusters = request.getfixturevalue("local_clusters")
+    except Exception:  # they never started: the test has already failed saying why
+        return
+    mended = mend(clusters)
+    if mended:
+        pytest.fail(f"the test left its clusters broken ({'; '.join(mended)})")
+
+
+def mend(clusters: LocalClusters) -> list[str]:
+    """Start a broker found down and thaw one found stopped (SIGSTOP); what was done, for each."""
+    mended = []
+    for status in clusters.status():
+        alias = status.cluster.alias
+        if status.pid is None:
+            clusters.up([alias], tie_to_parent=True)
+            mended.append(f"{alias} was down: started again")
+        elif _is_stopped(status.pid):
+            clusters.thaw(alias)
+            mended.append(f"{alias} was stopped (SIGSTOP): thawed")
+    return mended
+
+
+def _is_stopped(pid: int) -> bool:
+    """Whether a thread of the process is stopped (SIGSTOP; the others follow within milliseconds)."""
+    for task in Path(f"/proc/{pid}/task").glob("*/stat"):
+        try:
+            if task.read_text().rsplit(")", 1)[1].split()[0] == "T":
+                return True
+        except (OSError, IndexError):
+            continue
+    return False
 
 
 @pytest.fixture(scope="session")

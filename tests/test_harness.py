@@ -9,6 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from kernel.config import MirrorwatchConfig
+from kernel.kafka import new_admin
+from localkafka.local import LocalClusters
+from tests.conftest import mend
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -59,3 +66,63 @@ def test_a_test_that_hangs_or_aborts_its_worker_fails_saying_why_and_the_others_
     # the message a C library wrote to fd 2 before it aborted the worker (pytest's capture would have lost it)
     assert "crashed while running 'test_hang.py::test_aborts'" in out, out
     assert "*** rdkafka_fake.c:1:f: assert: what a C library says before it aborts ***" in out, out
+
+
+def test_a_phase_past_its_limit_is_ended_saying_what_ran_where_and_what_had_failed(tmp_path: Path) -> None:
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "test_quick.py").write_text("def test_passes(): pass\ndef test_fails(): assert False\n")
+    (tmp_path / "test_slow.py").write_text(
+        "import time\ndef wait_for_a_broker_that_never_answers(): time.sleep(300)\n"
+        "def test_crawls(): wait_for_a_broker_that_never_answers()\n"
+    )
+    results = tmp_path / "results"
+    phase = [sys.executable, "scripts/phase.py", "--name", "main", "--limit", "20", "--dir", str(results), "--"]
+    pytest_command = [sys.executable, "-m", "pytest", "-p", "tests.conftest", "-c", str(tmp_path / "pytest.ini")]
+    pytest_command += ["--rootdir", str(tmp_path), "-p", "no:cacheprovider", "-n", "2", "--dist", "loadfile"]
+    run = subprocess.run(
+        [*phase, *pytest_command, str(tmp_path / "test_quick.py"), str(tmp_path / "test_slow.py")],
+        check=False,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
+    out = run.stdout + run.stderr
+    assert run.returncode == 124, out
+    diagnosis = (results / "main.diagnosis").read_text()
+    assert diagnosis in run.stdout  # printed, and kept for the end of `make test`
+    assert "== main: ended at its limit of 20 s; 2 test(s) had ended, 1 failed" in diagnosis, diagnosis
+    assert "failed: test_quick.py::test_fails" in diagnosis, diagnosis
+    assert "still running (1):" in diagnosis and "s  test_slow.py::test_crawls" in diagnosis, diagnosis
+    assert "in wait_for_a_broker_that_never_answers" in diagnosis, diagnosis  # the worker's stack, where it waits
+    # every pytest process of the phase is gone (each wrote its pid), none left beside the next phase
+    pids = [int(p.read_text()) for p in (results / "main.stacks").glob("*.pid")]
+    assert len(pids) == 3, pids  # the controller and two workers
+    assert not [pid for pid in pids if Path(f"/proc/{pid}").exists()], pids
+    # and the end-of-run report says how far the phase came, its tests left out of the totals
+    report = subprocess.run(
+        [sys.executable, "scripts/test_report.py", "durations", str(results)],
+        check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert "main: no JUnit XML (the phase did not finish); tests that had ended: 1 failed, 1 passed" in report.stdout
+
+
+@pytest.mark.integration
+def test_a_broker_a_test_left_down_or_frozen_is_started_or_thawed_for_the_next_test(
+    local_clusters: LocalClusters, clusters_config: MirrorwatchConfig
+) -> None:
+    local_clusters.kill("target")
+    local_clusters.freeze("source")
+    try:
+        mended = mend(local_clusters)
+    finally:
+        mend(local_clusters)  # whatever happens here, the worker's next test gets its clusters back
+    assert mended == ["source was stopped (SIGSTOP): thawed", "target was down: started again"], mended
+    for alias in ("source", "target"):  # each answers again
+        admin = new_admin(clusters_config.clusters[alias], alias)
+        assert admin.list_topics(timeout=30).brokers, alias
+    assert mend(local_clusters) == []  # nothing left to mend
