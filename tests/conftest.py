@@ -113,7 +113,8 @@ class _Progress:
         elif report.skipped:
             self._outcomes.setdefault(report.nodeid, "skipped")
         if report.when in ("teardown", "???"):  # "???": the report of a test whose worker crashed
-            self._line("end", report.nodeid, self._outcomes.pop(report.nodeid, "passed"))
+            worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "")
+            self._line("end", report.nodeid, self._outcomes.pop(report.nodeid, "passed"), worker)
 
     def pytest_unconfigure(self) -> None:
         self._file.close()
@@ -154,6 +155,33 @@ def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched: obj
                 f.seek(max(0, stderr.stat().st_size - 4000))
                 tail = f.read().decode(errors="replace")
             report.longrepr = f"{report.longrepr}\n--- the end of what it wrote to stderr (fd 2) ---\n{tail}"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile` whose crash recovery does not deadlock (`after_crash_loadfile`); None: xdist's own."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    return after_crash_loadfile()(config, log)
+
+
+def after_crash_loadfile() -> type:
+    """pytest-xdist's LoadFileScheduling, but a crashed worker's *completed* files are not queued again. xdist's
+    `remove_node` puts every file the worker was given back in the queue, finished ones included; each is later
+    handed to a worker as an empty batch, which gives it nothing to run after the test it holds, so no test of it
+    completes and it is never given more: once each worker holds one such, the run waits forever (seen: CI's main
+    phase at its limit, every worker idle, the crashed worker's unfinished files never run)."""
+    from xdist.scheduler.loadfile import LoadFileScheduling  # type: ignore[import-untyped]
+
+    class AfterCrashLoadFile(LoadFileScheduling):  # type: ignore[misc]
+        def remove_node(self, node: Any) -> str | None:
+            workload = self.assigned_work.get(node, {})
+            for scope in [scope for scope, unit in workload.items() if all(unit.values())]:
+                del workload[scope]
+            crashitem: str | None = super().remove_node(node)
+            return crashitem
+
+    return AfterCrashLoadFile
 
 
 def _keep_captured_stderr(config: pytest.Config) -> None:

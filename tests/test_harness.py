@@ -8,15 +8,22 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from kernel.config import MirrorwatchConfig
 from kernel.kafka import new_admin
 from localkafka.local import LocalClusters
-from tests.conftest import mend
+from tests.conftest import after_crash_loadfile, mend
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def clean_environment(**extra: str) -> dict[str, str]:
+    """This process's environment without what the harness gives its own phase (the inner run is not part of it)."""
+    own = ("MIRRORWATCH_TEST_PROGRESS", "MIRRORWATCH_TEST_STACKS", "MIRRORWATCH_TEST_CRASHED_FILE")
+    return {**{k: v for k, v in os.environ.items() if k not in own}, "PYTHONPATH": str(REPO), **extra}
 
 
 def test_a_test_that_hangs_or_aborts_its_worker_fails_saying_why_and_the_others_run(tmp_path: Path) -> None:
@@ -30,7 +37,7 @@ def test_a_test_that_hangs_or_aborts_its_worker_fails_saying_why_and_the_others_
         "    os.abort()\n"
         "def test_after(): pass\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(REPO), "MIRRORWATCH_TEST_HANG_EXIT_S": "3"}
+    env = clean_environment(MIRRORWATCH_TEST_HANG_EXIT_S="3")
     run = subprocess.run(
         [
             sys.executable,
@@ -83,7 +90,7 @@ def test_a_phase_past_its_limit_is_ended_saying_what_ran_where_and_what_had_fail
         [*phase, *pytest_command, str(tmp_path / "test_quick.py"), str(tmp_path / "test_slow.py")],
         check=False,
         cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env=clean_environment(),
         capture_output=True,
         text=True,
         timeout=150,
@@ -126,3 +133,51 @@ def test_a_broker_a_test_left_down_or_frozen_is_started_or_thawed_for_the_next_t
         admin = new_admin(clusters_config.clusters[alias], alias)
         assert admin.list_topics(timeout=30).brokers, alias
     assert mend(local_clusters) == []  # nothing left to mend
+
+
+def test_a_crashed_workers_unfinished_files_are_queued_again_and_its_finished_ones_never() -> None:
+    """pytest-xdist's own loadfile scheduler queues the finished files too; handed out as empty batches, they left
+    every worker holding one test with nothing after it, waiting forever (tests/conftest.py)."""
+
+    class Node:
+        def __init__(self, name: str) -> None:
+            self.gateway = SimpleNamespace(id=name)
+            self.shutting_down = False
+            self.sent: list[list[int]] = []
+            self.done = 0
+
+        def shutdown(self) -> None:
+            self.shutting_down = True
+
+        def send_runtest_some(self, indices: list[int]) -> None:
+            self.sent.append(list(indices))
+
+    options = {"tx": ["popen"] * 3, "numprocesses": 3}
+    config = SimpleNamespace(option=SimpleNamespace(loadscopereorder=True), getvalue=options.get)
+    scheduler = after_crash_loadfile()(config, None)
+    collection = [f"test_{f:02d}.py::test_{i}" for f in range(12) for i in range(2)]
+    gw0, gw1, gw2 = Node("gw0"), Node("gw1"), Node("gw2")
+    for node in (gw0, gw1, gw2):
+        scheduler.add_node(node)
+        scheduler.add_node_collection(node, collection)
+    scheduler.schedule()
+
+    def run(node: Node) -> None:  # every test it was given, but the one it holds until it learns the next
+        given = [i for batch in node.sent for i in batch]
+        while node.done < len(given) - 1:
+            scheduler.mark_test_complete(node, given[node.done])
+            node.done += 1
+            given = [i for batch in node.sent for i in batch]
+
+    for _ in range(3):
+        for node in (gw2, gw0, gw1):
+            run(node)
+    held = [i for batch in gw2.sent for i in batch][gw2.done]
+    assert scheduler.remove_node(gw2) == collection[held]  # it crashed in the test it held
+    queued = [[test for test, done in unit.items() if not done] for unit in scheduler.workqueue.values()]
+    assert queued == [[collection[held]]]  # only the file it had not finished, not the 7 it had
+    gw3 = Node("gw3")
+    scheduler.add_node(gw3)
+    scheduler.add_node_collection(gw3, collection)
+    scheduler.schedule()
+    assert [collection[i] for batch in gw3.sent for i in batch] == [collection[held]]
