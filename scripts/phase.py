@@ -77,8 +77,10 @@ def diagnosis(name: str, limit_s: float, progress: Path, stacks: Path, now: floa
             out.append(f"-- {dump.stem}: its threads in test code (innermost frame first)")
             out += threads
         elif text.strip():
-            out.append(f"-- {dump.stem}: no thread in test code; the first lines of its dump:")
-            out += text.splitlines()[:FRAMES]
+            blocks = [b for b in text.split("\n\n") if b.strip()]
+            current = next((b for b in blocks if b.lstrip().startswith("Current thread")), blocks[-1])
+            out.append(f"-- {dump.stem}: no thread in test code; the thread the signal found:")
+            out += current.strip("\n").splitlines()[: FRAMES + 1]
     return "\n".join(out) + "\n"
 
 
