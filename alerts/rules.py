@@ -210,9 +210,12 @@ def build_rules(overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
             "0m",
             "critical",
             "Link {{ $labels.link }} lost records of {{ $labels.topic }}[{{ $labels.partition }}]",
-            "{{ $value | humanize }} records of {{ $labels.topic }} partition {{ $labels.partition }} will never be "
-            "copied by link {{ $labels.link }} ({{ $labels.reason }}: gone from the source before the link read "
-            "them), in the last " + t["records_lost_window"] + ". The offsets: /mirror/links/{{ $labels.link }}.",
+            "{{ $value | humanize }} records of {{ $labels.topic }} partition {{ $labels.partition }} are missing "
+            "from what link {{ $labels.link }} copies ({{ $labels.reason }}), in the last "
+            + t["records_lost_window"]
+            + ". retention, truncated, recreated: gone from the source before the link read them; target-deleted, "
+            "target-recreated: gone from the target with its topic (the source still has them). The offsets: "
+            "/mirror/links/{{ $labels.link }}.",
         ),
         _alert(
             "MirrorwatchPartitionStopped",
@@ -221,9 +224,9 @@ def build_rules(overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
             "critical",
             "Link {{ $labels.link }} stopped mirroring {{ $labels.topic }}[{{ $labels.partition }}]",
             "Link {{ $labels.link }} mirrors no more of {{ $labels.topic }} partition {{ $labels.partition }} "
-            "(its other partitions go on): records it had not copied are gone from the source (on_gap: stop). "
-            "Choose: on_gap: skip and restart the mirror to go on without them. The offsets: "
-            "/mirror/links/{{ $labels.link }}.",
+            "(its other partitions go on) until you choose: records it had not copied are gone from the source "
+            "(on_gap, on_recreate: stop) or its target topic was deleted (on_target_loss: stop). The reason and "
+            "what to change: /mirror/links/{{ $labels.link }}.",
         ),
     ]
     # One group: its rules are evaluated in order, so every alert sees the recording rules of the same evaluation.

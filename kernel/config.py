@@ -32,6 +32,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from kernel.alert_thresholds import AlertThresholds
+from kernel.config_document import Loc, check_references, expand_env, format_loc, loc_sort_key
 from kernel.errors import ConfigError, ConfigProblem
 from kernel.patterns import PatternError, compile_pattern
 from kernel.yaml_file import read_yaml
@@ -311,6 +312,10 @@ class LinkConfig(_Model):
     # old one: stop its partitions (failed, said; the others go on) or restart them at the new topic's beginning, into
     # the same target topic. Counted and said either way; never read on at the old topic's offsets.
     on_recreate: Literal["stop", "restart"] = "stop"
+    # A target topic deleted (or deleted and created again) under the link: the records it had copied there are gone
+    # from the target. Stop its partitions (failed, said, the topic not created again; the others go on) or copy again
+    # what the source still has, from its log start, into the topic created anew. Counted and said either way.
+    on_target_loss: Literal["stop", "recopy"] = "stop"
     consumer_properties: ClientProperties = Field(default_factory=dict)
     producer_properties: ClientProperties = Field(default_factory=dict)
     spark: SparkOptions = SparkOptions()
@@ -420,84 +425,6 @@ class MirrorwatchConfig(_Model):
 # Loading
 
 
-Loc = tuple[str | int, ...]
-
-
-def _format_loc(loc: Loc) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out
-
-
-def _loc_sort_key(loc: Loc) -> tuple[tuple[int, int, str], ...]:
-    return tuple((1, part, "") if isinstance(part, int) else (0, 0, part) for part in loc)
-
-
-_ENV_REF = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-
-
-def _expand_env(value: object, env: Mapping[str, str], loc: Loc, problems: list[tuple[Loc, str]]) -> object:
-    """Replace `${VAR}` and `${VAR:-default}` in every string below `value`; `$$` is a literal `$`."""
-    if isinstance(value, str):
-
-        def substitute(match: re.Match[str]) -> str:
-            if match.group(0) == "$$":
-                return "$"
-            name, default = match.group(1), match.group(2)
-            if name in env:
-                return env[name]
-            if default is not None:
-                return default
-            problems.append((loc, f"environment variable {name!r} is not set"))
-            return ""
-
-        return _ENV_REF.sub(substitute, value)
-    if isinstance(value, dict):
-        return {k: _expand_env(v, env, (*loc, str(k)), problems) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_expand_env(v, env, (*loc, i), problems) for i, v in enumerate(value)]
-    return value
-
-
-def _check_references(doc: object) -> list[tuple[Loc, str]]:
-    """Cross-field checks run on the raw document, so they are reported together with every schema problem."""
-    problems: list[tuple[Loc, str]] = []
-    if not isinstance(doc, dict):
-        return problems
-    clusters = doc.get("clusters")
-    links = doc.get("links")
-    aliases = set(clusters) if isinstance(clusters, dict) else None
-    if not isinstance(links, list):
-        return problems
-    monitor = doc.get("monitor")
-    shard = monitor.get("shard") if isinstance(monitor, dict) else None
-    sharded = shard.get("clusters") if isinstance(shard, dict) else None
-    for i, alias in enumerate(sharded if isinstance(sharded, list) else []):
-        if aliases is not None and isinstance(alias, str) and alias not in aliases:
-            known = ", ".join(sorted(aliases)) or "none"
-            problems.append((("monitor", "shard", "clusters", i), f"unknown cluster {alias!r} (clusters: {known})"))
-    names: dict[str, int] = {}
-    for i, link in enumerate(links):
-        if not isinstance(link, dict):
-            continue
-        for side in ("source", "target"):
-            alias = link.get(side)
-            if aliases is not None and isinstance(alias, str) and alias not in aliases:
-                known = ", ".join(sorted(aliases)) or "none"
-                problems.append((("links", i, side), f"unknown cluster {alias!r} (clusters: {known})"))
-        name = link.get("name")
-        if isinstance(name, str):
-            if name in names:
-                problems.append((("links", i, "name"), f"duplicate link name {name!r} (also links[{names[name]}])"))
-            else:
-                names[name] = i
-    return problems
-
-
 def _all_field_names() -> set[str]:
     models: list[type[BaseModel]] = [
         MirrorwatchConfig,
@@ -563,12 +490,12 @@ def parse_config(doc: object, *, source: str | None = None, env: Mapping[str, st
     environment = os.environ if env is None else env
     problems: list[tuple[Loc, str]] = []
     if isinstance(doc, dict) and "clusters" in doc:
-        doc = {**doc, "clusters": _expand_env(doc["clusters"], environment, ("clusters",), problems)}
+        doc = {**doc, "clusters": expand_env(doc["clusters"], environment, ("clusters",), problems)}
     canary = doc.get("canary") if isinstance(doc, dict) else None
     if isinstance(canary, dict) and isinstance(canary.get("signing_key"), str):
-        key = _expand_env(canary["signing_key"], environment, ("canary", "signing_key"), problems)
+        key = expand_env(canary["signing_key"], environment, ("canary", "signing_key"), problems)
         doc = {**doc, "canary": {**canary, "signing_key": key}}  # type: ignore[dict-item]
-    problems.extend(_check_references(doc))
+    problems.extend(check_references(doc))
     config: MirrorwatchConfig | None = None
     if not isinstance(doc, dict):
         problems.append(((), f"the config must be a mapping with a 'clusters' key, got {type(doc).__name__}"))
@@ -584,8 +511,8 @@ def parse_config(doc: object, *, source: str | None = None, env: Mapping[str, st
                     continue  # "too few items" only because an item failed: that item's error says it all
                 problems.append((loc, _problem_message(error, loc)))
     if problems or config is None:
-        problems.sort(key=lambda item: _loc_sort_key(item[0]))
-        raise ConfigError([ConfigProblem(_format_loc(loc), msg) for loc, msg in problems], source)
+        problems.sort(key=lambda item: loc_sort_key(item[0]))
+        raise ConfigError([ConfigProblem(format_loc(loc), msg) for loc, msg in problems], source)
     return config
 
 

@@ -39,9 +39,12 @@ class Gap:
     """Records of a source partition the link will never copy: offsets `first_offset` up to (not including)
     `end_offset` were gone from the source when the link came to read them (`reason` "retention": the log start had
     passed the link's position; "truncated": the log ends below it; "recreated": the topic was deleted and created
-    again, and these are the old topic's records the link had not copied, as far as its last commit knew).
+    again, and these are the old topic's records the link had not copied, as far as its last commit knew;
+    "target-deleted" / "target-recreated": the target topic was deleted (and created again by someone else) under
+    the link, and these are the records it had copied there that the source still has).
     `action`: "stopped" (the partition waits, failed, at `first_offset`), "skipped" (it went on from `end_offset`) or
-    "restarted" (a recreated topic: the link mirrors the new one from its beginning). Counted in offsets: a
+    "restarted" (a recreated topic: the link mirrors the new one from its beginning) or "recopied" (a lost target
+    topic: the link copies them again). Counted in offsets: a
     transaction marker among them counts as one."""
 
     topic: str
@@ -63,6 +66,18 @@ class Gap:
 
     def describe(self, link: str) -> str:
         where = f"{self.topic}[{self.partition}]"
+        if self.reason.startswith("target-"):
+            how = "deleted" if self.reason == "target-deleted" else "deleted and created again (another topic id)"
+            then = (
+                "the partition is stopped and the topic not created again (on_target_loss: stop)"
+                if self.action == "stopped"
+                else "the link copies them again from the source's log start (on_target_loss: recopy)"
+            )
+            lost = f", offsets {self.first_offset} to {self.end_offset - 1}" if self.records else ""
+            return (
+                f"link {link}: the target topic of {where} was {how} under the link: {self.records} records the "
+                f"link had copied there are gone from the target and still on the source{lost}; {then}"
+            )
         if self.reason == "recreated":
             then = (
                 "its new partition is stopped (on_recreate: stop)"

@@ -362,7 +362,7 @@ class Delivery:
         worker must find out which one was refused."""
         route, first, last, records, size, timestamp = run
         if err is not None:
-            self._sparse_failed(route.source, first, last, err)
+            self._sparse_failed(route.progress, route.source, first, last, err)
             return
         route.progress.ack_through(last)
         self.stats.count_out(records, size, timestamp, time.time())  # the run's latency from its oldest record
@@ -374,7 +374,7 @@ class Delivery:
         if run is not None:
             self._delivered_run(run, err, msg)
         elif err is not None:
-            self._sparse_failed(source, offset, offset, err)
+            self._sparse_failed(p, source, offset, offset, err)
         elif cause is not None:  # a dead letter, on the dead-letter topic
             p.ack_through(offset)
             self.stats.dead_lettered_total += 1
@@ -383,8 +383,10 @@ class Delivery:
             key, value = item[4], item[5]
             self.stats.count_out(1, (len(value) if value else 0) + (len(key) if key else 0), item[7], time.time())
 
-    def _sparse_failed(self, source: tuple[str, int], first: int, last: int, err: KafkaError) -> None:
-        if self.sparse_failure is None:
+    def _sparse_failed(
+        self, p: PartitionProgress, source: tuple[str, int], first: int, last: int, err: KafkaError
+    ) -> None:
+        if self.sparse_failure is None and not p.abandoned:
             where = f"{source[0]}[{source[1]}]@{first}" + (f"..{last}" if last != first else "")
             self.sparse_failure = f"{where}: {error_text(err)}"
 
@@ -410,9 +412,9 @@ class Delivery:
 
     def _send_failed(self, item: OutboxItem, err: KafkaError) -> None:
         """The target refused a record for good (librdkafka already retried what can be retried)."""
-        _p, offset, topic, _partition, *_rest, (source_topic, source_partition), dead_letter_cause = item
-        if self.sparse:  # which record is not known for sure: find it by replaying with a report per record
-            self._sparse_failed((source_topic, source_partition), offset, offset, err)
+        p, offset, topic, _partition, *_rest, (source_topic, source_partition), dead_letter_cause = item
+        if self.sparse or p.abandoned:  # sparse: which record is not known for sure; replayed with a report each
+            self._sparse_failed(p, (source_topic, source_partition), offset, offset, err)
             return
         self.stats.send_errors_total += 1
         where = f"{source_topic}[{source_partition}]@{offset}"

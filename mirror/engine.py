@@ -30,26 +30,24 @@ acknowledged offset and the refused one may be written twice, as after a restart
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Producer, TopicPartition
 
 from kernel.kafka import error_text
 from kernel.worker_status import PartitionPosition
-from mirror.admin import topic_ids
 from mirror.delivery import Delivery
+from mirror.identity import IdentityWorker
 from mirror.progress import PartitionProgress
 from mirror.topic_keeper import Survey
-from mirror.topic_ledger import Generations, TopicLedger
 from mirror.topics import TopicPlan
-from mirror.worker import STATUS_EVERY_S, WorkerBase, read_from
+from mirror.worker import SHUTDOWN_FLUSH_S, STATUS_EVERY_S
 
 __all__ = ["LinkWorker"]
 
 log = logging.getLogger("mirrorwatch.mirror")
 
-SHUTDOWN_FLUSH_S = 30.0
 PROGRESS_EVERY_S = 10.0
 # How long the producer may stay full before the source partitions are paused. A full producer is normal flow control
 # on a busy link (we read faster than the target writes): reading nothing more is back-pressure enough, and librdkafka
@@ -59,7 +57,7 @@ PROGRESS_EVERY_S = 10.0
 PAUSE_AFTER_FULL_S = 10.0
 
 
-class LinkWorker(WorkerBase):
+class LinkWorker(IdentityWorker):
     """One at-least-once worker of a link: the consumer group, the loop, rebalances and commits; its records go
     through a `Delivery`."""
 
@@ -68,12 +66,7 @@ class LinkWorker(WorkerBase):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._earlier_progress: dict[tuple[str, int], PartitionProgress] = {}  # of partitions revoked or lost
-        self._seen_high: dict[tuple[str, int], int] = {}  # high-watermarks the consumer saw (`_note_high_watermarks`)
         self._subscribed: tuple[str, ...] | None = None
-        self._delivery: Delivery | None = None
-        # The topic id each owned partition's position belongs to (`mirror.gaps`: a recreated topic has a new one),
-        # and the notes of it this link's workers keep on this host (Kafka forgets a deleted topic's offsets)
-        self._generations = Generations(TopicLedger(self.config.state_path / "topics", self.link.name))
 
     # -- positions --------------------------------------------------------------------------------------------------
 
@@ -82,47 +75,19 @@ class LinkWorker(WorkerBase):
         self._seen_high = self._cached_high_watermarks(self._progress)
 
     def _partition_positions(self) -> tuple[PartitionPosition, ...]:
-        positions = []
-        seen_high = self._seen_high
-        for (topic, partition), p in sorted(self._progress.items()):
-            acked = p.acked
-            earlier = self._earlier_progress.get((topic, partition))
-            if earlier is not None and earlier.acked is not None and (acked is None or earlier.acked > acked):
-                acked = earlier.acked  # durable on the target before the partition was lost and assigned again
-            positions.append(
-                PartitionPosition(
-                    topic=topic,
-                    partition=partition,
-                    target_topic=self._target_topic(topic),
-                    consumed=p.consumed,
-                    acked=acked,
-                    committed=p.committed,
-                    in_flight_records=p.in_flight_records,
-                    high_watermark=seen_high.get((topic, partition)),
-                    last_record_timestamp_ms=p.last_timestamp_ms,
-                    failed=self._stopped.get((topic, partition)),
-                )
-            )
-        return tuple(positions)
+        return owned_positions(
+            self._progress, self._earlier_progress, self._seen_high, self._stopped, self._target_topic
+        )
 
     def _released_positions(self) -> tuple[PartitionPosition, ...]:
-        return tuple(
-            PartitionPosition(
-                topic=topic,
-                partition=partition,
-                target_topic=self._target_topic(topic),
-                consumed=None,
-                acked=p.acked,
-                committed=p.committed,
-            )
-            for (topic, partition), p in sorted(self._earlier_progress.items())
-            if p.acked is not None and (topic, partition) not in self._progress
-        )
+        return released_positions(self._progress, self._earlier_progress, self._target_topic)
 
     # -- set-up -----------------------------------------------------------------------------------------------------
 
     def _start(self) -> None:
-        assert self._router is not None
+        assert self._router is not None and self._keeper is not None
+        self._keeper.watch_targets = True  # the target topics this host's notes say the link wrote to, before any
+        self._keeper.target_ids.update(self._generations.noted_targets(self._keeper.target_topic))  # is created
         self._delivery = Delivery(
             self.link, self.name, self._router, self.stats, fail=self._fail, consumer_error=self._consumer_error
         )
@@ -160,6 +125,7 @@ class LinkWorker(WorkerBase):
         self._router.clear()  # target topics or partition counts may have changed
         if self._consumer is not None and self._delivery is not None:
             self._recreated_while_owned()
+            self._lost_targets_owned()
         if self._keeper.selected != self._subscribed:
             self._subscribe(self._keeper.selected)
         return plan
@@ -209,6 +175,7 @@ class LinkWorker(WorkerBase):
             begin = OFFSET_BEGINNING if self.link.start_from == "earliest" else OFFSET_END
             now = self._topic_ids_now({tp.topic for tp in committed})
             committed = self._generations.assigned(committed, now, self._recreated)
+            committed = [self._lost_target_start(tp) for tp in committed]
             starts = [_start(tp, begin) for tp in committed]
             if self._cooperative:
                 consumer.incremental_assign(starts)
@@ -227,45 +194,6 @@ class LinkWorker(WorkerBase):
         self._write_notes([(tp.topic, tp.partition) for tp in committed])
         log.info("link %s: assigned %s", self.name, _tps(partitions))
         self._topics_readable({tp.topic for tp in partitions})
-
-    def _topic_ids_now(self, topics: Iterable[str]) -> dict[str, str]:
-        assert self._keeper is not None  # asked now: the consumer may learn of a new topic before the refresh does
-        return topic_ids(self._keeper.source_admin, topics, timeout_s=10, known=self._keeper.topic_ids)
-
-    def _write_notes(self, keys: list[tuple[str, int]]) -> None:
-        self._generations.write(keys, self._progress, self._seen_high, self._stopped)
-
-    def _topic_recreated(self, topic: str, partition: int) -> bool:
-        """A refused position may be the old topic's (deleted and created again faster than a rebalance or a refresh):
-        asked of the source before it is read as a gap; one queued before the partition restarted is passed over."""
-        assert self._keeper is not None
-        if self._generations.restarting((topic, partition), self._progress.get((topic, partition))):
-            return True
-        now, was = self._topic_ids_now([topic])[topic], self._generations.of.get((topic, partition))
-        if not now or not was or now == was:
-            return False
-        self._keeper.topic_ids[topic] = now
-        self._recreated_while_owned()
-        return True
-
-    def _recreated_while_owned(self) -> None:
-        """A topic this worker reads has a new id (recreated between two rebalances): the rule, from what was acked."""
-        assert self._keeper is not None and self._consumer is not None and self._delivery is not None
-        for key in self._generations.changed(self._progress, self._keeper.topic_ids, self._stopped):
-            progress = self._progress[key]
-            position = progress.acked if progress.acked is not None else progress.committed
-            if self._recreated(key[0], key[1], position, self._seen_high.get(key)) != "restart":
-                self._consumer.pause([TopicPartition(*key)])
-                continue
-            self._delivery.forget({key})
-            if self._producer is not None:
-                self._delivery.flush(SHUTDOWN_FLUSH_S)  # the old topic's records in flight land before the restart
-            self._progress[key] = PartitionProgress()
-            self._generations.restart(key, self._keeper.topic_ids[key[0]])
-            assert self._router is not None
-            self._router.forget(key)
-            read_from(self._consumer, TopicPartition(key[0], key[1], OFFSET_BEGINNING))
-            self._write_notes([key])
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Before another worker takes these partitions: get what we sent acknowledged, commit it, forget them."""
@@ -458,6 +386,57 @@ class LinkWorker(WorkerBase):
             consumer.close()  # leaves the group; on_revoke commits again (nothing new by now)
             delivery.flush(1)
         log.info("link %s: stopped after mirroring %d records", self.name, self.stats.records_out_total)
+
+
+def owned_positions(
+    progress: Mapping[tuple[str, int], PartitionProgress],
+    earlier_progress: Mapping[tuple[str, int], PartitionProgress],
+    seen_high: Mapping[tuple[str, int], int],
+    stopped: Mapping[tuple[str, int], str],
+    target_topic: Callable[[str], str],
+) -> tuple[PartitionPosition, ...]:
+    """The status's positions of the partitions a worker owns."""
+    positions = []
+    for (topic, partition), p in sorted(progress.items()):
+        acked = p.acked
+        earlier = earlier_progress.get((topic, partition))
+        if earlier is not None and earlier.acked is not None and (acked is None or earlier.acked > acked):
+            acked = earlier.acked  # durable on the target before the partition was lost and assigned again
+        positions.append(
+            PartitionPosition(
+                topic=topic,
+                partition=partition,
+                target_topic=target_topic(topic),
+                consumed=p.consumed,
+                acked=acked,
+                committed=p.committed,
+                in_flight_records=p.in_flight_records,
+                high_watermark=seen_high.get((topic, partition)),
+                last_record_timestamp_ms=p.last_timestamp_ms,
+                failed=stopped.get((topic, partition)),
+            )
+        )
+    return tuple(positions)
+
+
+def released_positions(
+    progress: Mapping[tuple[str, int], PartitionProgress],
+    earlier_progress: Mapping[tuple[str, int], PartitionProgress],
+    target_topic: Callable[[str], str],
+) -> tuple[PartitionPosition, ...]:
+    """The status's positions of partitions a worker no longer owns, with what it had acknowledged of them."""
+    return tuple(
+        PartitionPosition(
+            topic=topic,
+            partition=partition,
+            target_topic=target_topic(topic),
+            consumed=None,
+            acked=p.acked,
+            committed=p.committed,
+        )
+        for (topic, partition), p in sorted(earlier_progress.items())
+        if p.acked is not None and (topic, partition) not in progress
+    )
 
 
 def _start(committed: TopicPartition, begin: int) -> TopicPartition:

@@ -21,6 +21,14 @@ old one's. The worker notes the topic id (KIP-516) each partition's records come
 partition assigned or refreshed under another id than its note's is a recreated topic, and `recreated` says what to
 do per the link's `on_recreate` rule: stop the partition (the default) or restart it at the new topic's beginning.
 The old topic's records the link had not copied (as far as its note knew) are a `Gap` ("recreated") either way.
+
+The target side: a target topic deleted under the link (or deleted and created again by someone else: another id)
+takes the records the link had copied into it. The worker notes the target topic id too, and `target_lost` says what
+to do per the link's `on_target_loss` rule: stop the partition (the default; the topic is not created again) or copy
+again, from the source's log start, what the source still has. The records the target lost that the source still
+has (log start up to the link's acknowledged position) are a `Gap` ("target-deleted" or "target-recreated"): the
+ones that no copy holds until they are copied again. Those the source's retention took before are gone from both
+sides, as the target's own retention would have taken them, and are not counted.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ from dataclasses import dataclass
 
 from kernel.worker_status import Gap
 
-__all__ = ["OutOfRange", "Recreated", "out_of_range", "recreated", "truncated_at"]
+__all__ = ["OutOfRange", "Recreated", "TargetLost", "out_of_range", "recreated", "target_lost", "truncated_at"]
 
 # librdkafka's message when it validated a position against its leader epoch (KIP-320) and the log of that epoch now
 # ends below it: "Partition log truncation detected at offset 100 (leader epoch 0): broker end offset is 60 ..."
@@ -97,3 +105,22 @@ def truncated_at(message: str) -> int | None:
     any other error."""
     match = _TRUNCATION.search(message)
     return int(match.group(2)) if match else None
+
+
+@dataclass(frozen=True)
+class TargetLost:
+    action: str  # "stop" (the partition waits, failed) or "recopy" (read again from the source's log start)
+    gap: Gap
+
+
+def target_lost(
+    topic: str, partition: int, position: int | None, low: int, *, how: str, on_target_loss: str, now_ms: int
+) -> TargetLost:
+    """The decision for a source partition whose target topic was lost under the link (`how`: "deleted", or
+    "recreated" with another id): `position` is what the target had acknowledged (None: nothing yet), `low` the
+    source's log start now."""
+    end = max(low, position if position is not None and position >= 0 else low)
+    reason = f"target-{how}"
+    if on_target_loss == "recopy":
+        return TargetLost("recopy", Gap(topic, partition, low, end, reason, "recopied", now_ms))
+    return TargetLost("stop", Gap(topic, partition, low, end, reason, "stopped", now_ms))

@@ -21,7 +21,7 @@ __all__ = ["PartitionProgress"]
 
 
 class PartitionProgress:
-    __slots__ = ("_in_flight", "_order", "committed", "consumed", "last_timestamp_ms")
+    __slots__ = ("_in_flight", "_order", "abandoned", "committed", "consumed", "last_timestamp_ms")
 
     def __init__(self, start_offset: int | None = None, committed: int | None = None) -> None:
         self.consumed: int | None = start_offset  # next offset the engine will read
@@ -29,6 +29,9 @@ class PartitionProgress:
         self.last_timestamp_ms: int | None = None  # timestamp of the last record read
         self._order: deque[int] = deque()  # dispatched offsets not yet passed by the watermark, ascending
         self._in_flight: dict[int, int] = {}  # offset -> records still unacknowledged
+        # The records in flight went to a target topic deleted under the link: their refusals say nothing (the
+        # partition stopped, or reads again into the topic created anew with a progress of its own)
+        self.abandoned = False
 
     def dispatch(self, offset: int, records: int, timestamp_ms: int | None = None) -> None:
         """The record at `offset` was read and turned into `records` records to produce (0: nothing to write)."""

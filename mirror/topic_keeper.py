@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
@@ -54,6 +54,8 @@ class Survey:
     target_limits: tuple[int, ...]  # max.message.bytes of the target topics that set it
     refused: tuple[str, ...]  # selected until now, no longer listed, and not describable
     topic_ids: tuple[tuple[str, str], ...] = ()  # of the selected source topics (a recreated topic has a new one)
+    target_ids: tuple[tuple[str, str], ...] = ()  # of the target topics (only when the keeper watches them)
+    lost_targets: tuple[tuple[str, str], ...] = ()  # target topics deleted ("deleted") or recreated under the link
 
 
 class TopicKeeper:
@@ -84,6 +86,13 @@ class TopicKeeper:
         self.known_source_partitions: dict[str, int] = {}
         self.drift: tuple[ConfigDrift, ...] = ()
         self.smallest_target_limit: int | None = None
+        # The target topics' ids (KIP-516), for an engine that watches them (`watch_targets`): a target topic the link
+        # wrote to that is gone, or has another id, was deleted under the link (`lost_targets`: topic -> "deleted" or
+        # "recreated"). Under `on_target_loss: stop` a deleted one is not created again.
+        self.watch_targets = False
+        self.target_ids: dict[str, str] = {}
+        self.lost_targets: dict[str, str] = {}
+        self.lost_how: dict[str, str] = {}  # every target topic found lost so far, and how
 
     def target_topic(self, topic: str) -> str:
         target = self.topic_map.get(topic)
@@ -126,9 +135,18 @@ class TopicKeeper:
         )
         if plan.problems:
             raise MirrorFailure(f"link {self.name}: " + "; ".join(plan.problems))
+        ids, lost = self._target_ids(plan, target_partitions) if self.watch_targets else ({}, {})
+        if lost and link.on_target_loss == "stop":  # not created again: the operator chooses
+            plan = replace(
+                plan,
+                create=tuple(c for c in plan.create if c.topic not in lost),
+                add_partitions=tuple(a for a in plan.add_partitions if a.topic not in lost),
+            )
         if plan.changes_target:
             execute_plan(self.target_admin, plan)
             target_partitions = list_topic_partitions(self.target_admin)
+            if self.watch_targets and plan.create:
+                ids.update(topic_ids(self.target_admin, [c.topic for c in plan.create]))
         limits = [info.max_message_bytes for info in target_info.values() if info.max_message_bytes]
         limits += [int(c.configs["max.message.bytes"]) for c in plan.create if "max.message.bytes" in c.configs]
         vanished = [t for t in self.selected if t not in source_partitions]
@@ -139,7 +157,25 @@ class TopicKeeper:
             target_limits=tuple(limits),
             refused=tuple(refused_topics(self.source_admin, vanished)),  # no request when none vanished
             topic_ids=tuple(sorted(topic_ids(self.source_admin, selected).items())),
+            target_ids=tuple(sorted(ids.items())),
+            lost_targets=tuple(sorted(lost.items())),
         )
+
+    def _target_ids(self, plan: TopicPlan, target_partitions: dict[str, int]) -> tuple[dict[str, str], dict[str, str]]:
+        """The ids the mapped target topics have now, and those of them lost under the link: gone ("deleted"), or
+        with another id than the link wrote to ("recreated", by someone else)."""
+        targets = sorted(set(plan.mapping.values()))
+        ids = topic_ids(self.target_admin, [t for t in targets if t in target_partitions])
+        lost = {}
+        for topic in targets:
+            was = self.target_ids.get(topic)
+            if not was:
+                continue
+            if topic not in target_partitions:
+                lost[topic] = "deleted"
+            elif ids.get(topic) and ids[topic] != was:
+                lost[topic] = "recreated"
+        return ids, lost
 
     def adopt(self, survey: Survey) -> TopicPlan:
         """What the engines route by, from a survey; no request. Config drift is logged when it changed."""
@@ -166,6 +202,10 @@ class TopicKeeper:
         self.refused = survey.refused
         self.selected = survey.selected
         self.topic_ids = dict(survey.topic_ids)
+        self.lost_targets = dict(survey.lost_targets)
+        self.lost_how.update(self.lost_targets)
+        kept = {t: self.target_ids[t] for t in self.lost_targets if self.link.on_target_loss == "stop"}
+        self.target_ids = {**self.target_ids, **dict(survey.target_ids), **kept}  # a stopped one stays lost
         return plan
 
     def create_like(self, target_topic: str, like_source_topic: str) -> None:

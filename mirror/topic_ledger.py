@@ -33,6 +33,7 @@ class PartitionNote:
     topic_id: str
     acked: int | None = None  # the target had every record below it
     high: int | None = None  # the source high-watermark the worker last saw
+    target_id: str = ""  # the id of the target topic the records were copied into ("": not noted)
 
 
 class TopicLedger:
@@ -60,6 +61,9 @@ class TopicLedger:
 
     def note(self, topic: str, partition: int) -> PartitionNote | None:
         return self._notes.get((topic, partition))
+
+    def notes(self) -> list[PartitionNote]:
+        return list(self._notes.values())
 
     def write(self, notes: list[PartitionNote]) -> None:
         """Note these partitions (unchanged notes are not written again)."""
@@ -94,6 +98,7 @@ class Generations:
     def __init__(self, ledger: TopicLedger) -> None:
         self.ledger = ledger
         self.of: dict[tuple[str, int], str] = {}
+        self.target_of: dict[tuple[str, int], str] = {}  # the target topic id each partition's records went to
         self._restarted: set[tuple[str, int]] = set()  # restarted on a new topic, nothing read since
 
     def restart(self, key: tuple[str, int], topic_id: str) -> None:
@@ -110,6 +115,7 @@ class Generations:
 
     def forget(self, key: tuple[str, int]) -> None:
         self.of.pop(key, None)
+        self.target_of.pop(key, None)
         self._restarted.discard(key)
 
     def assigned(
@@ -126,6 +132,8 @@ class Generations:
         for tp in committed:
             key, note, current = (tp.topic, tp.partition), self.ledger.note(tp.topic, tp.partition), now.get(tp.topic)
             self.of[key] = current or (note.topic_id if note else "")
+            if note is not None and note.target_id:
+                self.target_of[key] = note.target_id
             entry = tp
             if note is not None and note.topic_id and current and note.topic_id != current:
                 if recreated(tp.topic, tp.partition, note.acked, note.high) == "restart":
@@ -143,19 +151,31 @@ class Generations:
             k for k in keys if k not in stopped and (was := self.of.get(k)) and (is_ := now.get(k[0])) and was != is_
         ]
 
+    def noted_targets(self, target_topic: Callable[[str], str]) -> dict[str, str]:
+        """The target topic ids this host's notes name, by target topic (a worker starting learns from them which
+        target topics the link wrote to, before it creates any that is missing)."""
+        self.ledger.read()
+        return {target_topic(n.topic): n.target_id for n in self.ledger.notes() if n.target_id}
+
     def write(
         self,
         keys: Iterable[tuple[str, int]],
         progress: Mapping[tuple[str, int], PartitionProgress],
         seen_high: Mapping[tuple[str, int], int],
         stopped: Container[tuple[str, int]],
+        target_ids: Mapping[str, str] | None = None,
     ) -> None:
-        """Note these partitions: their topic id, what the target acknowledged, the high-watermark seen. A stopped
-        partition's note stays as the old topic left it."""
+        """Note these partitions: their topic id, what the target acknowledged, the high-watermark seen, and the id of
+        the target topic they were copied into (`target_ids`, by source topic, for a partition that has none yet).
+        A stopped partition's note stays as the old topic left it."""
         notes = []
         for key in keys:
             generation, p = self.of.get(key), progress.get(key)
             if generation and key not in stopped:
                 acked = None if p is None else (p.acked if p.acked is not None else p.committed)
-                notes.append(PartitionNote(key[0], key[1], generation, acked, seen_high.get(key)))
+                # the id the partition's records went to: noted once, changed only when it is copied again
+                target = self.target_of.get(key) or (target_ids or {}).get(key[0], "")
+                if target:
+                    self.target_of[key] = target
+                notes.append(PartitionNote(key[0], key[1], generation, acked, seen_high.get(key), target))
         self.ledger.write(notes)

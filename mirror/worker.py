@@ -25,11 +25,11 @@ from kernel.gap_ledger import GapLedger
 from kernel.kafka import error_text, new_admin, new_consumer, new_producer
 from kernel.rename import rename_policy
 from kernel.status_board import HOST, StatusBoard
-from kernel.worker_status import PartitionPosition, WorkerStatus
+from kernel.worker_status import Gap, PartitionPosition, WorkerStatus
 from mirror.admin import link_cluster_ids
 from mirror.client_stats import ClientStats, summarize
 from mirror.failure import LinkFailure, MirrorFailure
-from mirror.gaps import out_of_range, recreated, truncated_at
+from mirror.gaps import TargetLost, out_of_range, recreated, target_lost, truncated_at
 from mirror.handler import load_handler
 from mirror.progress import PartitionProgress
 from mirror.routes import Router
@@ -38,9 +38,12 @@ from mirror.stats import LinkStats
 from mirror.topic_keeper import Survey, Surveyor, TopicKeeper, refuse_loop
 from mirror.topics import ConfigDrift, TopicPlan
 
-__all__ = ["STATUS_EVERY_S", "MirrorFailure", "WorkerBase", "read_from", "writer_fields"]
+__all__ = ["SHUTDOWN_FLUSH_S", "STATUS_EVERY_S", "MirrorFailure", "WorkerBase", "read_from", "writer_fields"]
 
 log = logging.getLogger("mirrorwatch.mirror")
+
+SHUTDOWN_FLUSH_S = 30.0  # how long a stopping or rebalancing worker waits for the target to acknowledge
+
 # librdkafka names the topic in the text of some consumer errors only ("Subscribed topic not available: T: ...").
 _TOPIC_IN_ERROR = re.compile(r"topic not available: (\S+?):")
 
@@ -391,8 +394,8 @@ class WorkerBase:
             truncated_at=truncated,
         )
         gap = decision.gap
-        if gap is not None and self._ledger.record(gap):
-            log.error("%s", gap.describe(self.name))
+        if gap is not None:
+            self._say(gap, stopping=decision.action == "stop")
         if decision.action == "stop" and gap is not None:
             consumer.pause([TopicPartition(topic, partition)])
             self._stopped[key] = gap.describe(self.name)
@@ -413,11 +416,38 @@ class WorkerBase:
         decision = recreated(
             topic, partition, position, high, on_recreate=self.link.on_recreate, now_ms=self._clock.now_ms()
         )
-        if self._ledger.record(decision.gap):
-            log.error("%s", decision.gap.describe(self.name))
+        self._say(decision.gap, stopping=decision.action == "stop")
         if decision.action == "stop":
             self._stopped[(topic, partition)] = decision.gap.describe(self.name)
         return decision.action
+
+    def _target_lost(self, key: tuple[str, int], position: int | None, how: str) -> TargetLost | None:
+        """A partition whose target topic was lost under the link (`mirror.gaps.target_lost`; `position`: what the
+        target had acknowledged): the gap written and said, the partition marked stopped unless the rule copies again
+        (from the gap's first offset, the source's log start). None when that log start could not be read: asked
+        again at the next refresh or assignment."""
+        assert self._consumer is not None
+        try:
+            low, _high = self._consumer.get_watermark_offsets(TopicPartition(*key), timeout=10, cached=False)
+        except KafkaException as exc:
+            log.warning("link %s: %s[%d]: its target topic was %s, and the source's log start could not be read (%s)",
+                        self.name, key[0], key[1], how, error_text(exc))  # fmt: skip
+            return None
+        decision = target_lost(
+            *key, position, low, how=how, on_target_loss=self.link.on_target_loss, now_ms=self._clock.now_ms()
+        )
+        self._say(decision.gap, stopping=decision.action == "stop")
+        if decision.action == "stop":
+            self._stopped[key] = decision.gap.describe(self.name)
+        return decision
+
+    def _say(self, gap: Gap, *, stopping: bool) -> None:
+        """A gap is written to the link's ledger and logged once; a partition it stops again (a restart, a new
+        assignment) says why once more, so every process that holds it stopped has said so in its log."""
+        if self._ledger.record(gap):
+            log.error("%s", gap.describe(self.name))
+        elif stopping:
+            log.warning("%s (noted before: the partition stays stopped)", gap.describe(self.name))
 
     def _skipped(self, key: tuple[str, int], to: int) -> None:
         """The records below `to` are given up: the partition's progress passes them (its next commit is `to`)."""

@@ -11,7 +11,7 @@ import pytest
 
 from kernel.gap_ledger import GapLedger
 from kernel.worker_status import Gap, WorkerStatus
-from mirror.gaps import OutOfRange, Recreated, out_of_range, recreated, truncated_at
+from mirror.gaps import OutOfRange, Recreated, TargetLost, out_of_range, recreated, target_lost, truncated_at
 
 NOW = 1_800_000_000_000
 
@@ -132,3 +132,29 @@ def test_a_truncation_librdkafka_found_by_leader_epoch_is_exact_even_when_new_re
             "orders", 3, 100, 0, high, start_from="earliest", on_gap="skip", now_ms=NOW, truncated_at=60
         )
         assert decision == OutOfRange("stop", None, Gap("orders", 3, 60, 100, "truncated", "stopped", NOW))
+
+
+@pytest.mark.parametrize(("rule", "action", "did"), [("stop", "stop", "stopped"), ("recopy", "recopy", "recopied")])
+@pytest.mark.parametrize("how", ["deleted", "recreated"])
+def test_a_lost_target_topic_counts_what_it_had_that_the_source_still_has_and_its_rule_decides(
+    rule: str, action: str, did: str, how: str
+) -> None:
+    # the link had copied up to 1200; the source keeps 300.. (what retention took before is gone from both sides)
+    decision = target_lost("orders", 3, 1200, 300, how=how, on_target_loss=rule, now_ms=NOW)
+    assert decision == TargetLost(action, Gap("orders", 3, 300, 1200, f"target-{how}", did, NOW))
+    assert decision.gap.records == 900
+    # nothing copied yet, or only what the source no longer has: nothing counted, still said (and read from 300)
+    assert target_lost("orders", 3, None, 300, how=how, on_target_loss=rule, now_ms=NOW).gap.records == 0
+    assert target_lost("orders", 3, 100, 300, how=how, on_target_loss=rule, now_ms=NOW).gap.first_offset == 300
+
+
+def test_a_lost_target_gap_says_which_records_the_target_no_longer_has_and_what_the_link_does() -> None:
+    stopped = Gap("orders", 3, 300, 1200, "target-deleted", "stopped", NOW).describe("l")
+    assert stopped == (
+        "link l: the target topic of orders[3] was deleted under the link: 900 records the link had copied there "
+        "are gone from the target and still on the source, offsets 300 to 1199; the partition is stopped and the "
+        "topic not created again (on_target_loss: stop)"
+    )
+    recopied = Gap("orders", 3, 300, 1200, "target-recreated", "recopied", NOW).describe("l")
+    assert "was deleted and created again (another topic id) under the link" in recopied
+    assert recopied.endswith("the link copies them again from the source's log start (on_target_loss: recopy)")

@@ -63,3 +63,30 @@ def test_generations_find_a_recreated_topic_by_its_note_and_pass_over_a_refusal_
     read.dispatch(0, 1)
     assert not generations.restarting(("orders", 0), read)  # read from the new topic: a refusal now is real
     assert not generations.restarting(("orders", 0), PartitionProgress())
+
+
+def test_generations_note_the_target_topic_id_once_and_a_starting_worker_learns_them(tmp_path: Path) -> None:
+    ledger = TopicLedger(tmp_path, "l")
+    ledger.write([PartitionNote("orders", 0, "src", 10, 10, "tgt-old"), PartitionNote("orders", 1, "src", 5, 5)])
+    generations = Generations(TopicLedger(tmp_path, "l"))
+    assert generations.noted_targets(lambda t: f"dc1.{t}") == {"dc1.orders": "tgt-old"}  # before any is created
+    committed = [TopicPartition("orders", 0, 10), TopicPartition("orders", 1, 5)]
+    generations.assigned(committed, {"orders": "src"}, lambda *_a: "stop")
+    assert generations.target_of == {("orders", 0): "tgt-old"}
+    progress = {("orders", 0): PartitionProgress(10, 10), ("orders", 1): PartitionProgress(5, 5)}
+    # the keeper's id now is another (the target topic was created again): partition 0's records went to the old
+    # one, and its note says so until it is copied again; partition 1 had no target noted and takes today's
+    generations.write([("orders", 0), ("orders", 1)], progress, {}, set(), {"orders": "tgt-new"})
+    again = TopicLedger(tmp_path, "l")
+    again.read()
+    assert again.note("orders", 0) == PartitionNote("orders", 0, "src", 10, None, "tgt-old")
+    assert again.note("orders", 1) == PartitionNote("orders", 1, "src", 5, None, "tgt-new")
+    generations.target_of[("orders", 0)] = "tgt-new"  # copied again into the new one
+    generations.write([("orders", 0)], progress, {}, set(), {"orders": "tgt-new"})
+    again.read()
+    assert again.note("orders", 0) == PartitionNote("orders", 0, "src", 10, None, "tgt-new")
+    # a note written before target ids were noted reads as none
+    with again.path.open("a") as older:
+        older.write('{"topic":"t","partition":0,"topic_id":"x","acked":1,"high":2}\n')
+    again.read()
+    assert again.note("t", 0) == PartitionNote("t", 0, "x", 1, 2, "")
