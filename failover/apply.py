@@ -15,14 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
-
 from failover.plan import FailoverPlan, GroupPlan, committed_offsets
 from failover.scan import copies_below
 from failover.translate import PositionCheck, check_position
 from kernel.config import MirrorwatchConfig
 from kernel.errors import MirrorwatchError
-from kernel.kafka import error_text, new_admin
+from kernel.group_offsets import FetchError, GroupOffsetsUnknown, commit_offsets
 from kernel.wait import WaitTimeout, wait_until
 
 __all__ = ["GroupCheck", "GroupOutcome", "apply_plan", "mirror_behind", "verify_plan", "wait_for_mirror"]
@@ -139,36 +137,37 @@ def apply_plan(
 ) -> list[GroupOutcome]:
     """Commit each group's plan on the target; one outcome per group."""
     link = next(ln for ln in config.links if ln.name == plan.link)
-    admin = new_admin(config.clusters[link.target], link.target)
-    outcomes: list[GroupOutcome] = []
+    outcomes: list[GroupOutcome | None] = []
+    commits: dict[str, list[Change]] = {}
     for group_plan in plan.groups:
         decided = _decide(group_plan, force, allow_rereads)
         if isinstance(decided, GroupOutcome):
             outcomes.append(decided)
+        elif not decided:
+            outcomes.append(GroupOutcome(group_plan.group, group_plan.target.group, "unchanged"))
+        else:
+            outcomes.append(None)  # committed below, every group at once
+            commits[group_plan.target.group] = decided
+    # in the child of `kernel.group_offsets`: a coordinator request can abort the asking process (librdkafka#4605),
+    # and standby groups commit from inside the monitor and `mirrorwatch run`
+    try:
+        answers = commit_offsets(
+            config.clusters[link.target], link.target, {g: [(t, p, a) for t, p, _, a in d] for g, d in commits.items()}
+        )
+    except GroupOffsetsUnknown as exc:
+        answers = {g: FetchError(f"no answer ({exc}): whether it landed is unknown, run it again") for g in commits}
+    for i, group_plan in enumerate(plan.groups):
+        if outcomes[i] is not None:
             continue
         target = group_plan.target.group
-        if not decided:
-            outcomes.append(GroupOutcome(group_plan.group, target, "unchanged"))
-            continue
-        request = ConsumerGroupTopicPartitions(target, [TopicPartition(t, p, after) for t, p, _, after in decided])
-        try:
-            result = admin.alter_consumer_group_offsets([request], request_timeout=TIMEOUT_S)[target].result(
-                timeout=TIMEOUT_S
-            )
-            failed = [
-                f"{tp.topic}[{tp.partition}]: {error_text(tp.error)}"
-                for tp in result.topic_partitions or []
-                if tp.error
-            ]
-        except KafkaException as exc:
-            failed = [error_text(exc)]
-        if failed:
-            outcomes.append(
-                GroupOutcome(group_plan.group, target, "refused", "the target refused: " + "; ".join(failed))
-            )
-        else:
-            outcomes.append(GroupOutcome(group_plan.group, target, "committed", changes=decided))
-    return outcomes
+        answer = answers.get(target, FetchError("no answer"))
+        failed = [str(answer)] if isinstance(answer, FetchError) else answer
+        outcomes[i] = (
+            GroupOutcome(group_plan.group, target, "refused", "the target refused: " + "; ".join(failed))
+            if failed
+            else GroupOutcome(group_plan.group, target, "committed", changes=commits[target])
+        )
+    return [o for o in outcomes if o is not None]
 
 
 @dataclass(frozen=True)

@@ -29,14 +29,15 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import KafkaError, Message, Producer, TopicPartition
 
 from failover.by_time import SourceRecord, read_record_at
 from failover.migrate_format import MM2_CONNECTOR, latest_positions, mm2_offset_record
 from failover.plan import FailoverUsageError, committed_offsets, target_groups
 from failover.scan import Watermarks, read_partitions, watermarks
 from kernel.config import ClusterConfig, LinkConfig, MirrorwatchConfig
-from kernel.errors import MirrorwatchError
+from kernel.errors import KafkaClientError, MirrorwatchError
+from kernel.group_offsets import FetchError, GroupOffsetsUnknown, commit_offsets
 from kernel.kafka import kafka_error, new_admin, new_consumer, new_producer
 from kernel.rename import rename_policy
 
@@ -255,11 +256,10 @@ def _previous_positions(
         return _connect_positions(config, previous)
     assert previous.group is not None
     source = config.clusters[link.source]
-    admin = new_admin(source, link.source)
     positions = committed_offsets(source, link.source, [previous.group])[previous.group]
     if not positions:
         raise FailoverUsageError(f"MirrorMaker 1's group {previous.group!r} has no commits on {link.source}")
-    (theirs,) = target_groups(admin, source, link.source, [previous.group]).values()
+    (theirs,) = target_groups(source, link.source, [previous.group]).values()
     if theirs.members:
         migration.refusals.append(
             f"MirrorMaker 1's group {previous.group!r} has {theirs.members} active member(s): stop it first"
@@ -299,9 +299,7 @@ def plan_migration(
     if wrong:
         raise FailoverUsageError(wrong)
     tps = [(t, p) for t in topics for p in sorted(on_source[t].partitions)]
-    ours = target_groups(source_admin, config.clusters[link.source], link.source, [link.consumer_group])[
-        link.consumer_group
-    ]
+    ours = target_groups(config.clusters[link.source], link.source, [link.consumer_group])[link.consumer_group]
     if ours.members:
         migration.refusals.append(f"the link's group {link.consumer_group!r} has {ours.members} active member(s)")
     src = watermarks(source_admin, tps)
@@ -346,14 +344,16 @@ def apply_migration(config: MirrorwatchConfig, migration: Migration) -> list[tup
         raise MigrationRefused("; ".join(migration.refusals))
     link = config.link(migration.link)
     chosen = [(r.topic, r.partition, r.previous) for r in migration.rows if r.previous is not None]
-    admin = new_admin(config.clusters[link.source], link.source)
-    from confluent_kafka import ConsumerGroupTopicPartitions
-
-    request = ConsumerGroupTopicPartitions(link.consumer_group, [TopicPartition(t, p, o) for t, p, o in chosen])
-    try:
-        admin.alter_consumer_group_offsets([request], request_timeout=TIMEOUT_S)[link.consumer_group].result(TIMEOUT_S)
-    except KafkaException as exc:
-        raise kafka_error(exc, f"committing to group {link.consumer_group!r} on {link.source}") from None
+    context = f"committing to group {link.consumer_group!r} on {link.source}"
+    try:  # in the child of `kernel.group_offsets`: a coordinator request can abort the asker (librdkafka#4605)
+        answer = commit_offsets(config.clusters[link.source], link.source, {link.consumer_group: chosen}, TIMEOUT_S)
+    except GroupOffsetsUnknown as exc:
+        raise GroupOffsetsUnknown(f"{context}: {exc}; whether it landed is unknown, run it again") from None
+    refused = answer.get(link.consumer_group, FetchError("no answer"))
+    if isinstance(refused, FetchError):
+        raise refused.exception(context)
+    if refused:
+        raise KafkaClientError(f"{context}: the coordinator refused {'; '.join(refused)}")
     return chosen
 
 
@@ -364,14 +364,11 @@ def export_to_mm2(
     (written with `apply`), so that MirrorMaker 2 continues where the link stopped."""
     link = config.link(link_name)
     previous = previous_for(link, "mm2", alias=alias, topic=topic)
-    source_admin = new_admin(config.clusters[link.source], link.source)
     migration = Migration("to-mm2", link.name, link.consumer_group)
     positions = committed_offsets(config.clusters[link.source], link.source, [link.consumer_group])[link.consumer_group]
     if not positions:
         raise FailoverUsageError(f"the link's group {link.consumer_group!r} has no commits on {link.source}")
-    ours = target_groups(source_admin, config.clusters[link.source], link.source, [link.consumer_group])[
-        link.consumer_group
-    ]
+    ours = target_groups(config.clusters[link.source], link.source, [link.consumer_group])[link.consumer_group]
     if ours.members:
         migration.refusals.append(f"the link's group {link.consumer_group!r} has {ours.members} active member(s)")
     names, wrong = _target_names(previous, link, sorted({t for t, _ in positions}))

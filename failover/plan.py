@@ -34,9 +34,9 @@ from failover.translate import (
 from kernel.config import ClusterConfig, LinkConfig, MirrorwatchConfig
 from kernel.errors import MirrorwatchError
 from kernel.gap_ledger import GapLedger
-from kernel.group_offsets import FetchError
+from kernel.group_offsets import FetchError, described_groups
 from kernel.group_offsets import committed_offsets as fetch_committed
-from kernel.kafka import COORDINATOR_NOT_READY, kafka_error, new_admin
+from kernel.kafka import COORDINATOR_NOT_READY_NAMES, kafka_error, new_admin
 from kernel.patterns import PatternError, compile_pattern
 from kernel.rename import rename_policy
 
@@ -202,32 +202,32 @@ def committed_offsets(
     return out
 
 
-def _describe_groups(admin: AdminClient, alias: str, groups: list[str]) -> dict[str, tuple[str, int]]:
-    """Each group's (state, members), asked again for a while where its coordinator is moving or not loaded yet."""
+def _describe_groups(cluster: ClusterConfig, alias: str, groups: list[str]) -> dict[str, tuple[str, int]]:
+    """Each group's (state, members), asked again for a while where its coordinator is moving or not loaded yet (in
+    the child of `kernel.group_offsets`: a coordinator request can abort the asking process, librdkafka#4605)."""
     out: dict[str, tuple[str, int]] = {}
     todo, deadline = list(groups), time.monotonic() + TIMEOUT_S
     while todo:
-        described = admin.describe_consumer_groups(todo, request_timeout=TIMEOUT_S)
+        described, _ = described_groups(cluster, alias, todo, TIMEOUT_S)
         again: list[str] = []
         for group in todo:
-            try:
-                d = described[group].result(timeout=TIMEOUT_S)
-                out[group] = (str(getattr(d.state, "name", d.state)).title(), len(d.members))
-            except KafkaException as exc:
-                if exc.args[0].code() in COORDINATOR_NOT_READY and time.monotonic() < deadline:
+            found = described.get(group, FetchError("no answer", "_TIMED_OUT", True))
+            if isinstance(found, FetchError):
+                if found.code in COORDINATOR_NOT_READY_NAMES and time.monotonic() < deadline:
                     again.append(group)
                     continue
-                raise kafka_error(exc, f"describing group {group!r} on {alias}") from None
+                raise found.exception(f"describing group {group!r} on {alias}")
+            out[group] = (found.state.title(), len(found.members))
         todo = again
         if todo:
             time.sleep(0.5)
     return out
 
 
-def target_groups(admin: AdminClient, cluster: ClusterConfig, alias: str, groups: list[str]) -> dict[str, TargetGroup]:
+def target_groups(cluster: ClusterConfig, alias: str, groups: list[str]) -> dict[str, TargetGroup]:
     if not groups:
         return {}
-    described = _describe_groups(admin, alias, groups)  # first: its retries wait out coordinators still loading
+    described = _describe_groups(cluster, alias, groups)  # first: its retries wait out coordinators still loading
     offsets = committed_offsets(cluster, alias, groups)
     out: dict[str, TargetGroup] = {}
     for group in groups:
@@ -308,7 +308,7 @@ def make_plan(
         logs = scan_target(target_cluster, link.target, ends, source_id, floors, progress=progress, echo=echo)
 
     mapping = group_map or {}
-    targets = target_groups(target_admin, target_cluster, link.target, sorted({mapping.get(g, g) for g in commits}))
+    targets = target_groups(target_cluster, link.target, sorted({mapping.get(g, g) for g in commits}))
     plans: list[GroupPlan] = []
     for group in sorted(commits):
         target = targets[mapping.get(group, group)]

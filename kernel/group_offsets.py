@@ -1,4 +1,5 @@
-"""Consumer groups' committed offsets through the admin API (one OffsetFetch per group), asked in a child process.
+"""Consumer groups through the admin API, asked in a child process: their committed offsets (one OffsetFetch per
+group) and their descriptions (DescribeConsumerGroups).
 
 librdkafka's admin client crashes the process that asks when an OffsetFetch is answered NOT_COORDINATOR or
 COORDINATOR_NOT_AVAILABLE: its response handler asks the client's own consumer group to look for a new coordinator,
@@ -6,7 +7,10 @@ and an admin client has none (a null pointer, confluentinc/librdkafka#5040, open
 Those answers come exactly when a group's coordinator moves: a broker restarting, a frozen one thawing, a rolling
 upgrade. The monitor (in admin-API mode), standby groups and failover ask then, so the asking happens in a child
 process with an admin client of its own: a crash there costs one answer (`GroupOffsetsUnknown`, the log says why)
-and a new child at the next ask, never the process that asked.
+and a new child at the next ask, never the process that asked. DescribeConsumerGroups is asked there too: every
+admin request sent to a group's coordinator can abort the asker when that coordinator's connection drops while the
+request is on its way, or when the request times out before its coordinator lookup ends (`eonce->refcnt > 0`,
+confluentinc/librdkafka#4605, open): a broker restart under the monitor, or a pytest worker hosting one, was enough.
 
 One child per cluster configuration, started at first use and kept (a spawn costs about a second): it reads its
 requests from a pipe and exits when the pipe closes, so it never outlives its parent, however that one ends.
@@ -19,7 +23,7 @@ import multiprocessing
 import signal
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -27,7 +31,16 @@ from typing import Any
 from kernel.config import ClusterConfig
 from kernel.errors import KafkaClientError
 
-__all__ = ["FetchError", "GroupOffsetsUnknown", "committed_offsets", "fetcher"]
+__all__ = [
+    "FetchError",
+    "GroupDescription",
+    "GroupOffsetsUnknown",
+    "MemberDescription",
+    "commit_offsets",
+    "committed_offsets",
+    "described_groups",
+    "fetcher",
+]
 
 log = logging.getLogger("mirrorwatch.kafka")
 
@@ -57,41 +70,121 @@ class GroupOffsetsUnknown(KafkaClientError):
         super().__init__(message, code="_CRASHED", retriable=True)
 
 
-def _serve(connection: Connection, cluster: ClusterConfig, alias: str) -> None:  # runs in the child
-    """The child: one admin client; per request, every group's OffsetFetch in flight at once, answered together."""
-    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
+@dataclass(frozen=True)
+class MemberDescription:
+    """One member of a described group and the partitions assigned to it."""
 
-    from kernel.kafka import error_of, new_admin
+    host: str
+    member_id: str
+    client_id: str
+    partitions: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    """A group as DescribeConsumerGroups answered it (plain data, from the child)."""
+
+    state: str  # the state's name, upper case as librdkafka names it: STABLE, EMPTY, DEAD, ...
+    simple: bool
+    members: tuple[MemberDescription, ...] = ()
+
+
+Answer = dict[str, dict[str, Any]]  # kind ("offsets", "describe", "commit") -> group -> its answer or FetchError
+
+
+def _why(exc: BaseException) -> FetchError:
+    from kernel.kafka import error_of
+
+    error = error_of(exc)
+    return FetchError(error.str(), error.name(), error.retriable()) if error is not None else FetchError(str(exc))
+
+
+def _described(d: Any) -> GroupDescription:
+    members = tuple(
+        MemberDescription(
+            m.host or "",
+            m.member_id or "",
+            m.client_id or "",
+            tuple((tp.topic, tp.partition) for tp in (m.assignment.topic_partitions if m.assignment else ())),
+        )
+        for m in d.members
+    )
+    return GroupDescription(str(getattr(d.state, "name", d.state)), bool(d.is_simple_consumer_group), members)
+
+
+Commits = Mapping[str, Sequence[tuple[str, int, int]]]  # group -> (topic, partition, offset) to commit
+
+
+def _asked(admin: Any, groups: Sequence[str], timeouts: Mapping[str, float], commits: Commits) -> dict[str, Any]:
+    """Every request of an ask, sent at once: kind -> group -> its future."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    futures: dict[str, dict[str, Any]] = {}
+    if "describe" in timeouts:
+        futures["describe"] = admin.describe_consumer_groups(list(groups), request_timeout=timeouts["describe"])
+    if "offsets" in timeouts:
+        futures["offsets"] = {
+            g: admin.list_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(g)], request_timeout=timeouts["offsets"]
+            )[g]
+            for g in groups
+        }
+    if "commit" in timeouts:  # one group per request, as the admin API allows
+        futures["commit"] = {
+            g: admin.alter_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(g, [TopicPartition(t, p, o) for t, p, o in commits[g]])],
+                request_timeout=timeouts["commit"],
+            )[g]
+            for g in groups
+        }
+    return futures
+
+
+def _answered(kind: str, found: Any) -> Any:
+    """A request's answer as plain data: a description, the committed offsets, or a commit's refused partitions."""
+    from kernel.kafka import error_text
+
+    if kind == "describe":
+        return _described(found)
+    if kind == "commit":
+        return [
+            f"{tp.topic}[{tp.partition}]: {error_text(tp.error)}" for tp in found.topic_partitions or [] if tp.error
+        ]
+    return {
+        (tp.topic, tp.partition): tp.offset
+        for tp in found.topic_partitions or []
+        if tp.error is None and tp.offset >= 0
+    }
+
+
+def _serve(connection: Connection, cluster: ClusterConfig, alias: str) -> None:  # runs in the child
+    """The child: one admin client; per ask, every group's requests (descriptions, OffsetFetches, commits) in flight
+    at once, answered together. The requests' own timeout is the ask's, never shorter (a coordinator request timed
+    out before its coordinator lookup ended is librdkafka#4605's abort)."""
+    from confluent_kafka import KafkaException
+
+    from kernel.kafka import new_admin
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when it stops (Ctrl-C reaches the group)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     admin = new_admin(cluster, alias)
     while True:
         try:
-            groups, timeout_s = connection.recv()
+            groups, timeouts, commits = connection.recv()
         except (EOFError, OSError):
             return  # the parent is gone
-        futures = {
-            g: admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g)], request_timeout=timeout_s)[g]
-            for g in groups
-        }
-        deadline = time.monotonic() + timeout_s
-        answer: dict[str, Offsets | FetchError] = {}
-        for group, future in futures.items():
-            try:
-                found = future.result(timeout=max(0.0, deadline - time.monotonic())).topic_partitions or []
-                answer[group] = {
-                    (tp.topic, tp.partition): tp.offset for tp in found if tp.error is None and tp.offset >= 0
-                }
-            except KafkaException as exc:
-                error = error_of(exc)
-                answer[group] = (
-                    FetchError(error.str(), error.name(), error.retriable())
-                    if error is not None
-                    else FetchError(str(exc))
-                )
-            except TimeoutError:
-                answer[group] = FetchError("no answer", "_TIMED_OUT", True)
+        futures = _asked(admin, groups, timeouts, commits)
+        started = time.monotonic()
+        answer: Answer = {kind: {} for kind in futures}
+        for kind, asked in futures.items():
+            deadline = started + timeouts[kind]
+            for group, future in asked.items():
+                try:
+                    answer[kind][group] = _answered(kind, future.result(timeout=max(0.0, deadline - time.monotonic())))
+                except KafkaException as exc:
+                    answer[kind][group] = _why(exc)
+                except TimeoutError:
+                    answer[kind][group] = FetchError("no answer", "_TIMED_OUT", True)
         connection.send(answer)
 
 
@@ -119,7 +212,9 @@ class _Fetcher:
             self._connection = ours
         return self._connection
 
-    def _lost(self, why: str) -> GroupOffsetsUnknown:
+    def _lost(self, why: str, *, idle: bool = False) -> GroupOffsetsUnknown:
+        """The child is gone (or given up): said in the log. `idle`: it ended between two asks, and the ask at hand
+        goes to a new one (nothing unknown); otherwise this ask's answers are unknown (the exception returned)."""
         process, self._process = self._process, None
         if self._connection is not None:
             self._connection.close()
@@ -131,28 +226,42 @@ class _Fetcher:
                 process.join(5)
             code = process.exitcode
             if code is not None and code < 0:
-                why = (
-                    f"its admin client crashed ({signal.Signals(-code).name}; librdkafka#5040 when a coordinator moves)"
+                why += (
+                    f": its admin client crashed ({signal.Signals(-code).name}; librdkafka#5040 or #4605, when a"
+                    " coordinator moves or its connection drops)"
                 )
         self.crashes += 1
-        message = f"cluster {self.alias!r}: committed offsets unknown this time: {why}; a new client asks next time"
+        outcome = "a new one asks now" if idle else "consumer groups unknown this time; a new client asks next time"
+        message = f"cluster {self.alias!r}: {why}; {outcome}"
         log.warning("%s", message)
         return GroupOffsetsUnknown(message)
 
     def fetch(self, groups: Sequence[str], timeout_s: float) -> dict[str, Offsets | FetchError]:
+        answer: dict[str, Offsets | FetchError] = self.ask(groups, {"offsets": timeout_s})["offsets"]
+        return answer
+
+    def ask(self, groups: Sequence[str], timeouts: Mapping[str, float], commits: Commits | None = None) -> Answer:
+        """Per kind asked ("offsets", "describe", "commit" of `commits`; each with its requests' timeout), each
+        group's answer or why it is unknown. A child that ended while idle (a crash between two asks) is replaced
+        before this ask, said in the log, and costs no answer."""
         if not groups:
-            return {}
+            return {kind: {} for kind in timeouts}
+        timeout_s = max(timeouts.values())
         with self._lock:
+            if self._process is not None and not self._process.is_alive():
+                self._lost("the child asking its consumer groups ended between two asks", idle=True)
             connection = self._start()
             self.asks += 1
             try:
-                connection.send((list(groups), timeout_s))
+                connection.send((list(groups), dict(timeouts), {g: list(c) for g, c in (commits or {}).items()}))
                 if connection.poll(timeout_s + ANSWER_MARGIN_S):
-                    answer: dict[str, Offsets | FetchError] = connection.recv()
+                    answer: Answer = connection.recv()
                     return answer
             except (EOFError, OSError):
-                raise self._lost("the process asking them ended") from None
-            raise self._lost(f"no answer within {timeout_s + ANSWER_MARGIN_S:g} s")
+                raise self._lost("the child asking its consumer groups ended") from None
+            raise self._lost(
+                f"the child asking its consumer groups gave no answer within {timeout_s + ANSWER_MARGIN_S:g} s"
+            )
 
     def close(self) -> None:
         with self._lock:
@@ -186,3 +295,34 @@ def committed_offsets(
     """Each group's committed offsets (a group without any: {}), or why they are unknown. Raises
     `GroupOffsetsUnknown` when the child gave no answer at all."""
     return fetcher(cluster, alias).fetch(groups, timeout_s)
+
+
+def described_groups(
+    cluster: ClusterConfig,
+    alias: str,
+    groups: Sequence[str],
+    timeout_s: float = 30.0,
+    *,
+    offsets_timeout_s: float | None = None,
+) -> tuple[dict[str, GroupDescription | FetchError], dict[str, Offsets | FetchError]]:
+    """Each group's description (DescribeConsumerGroups, a coordinator request: asked in the child for
+    librdkafka#4605, whose abort needs only a coordinator that drops its connection while the request is on its way)
+    or why it is unknown; with `offsets_timeout_s`, their committed offsets too, asked at the same time. Raises
+    `GroupOffsetsUnknown` when the child gave no answer at all."""
+    timeouts = {"describe": timeout_s} | ({"offsets": offsets_timeout_s} if offsets_timeout_s is not None else {})
+    answer = fetcher(cluster, alias).ask(groups, timeouts)
+    return answer["describe"], answer.get("offsets", {})
+
+
+def commit_offsets(
+    cluster: ClusterConfig, alias: str, commits: Commits, timeout_s: float = 30.0
+) -> dict[str, list[str] | FetchError]:
+    """Commit offsets to groups without members (AlterConsumerGroupOffsets, a coordinator request: in the child,
+    one request per group, all at once): per group, the partitions the coordinator refused (none: committed) or why
+    there is no answer. Raises `GroupOffsetsUnknown` when the child gave no answer at all (whether the commits
+    landed is then unknown: ask again)."""
+    groups = [g for g, c in commits.items() if c]
+    answer: dict[str, list[str] | FetchError] = fetcher(cluster, alias).ask(groups, {"commit": timeout_s}, commits)[
+        "commit"
+    ]
+    return answer

@@ -21,6 +21,7 @@ from kernel.log_repeats import RepeatFilter
 
 __all__ = [
     "COORDINATOR_NOT_READY",
+    "COORDINATOR_NOT_READY_NAMES",
     "already_exists",
     "client_config",
     "create_topics",
@@ -41,6 +42,7 @@ ConfigValue = str | int | float | bool
 COORDINATOR_NOT_READY = frozenset(
     {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.COORDINATOR_LOAD_IN_PROGRESS}
 )
+COORDINATOR_NOT_READY_NAMES = frozenset(KafkaError(code).name() for code in COORDINATOR_NOT_READY)  # as FetchError has
 
 # A consumed record's headers, read so that a header name that is not UTF-8 raises SystemError. confluent-kafka's
 # Message.headers() returns a list *and* sets an exception for such a name; the generic call path turns that into

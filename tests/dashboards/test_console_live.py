@@ -281,6 +281,9 @@ def _groups_page_asks_once_per_refresh(
     proxy.asked.clear()
     time.sleep(3 * REFRESH_S + 0.5)
     asked = list(proxy.asked)
+    # from the first table request on: a refresh under way when the count began has its group's requests in the
+    # list without its table request (seen: 13 requests over 3 refreshes)
+    asked = asked[asked.index("/mirror/groups") :] if "/mirror/groups" in asked else asked
     refreshes = asked.count("/mirror/groups")
     per_group = {p for p in asked if "/consumer/" in p or "/history/groups/" in p}
     print(f"groups page: {len(groups)} groups, {len(asked)} requests over {refreshes} refreshes: {sorted(set(asked))}")

@@ -258,7 +258,7 @@ def test_a_group_fails_over_to_a_cluster_that_never_had_a_consumer_group(
         target = cluster.cluster_config()
         # the first question about a group this cluster is asked, right after its start (answered
         # COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR at first)
-        described = target_groups(new_admin(target, "target"), target, "target", [group])
+        described = target_groups(target, "target", [group])
         assert described == {group: TargetGroup(group, "Dead", 0, {})}
         partitions = 2
         topic = make_topic("source", partitions)

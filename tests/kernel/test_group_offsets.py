@@ -74,3 +74,31 @@ os.kill(os.getpid(), signal.SIGKILL) if {ending == "SIGKILL"} else sys.exit(0)
     result = subprocess.run([sys.executable, "-c", parent], check=False, capture_output=True, text=True, timeout=120)
     child = int(result.stdout.split()[0])
     wait_until(lambda: not _alive(child), timeout_s=30, description="the child to end with its parent")
+
+
+def test_descriptions_and_commits_are_asked_in_the_child_and_one_that_ended_between_asks_costs_no_answer(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """DescribeConsumerGroups and AlterConsumerGroupOffsets are coordinator requests too (librdkafka#4605 aborts the
+    asker): asked in the child, descriptions alone or with the offsets. A child that aborted while idle (the abort comes when a lingering coordinator lookup
+    ends, often between two asks) is replaced before the next ask, which gets its answer; the log says so."""
+    nowhere = ClusterConfig(bootstrap_servers=f"127.0.0.1:{free_port()}", properties={"log_level": "0"})
+    asking = group_offsets.fetcher(nowhere, "nowhere-described")
+    described, offsets = group_offsets.described_groups(nowhere, "nowhere-described", ["g1", "g2"], timeout_s=2)
+    assert set(described) == {"g1", "g2"} and offsets == {}
+    assert all(isinstance(d, FetchError) and d.retriable for d in described.values()), described
+    child = asking._process.pid
+    os.kill(child, signal.SIGABRT)
+    wait_until(lambda: not _alive(child), timeout_s=30, description="the child to end")
+    described, offsets = group_offsets.described_groups(
+        nowhere, "nowhere-described", ["g1"], timeout_s=2, offsets_timeout_s=2
+    )
+    assert set(described) == {"g1"} and set(offsets) == {"g1"}, (described, offsets)
+    assert isinstance(offsets["g1"], FetchError)
+    assert asking.crashes == 1 and asking._process.pid != child
+    assert "SIGABRT" in caplog.text and "between two asks" in caplog.text
+    # commits (AlterConsumerGroupOffsets) go to the child too: per group, why there is no answer
+    committed = group_offsets.commit_offsets(nowhere, "nowhere-described", {"g1": [("t", 0, 5)], "g2": []}, 2)
+    assert set(committed) == {"g1"} and isinstance(committed["g1"], FetchError), committed
+    assert asking.crashes == 1
+    asking.close()
