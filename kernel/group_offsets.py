@@ -46,6 +46,7 @@ log = logging.getLogger("mirrorwatch.kafka")
 
 Offsets = dict[tuple[str, int], int]  # (topic, partition) -> committed offset
 ANSWER_MARGIN_S = 30.0  # beyond the request's own timeout: the child's start, and a slow pipe
+REQUEST_FLOOR_S = 30.0  # the shortest timeout a coordinator request is given in the child (`_asked`)
 
 
 @dataclass(frozen=True)
@@ -116,8 +117,12 @@ Commits = Mapping[str, Sequence[tuple[str, int, int]]]  # group -> (topic, parti
 
 
 def _asked(admin: Any, groups: Sequence[str], timeouts: Mapping[str, float], commits: Commits) -> dict[str, Any]:
-    """Every request of an ask, sent at once: kind -> group -> its future."""
+    """Every request of an ask, sent at once: kind -> group -> its future. Each request may take at least
+    `REQUEST_FLOOR_S`, however soon its answer is awaited: one that times out before its coordinator lookup ends is
+    what aborts the client (librdkafka#4605), and one answered after its ask is simply not read."""
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    timeouts = {kind: max(timeout, REQUEST_FLOOR_S) for kind, timeout in timeouts.items()}
 
     futures: dict[str, dict[str, Any]] = {}
     if "describe" in timeouts:

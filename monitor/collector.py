@@ -141,13 +141,18 @@ def _collect_groups(  # noqa: PLR0917 - the collection's context, passed down as
         return {}, "offsets-topic" if table is not None else "admin-api"
     # the descriptions and (without the follower's table) one OffsetFetch per group, the admin API's limit: all
     # coordinator requests, asked at once in the child (`kernel.group_offsets`: they can abort the asking process)
-    described, fetched = described_groups(
-        cluster,
-        alias,
-        ids,
-        max(1.0, deadline - time.monotonic()),
-        offsets_timeout_s=TIMEOUT_S if table is None else None,
-    )
+    try:
+        described, fetched = described_groups(
+            cluster,
+            alias,
+            ids,
+            max(1.0, deadline - time.monotonic()),
+            offsets_timeout_s=TIMEOUT_S if table is None else None,
+        )
+    except GroupOffsetsUnknown as exc:
+        if table is None:
+            raise  # the commits are unknown too: the cluster reads down for this round
+        described, fetched = dict.fromkeys(ids, FetchError(str(exc))), {}  # the commits are the follower's
     groups: dict[str, GroupInfo] = {}
     for group_id in ids:
         entry = listed.get(group_id)
