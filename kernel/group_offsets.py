@@ -206,15 +206,20 @@ class _Fetcher:
         if self._connection is None:
             context = multiprocessing.get_context("spawn")  # never fork a process with librdkafka's threads in it
             ours, theirs = context.Pipe()
-            self._process = context.Process(
+            process = context.Process(
                 target=_serve,
                 args=(theirs, self.cluster, self.alias),
                 name=f"mirrorwatch-offsets-{self.alias}",
                 daemon=True,
             )
-            self._process.start()
-            theirs.close()
-            self._connection = ours
+            try:
+                process.start()
+            except BaseException:
+                ours.close()
+                raise
+            finally:
+                theirs.close()
+            self._process, self._connection = process, ours
         return self._connection
 
     def _lost(self, why: str, *, idle: bool = False) -> GroupOffsetsUnknown:
@@ -255,7 +260,10 @@ class _Fetcher:
         with self._lock:
             if self._process is not None and not self._process.is_alive():
                 self._lost("the child asking its consumer groups ended between two asks", idle=True)
-            connection = self._start()
+            try:
+                connection = self._start()
+            except OSError as exc:  # e.g. no file descriptor left for its pipe (a connection flood at the HTTP API)
+                raise self._lost(f"the child asking its consumer groups could not be started ({exc})") from None
             self.asks += 1
             try:
                 connection.send((list(groups), dict(timeouts), {g: list(c) for g, c in (commits or {}).items()}))

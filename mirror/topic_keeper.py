@@ -133,15 +133,18 @@ class TopicKeeper:
             known_source_partitions=self.known_source_partitions,
             dead_letter_topic=link.dead_letter_topic,
         )
-        if plan.problems:
-            raise MirrorFailure(f"link {self.name}: " + "; ".join(plan.problems))
         ids, lost = self._target_ids(plan, target_partitions) if self.watch_targets else ({}, {})
-        if lost and link.on_target_loss == "stop":  # not created again: the operator chooses
+        if lost and link.on_target_loss == "stop":  # not created or grown again, and its partitions stop: no problem
+            kept = [(p, t) for p, t in zip(plan.problems, plan.problem_topics, strict=True) if t not in lost]
             plan = replace(
                 plan,
                 create=tuple(c for c in plan.create if c.topic not in lost),
                 add_partitions=tuple(a for a in plan.add_partitions if a.topic not in lost),
+                problems=tuple(p for p, _ in kept),
+                problem_topics=tuple(t for _, t in kept),
             )
+        if plan.problems:
+            raise MirrorFailure(f"link {self.name}: " + "; ".join(plan.problems))
         if plan.changes_target:
             execute_plan(self.target_admin, plan)
             target_partitions = list_topic_partitions(self.target_admin)

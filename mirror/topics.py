@@ -106,6 +106,7 @@ class TopicPlan:
     create: tuple[CreateTopic, ...] = ()
     add_partitions: tuple[AddPartitions, ...] = ()
     problems: tuple[str, ...] = ()  # each stops the link until fixed
+    problem_topics: tuple[str, ...] = ()  # the target topic each problem is about, in the same order
     drift: tuple[ConfigDrift, ...] = ()
 
     @property
@@ -148,6 +149,7 @@ def plan_topics(
     create: list[CreateTopic] = []
     grow: list[AddPartitions] = []
     problems: list[str] = []
+    problem_topics: list[str] = []
     drift: list[ConfigDrift] = []
     claimed: dict[str, str] = {}  # target topic -> the source topic written there
     for topic in selected:
@@ -159,6 +161,7 @@ def plan_topics(
                 f"source topics {claimed[target_topic]!r} and {topic!r} would both be written to target "
                 f"topic {target_topic!r}: exclude one of them or rename it elsewhere"
             )
+            problem_topics.append(target_topic)
             continue
         claimed[target_topic] = topic
         mapping[topic] = target_topic
@@ -177,6 +180,7 @@ def plan_topics(
                     f"{topic!r} has {info.partitions}: add partitions to the target, or set the link's "
                     "partitioning to hash or modulo"
                 )
+                problem_topics.append(target_topic)
         drift.extend(_config_drift(topic, target_topic, info.configs, existing.configs))
     if dead_letter_topic is not None and dead_letter_topic not in target:
         create.append(CreateTopic(dead_letter_topic, 1, replication_factor, {}))
@@ -186,6 +190,7 @@ def plan_topics(
         create=tuple(create),
         add_partitions=tuple(grow),
         problems=tuple(problems),
+        problem_topics=tuple(problem_topics),
         drift=tuple(drift),
     )
 

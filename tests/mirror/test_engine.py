@@ -394,15 +394,28 @@ def test_partitions_added_to_a_source_topic_are_mirrored_into_a_grown_target(
     make_topic: Callable[..., str],
     write_config: Callable[..., Any],
     start_mirror: Callable[..., MirrorProcess],
+    unique: Callable[[str], str],
 ) -> None:
+    """Partitions added on the source (#43): the target grows and takes their records; without a restart of either
+    process, the monitor's link view lists them, and a failover plan translates a group's commits on them exactly."""
     from confluent_kafka.admin import NewPartitions
 
+    from failover.plan import make_plan
+    from kernel.config import load_config
+    from kernel.group_offsets import commit_offsets
     from kernel.kafka import new_admin
+    from kernel.processes import free_port
+    from tests.processes import get_json
 
     source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
     topic = make_topic("source", 2)
     produce(source, "source", topic, [Record(value=b"before", partition=i % 2) for i in range(20)])
-    mirror = start_mirror("--config", str(write_config([link("grow", topic)])))
+    port = free_port()
+    path = write_config(
+        [link("grow", topic)], monitor={"interval_seconds": 1}, http={"host": "127.0.0.1", "port": port}
+    )
+    mirror = start_mirror("--config", str(path))
+    monitor = start_mirror("--config", str(path), command="monitor")
     read_all(target, "target", topic, expected=20)
     admin = new_admin(source, "source")  # kept alive until its futures are done
     for future in admin.create_partitions([NewPartitions(topic, 4)]).values():
@@ -416,5 +429,29 @@ def test_partitions_added_to_a_source_topic_are_mirrored_into_a_grown_target(
     wait_until(target_grown, timeout_s=30, description="the target topic to grow to 4 partitions")
     got = read_all(target, "target", topic, expected=60, timeout_s=60, partitions=4)
     assert sorted(r.partition for r in got if r.value == b"after") == sorted(i % 4 for i in range(40))
+
+    def listed() -> list[tuple[int, int | None]]:
+        view = get_json(f"http://127.0.0.1:{port}/mirror/links/grow")
+        return sorted((p["partition"], p.get("replication_lag_records")) for p in view["partitions"])
+
+    wait_until(
+        lambda: monitor.running() and listed() == [(p, 0) for p in range(4)],
+        timeout_s=60,
+        ignore=(OSError,),  # the monitor's HTTP API not up yet, or its first round not done
+        description="the monitor's link view to list the 4 partitions, caught up",
+    )
+    # a group of the source that read the grown topic halfway: its commits on the new partitions translate exactly
+    group = unique("app")
+    commits = [(topic, 0, 15), (topic, 1, 15), (topic, 2, 5), (topic, 3, 5)]  # of 20, 20, 10 and 10 records
+    assert commit_offsets(source, "source", {group: commits}) == {group: []}
+    plan = make_plan(load_config(path), "grow", groups=[group])
+    [group_plan] = plan.groups
+    assert sorted((t.partition, t.offset, t.method) for t in group_plan.translations) == [
+        (0, 15, "exact"),
+        (1, 15, "exact"),
+        (2, 5, "exact"),
+        (3, 5, "exact"),
+    ]
     assert mirror.stop() == 0
     assert f"grew target topic {topic!r} to 4 partitions" in mirror.log()
+    monitor.stop()

@@ -13,6 +13,7 @@ The truth is what the test produced and a consumer reading the target."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,16 @@ from kernel.config import ClusterConfig, MirrorwatchConfig
 from kernel.kafka import new_admin
 from kernel.processes import free_port
 from kernel.wait import wait_until
-from tests.kafka_helpers import Record, by_partition, committed_offsets, produce, provenance, read_all, wait_for_commits
+from tests.kafka_helpers import (
+    Record,
+    by_partition,
+    committed_offsets,
+    end_offsets,
+    produce,
+    provenance,
+    read_all,
+    wait_for_commits,
+)
 from tests.processes import MirrorProcess, get_json
 
 pytestmark = pytest.mark.integration
@@ -180,4 +190,47 @@ def test_a_target_topic_deleted_under_a_running_recopy_link_is_copied_again_in_f
     )
     assert source_offsets(target, topic, 2 * total) == {p: list(range(total)) for p in (0, 1)}
     assert mirror.log().count("was deleted under the link") == 2
+    assert mirror.stop() == 0
+
+
+def test_a_target_topic_recreated_with_fewer_partitions_stops_every_partition_that_wrote_to_it(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    write_config: Callable[..., Path],
+    start_mirror: Callable[..., MirrorProcess],
+    unique: Callable[[str], str],
+    tmp_path: Path,
+) -> None:
+    """Someone deleted the target topic and created it again with 1 partition instead of 2 (another topic id):
+    under the default rule both partitions stop with reason `target-recreated`, counted, the link runs on (the
+    partition count short of the source's is no longer a problem that ends it), and once it has found the topic it
+    neither grows it nor writes into it."""
+    source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
+    topic, group, name = make_topic("source", 2), unique("target-lost"), unique("link")
+    link: dict[str, Any] = {"name": name, "source": "source", "target": "target", "group_id": group}
+    link.update(topics={"include": [topic]}, offset_commit_interval_ms=500, refresh_topics_interval_seconds=1)
+    path = write_config([link], state_dir=str(tmp_path / "state"))
+    for p in (0, 1):
+        produce(source, "source", topic, records("first", p, FIRST))
+    mirror = start_mirror("--config", str(path), "--link", name)
+    wait_for_commits(
+        source, "source", group, topic, 2, upto=[FIRST, FIRST], timeout_s=120, while_running=mirror.running
+    )
+    delete(target, topic)
+    make_topic("target", 1, name=topic)
+    wait_until(
+        lambda: mirror.log().count("was deleted and created again (another topic id) under the link") == 2,
+        timeout_s=60,
+        description="both partitions stopped for the recreated target topic",
+    )
+    # found at the next topic refresh; records arriving after it are not written into the stranger's topic (what
+    # arrives between the recreation and that refresh may be: the README says so)
+    for p in (0, 1):
+        produce(source, "source", topic, records("more", p, MORE))
+    time.sleep(3)  # three refreshes and many polls: time to write them, were they to be written
+    assert mirror.running()
+    admin = new_admin(target, "target")
+    assert len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 1  # not grown: the operator chooses
+    assert end_offsets(target, "target", topic, 1) == [0]  # nothing written into the stranger's topic
+    assert committed_offsets(source, "source", group, topic, 2) == [FIRST, FIRST]
     assert mirror.stop() == 0
