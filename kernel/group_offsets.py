@@ -123,7 +123,6 @@ def _asked(admin: Any, groups: Sequence[str], timeouts: Mapping[str, float], com
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
     timeouts = {kind: max(timeout, REQUEST_FLOOR_S) for kind, timeout in timeouts.items()}
-
     futures: dict[str, dict[str, Any]] = {}
     if "describe" in timeouts:
         futures["describe"] = admin.describe_consumer_groups(list(groups), request_timeout=timeouts["describe"])
@@ -164,8 +163,8 @@ def _answered(kind: str, found: Any) -> Any:
 
 def _serve(connection: Connection, cluster: ClusterConfig, alias: str) -> None:  # runs in the child
     """The child: one admin client; per ask, every group's requests (descriptions, OffsetFetches, commits) in flight
-    at once, answered together. The requests' own timeout is the ask's, never shorter (a coordinator request timed
-    out before its coordinator lookup ended is librdkafka#4605's abort)."""
+    at once, answered together: each kind's answers awaited up to its timeout, the requests themselves given at
+    least `REQUEST_FLOOR_S` (`_asked`)."""
     from confluent_kafka import KafkaException
 
     from kernel.kafka import new_admin

@@ -214,9 +214,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    timeout = float(
-        os.environ.get("MIRRORWATCH_TEST_HANG_EXIT_S") or (float(item.config.getini("timeout") or 0) + HANG_MARGIN_S)
-    )
+    marker = item.get_closest_marker("timeout")  # a test's own pytest-timeout, else the ini's
+    own = (marker.args[0] if marker.args else marker.kwargs.get("timeout")) if marker is not None else None
+    limit = float(own if own is not None else item.config.getini("timeout") or 0)
+    timeout = float(os.environ.get("MIRRORWATCH_TEST_HANG_EXIT_S") or (limit + HANG_MARGIN_S))
     faulthandler.dump_traceback_later(timeout, exit=True, file=item.config.stash[_HANG_STDERR])
     try:
         yield

@@ -36,7 +36,8 @@ from tests.kafka_helpers import (
 )
 from tests.processes import MirrorProcess, monitor_sees_link_caught_up
 
-pytestmark = pytest.mark.integration
+# a Spark standalone cluster's start and two links on it: past the suite's 360 s under a loaded phase (seen: 366 s)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 PARTITIONS = 4
 
