@@ -7,10 +7,11 @@ and an admin client has none (a null pointer, confluentinc/librdkafka#5040, open
 Those answers come exactly when a group's coordinator moves: a broker restarting, a frozen one thawing, a rolling
 upgrade. The monitor (in admin-API mode), standby groups and failover ask then, so the asking happens in a child
 process with an admin client of its own: a crash there costs one answer (`GroupOffsetsUnknown`, the log says why)
-and a new child at the next ask, never the process that asked. DescribeConsumerGroups is asked there too: every
-admin request sent to a group's coordinator can abort the asker when that coordinator's connection drops while the
-request is on its way, or when the request times out before its coordinator lookup ends (`eonce->refcnt > 0`,
-confluentinc/librdkafka#4605, open): a broker restart under the monitor, or a pytest worker hosting one, was enough.
+and a new child at the next ask, never the process that asked. Failover, standby groups and migration ask their
+DescribeConsumerGroups and AlterConsumerGroupOffsets there too: every admin request sent to a group's coordinator
+can abort the asker when that coordinator's connection drops while the request is on its way, or when the request
+times out before its coordinator lookup ends (`eonce->refcnt > 0`, confluentinc/librdkafka#4605, open). (The
+monitor collector's descriptions are still asked in its own process: see ARCHITECTURE.md.)
 
 One child per cluster configuration, started at first use and kept (a spawn costs about a second): it reads its
 requests from a pipe and exits when the pipe closes, so it never outlives its parent, however that one ends.
