@@ -66,6 +66,7 @@ class Gap:
 
     def describe(self, link: str) -> str:
         where = f"{self.topic}[{self.partition}]"
+        lost = f", offsets {self.first_offset} to {self.end_offset - 1}" if self.records else ""
         if self.reason.startswith("target-"):
             how = "deleted" if self.reason == "target-deleted" else "deleted and created again (another topic id)"
             then = (
@@ -73,7 +74,6 @@ class Gap:
                 if self.action == "stopped"
                 else "the link copies them again from the source's log start (on_target_loss: recopy)"
             )
-            lost = f", offsets {self.first_offset} to {self.end_offset - 1}" if self.records else ""
             return (
                 f"link {link}: the target topic of {where} was {how} under the link: {self.records} records the "
                 f"link had copied there are gone from the target and still on the source{lost}; {then}"
@@ -84,7 +84,6 @@ class Gap:
                 if self.action == "stopped"
                 else "the link mirrors the new topic from its beginning (on_recreate: restart)"
             )
-            lost = f", offsets {self.first_offset} to {self.end_offset - 1}" if self.records else ""
             return (
                 f"link {link}: source topic {self.topic!r} was deleted and created again (a new topic id): "
                 f"{self.records} records of the old {where} were not copied{lost}; {then}"

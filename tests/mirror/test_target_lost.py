@@ -64,6 +64,20 @@ def listed(cluster: ClusterConfig, topic: str) -> bool:
     return topic in admin.list_topics(timeout=10).topics
 
 
+def link_doc(name: str, group: str, topic: str, **fields: Any) -> dict[str, Any]:
+    """The test's link: its topic, a commit every 500 ms and a topic refresh every second."""
+    return {
+        "name": name,
+        "source": "source",
+        "target": "target",
+        "group_id": group,
+        "topics": {"include": [topic]},
+        "offset_commit_interval_ms": 500,
+        "refresh_topics_interval_seconds": 1,
+        **fields,
+    }
+
+
 def source_offsets(cluster: ClusterConfig, topic: str, expected: int) -> dict[int, list[int]]:
     """Per target partition, the source offsets of the records on it, in order (from their provenance)."""
     got = read_all(cluster, "target", topic, expected, timeout_s=60)
@@ -83,11 +97,8 @@ def test_a_target_topic_deleted_under_the_link_stops_its_partitions_counted_then
     port = free_port()
 
     def config(on_target_loss: str) -> Path:
-        link: dict[str, Any] = {"name": name, "source": "source", "target": "target", "group_id": group}
-        link.update(on_target_loss=on_target_loss, topics={"include": [topic]}, offset_commit_interval_ms=500)
-        link["refresh_topics_interval_seconds"] = 1
         return write_config(
-            [link],
+            [link_doc(name, group, topic, on_target_loss=on_target_loss)],
             monitor={"interval_seconds": 1},
             http={"host": "127.0.0.1", "port": port},
             state_dir=str(tmp_path / "state"),
@@ -170,10 +181,7 @@ def test_a_target_topic_deleted_under_a_running_recopy_link_is_copied_again_in_f
 ) -> None:
     source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
     topic, group, name = make_topic("source", 2), unique("target-lost"), unique("link")
-    link: dict[str, Any] = {"name": name, "source": "source", "target": "target", "group_id": group}
-    link.update(on_target_loss="recopy", topics={"include": [topic]}, offset_commit_interval_ms=500)
-    link["refresh_topics_interval_seconds"] = 1
-    path = write_config([link], state_dir=str(tmp_path / "state"))
+    path = write_config([link_doc(name, group, topic, on_target_loss="recopy")], state_dir=str(tmp_path / "state"))
     for p in (0, 1):
         produce(source, "source", topic, records("first", p, FIRST))
     mirror = start_mirror("--config", str(path), "--link", name)
@@ -207,9 +215,7 @@ def test_a_target_topic_recreated_with_fewer_partitions_stops_every_partition_th
     neither grows it nor writes into it."""
     source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
     topic, group, name = make_topic("source", 2), unique("target-lost"), unique("link")
-    link: dict[str, Any] = {"name": name, "source": "source", "target": "target", "group_id": group}
-    link.update(topics={"include": [topic]}, offset_commit_interval_ms=500, refresh_topics_interval_seconds=1)
-    path = write_config([link], state_dir=str(tmp_path / "state"))
+    path = write_config([link_doc(name, group, topic)], state_dir=str(tmp_path / "state"))
     for p in (0, 1):
         produce(source, "source", topic, records("first", p, FIRST))
     mirror = start_mirror("--config", str(path), "--link", name)
