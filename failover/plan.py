@@ -8,6 +8,7 @@ from a plan.
 
 from __future__ import annotations
 
+import logging
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterable
@@ -34,7 +35,7 @@ from failover.translate import (
 from kernel.config import ClusterConfig, LinkConfig, MirrorwatchConfig
 from kernel.errors import MirrorwatchError
 from kernel.gap_ledger import GapLedger
-from kernel.group_offsets import FetchError, described_groups
+from kernel.group_offsets import FetchError, GroupOffsetsUnknown, described_groups
 from kernel.group_offsets import committed_offsets as fetch_committed
 from kernel.kafka import COORDINATOR_NOT_READY_NAMES, kafka_error, new_admin
 from kernel.patterns import PatternError, compile_pattern
@@ -42,7 +43,10 @@ from kernel.rename import rename_policy
 
 __all__ = ["FailoverPlan", "FailoverUsageError", "GroupPlan", "TargetGroup", "make_plan"]
 
+log = logging.getLogger("mirrorwatch.failover")
+
 TIMEOUT_S = 30.0
+COORDINATOR_WAIT_S = 120.0  # how long a group's coordinator may take to answer a description (loading, moving)
 
 
 class FailoverUsageError(MirrorwatchError):
@@ -203,23 +207,31 @@ def committed_offsets(
 
 
 def _describe_groups(cluster: ClusterConfig, alias: str, groups: list[str]) -> dict[str, tuple[str, int]]:
-    """Each group's (state, members), asked again for a while where its coordinator is moving or not loaded yet (in
-    the child of `kernel.group_offsets`: a coordinator request can abort the asking process, librdkafka#4605)."""
+    """Each group's (state, members), asked again for up to `COORDINATOR_WAIT_S` where its coordinator is moving or
+    not loaded yet, or did not answer in time (a brand-new cluster creates `__consumer_offsets` at its first group
+    request: fifty partitions, tens of seconds on a loaded machine). Asked in the child of `kernel.group_offsets`: a
+    coordinator request can abort the asking process (librdkafka#4605)."""
     out: dict[str, tuple[str, int]] = {}
-    todo, deadline = list(groups), time.monotonic() + TIMEOUT_S
+    todo, deadline, said = list(groups), time.monotonic() + COORDINATOR_WAIT_S, False
     while todo:
-        described, _ = described_groups(cluster, alias, todo, TIMEOUT_S)
+        try:
+            described, _ = described_groups(cluster, alias, todo, min(TIMEOUT_S, max(1.0, deadline - time.monotonic())))
+        except GroupOffsetsUnknown as exc:  # the child crashed or gave no answer: all of them unknown this time
+            described = dict.fromkeys(todo, FetchError(str(exc), exc.code, True))
         again: list[str] = []
         for group in todo:
             found = described.get(group, FetchError("no answer", "_TIMED_OUT", True))
             if isinstance(found, FetchError):
-                if found.code in COORDINATOR_NOT_READY_NAMES and time.monotonic() < deadline:
+                if (found.code in COORDINATOR_NOT_READY_NAMES or found.retriable) and time.monotonic() < deadline:
                     again.append(group)
                     continue
                 raise found.exception(f"describing group {group!r} on {alias}")
             out[group] = (found.state.title(), len(found.members))
         todo = again
         if todo:
+            if not said:
+                log.info("%s: %d group(s) not described yet (%s); asking again", alias, len(todo), described[todo[0]])
+                said = True
             time.sleep(0.5)
     return out
 

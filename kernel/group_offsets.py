@@ -7,11 +7,10 @@ and an admin client has none (a null pointer, confluentinc/librdkafka#5040, open
 Those answers come exactly when a group's coordinator moves: a broker restarting, a frozen one thawing, a rolling
 upgrade. The monitor (in admin-API mode), standby groups and failover ask then, so the asking happens in a child
 process with an admin client of its own: a crash there costs one answer (`GroupOffsetsUnknown`, the log says why)
-and a new child at the next ask, never the process that asked. Failover, standby groups and migration ask their
-DescribeConsumerGroups and AlterConsumerGroupOffsets there too: every admin request sent to a group's coordinator
-can abort the asker when that coordinator's connection drops while the request is on its way, or when the request
-times out before its coordinator lookup ends (`eonce->refcnt > 0`, confluentinc/librdkafka#4605, open). (The
-monitor collector's descriptions are still asked in its own process: see ARCHITECTURE.md.)
+and a new child at the next ask, never the process that asked. DescribeConsumerGroups is asked there too: every
+admin request sent to a group's coordinator can abort the asker when that coordinator's connection drops while the
+request is on its way, or when the request times out before its coordinator lookup ends (`eonce->refcnt > 0`,
+confluentinc/librdkafka#4605, open): a broker restart under the monitor, or a pytest worker hosting one, was enough.
 
 One child per cluster configuration, started at first use and kept (a spawn costs about a second): it reads its
 requests from a pipe and exits when the pipe closes, so it never outlives its parent, however that one ends.
@@ -46,7 +45,10 @@ __all__ = [
 log = logging.getLogger("mirrorwatch.kafka")
 
 Offsets = dict[tuple[str, int], int]  # (topic, partition) -> committed offset
-ANSWER_MARGIN_S = 30.0  # beyond the request's own timeout: the child's start, and a slow pipe
+ANSWER_MARGIN_S = 30.0  # beyond the request's own timeout: a slow pipe, a loaded machine
+START_TIMEOUT_S = 60.0  # for a new child to say it is ready (a spawn: an interpreter, imports, an admin client)
+SLOW_START_S = 10.0  # a start slower than this is said in the log
+SLOW_ANSWER_S = 5.0  # an answer later than its timeout by more than this is said in the log
 REQUEST_FLOOR_S = 30.0  # the shortest timeout a coordinator request is given in the child (`_asked`)
 
 
@@ -173,6 +175,7 @@ def _serve(connection: Connection, cluster: ClusterConfig, alias: str) -> None: 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when it stops (Ctrl-C reaches the group)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     admin = new_admin(cluster, alias)
+    connection.send("ready")
     while True:
         try:
             groups, timeouts, commits = connection.recv()
@@ -203,6 +206,8 @@ class _Fetcher:
         self.crashes = 0  # children lost (crashed, or gave no answer in time)
 
     def _start(self) -> Connection:
+        """The child, started if there is none, once it said it is ready: its start (an interpreter, the imports, an
+        admin client; seconds on a loaded machine) is never charged to an ask's timeout."""
         if self._connection is None:
             context = multiprocessing.get_context("spawn")  # never fork a process with librdkafka's threads in it
             ours, theirs = context.Pipe()
@@ -212,6 +217,7 @@ class _Fetcher:
                 name=f"mirrorwatch-offsets-{self.alias}",
                 daemon=True,
             )
+            started = time.monotonic()
             try:
                 process.start()
             except BaseException:
@@ -220,6 +226,16 @@ class _Fetcher:
             finally:
                 theirs.close()
             self._process, self._connection = process, ours
+            try:
+                ready = ours.poll(START_TIMEOUT_S) and ours.recv() == "ready"
+            except (EOFError, OSError):
+                ready = False
+            if not ready:
+                raise self._lost(f"the child asking its consumer groups did not start within {START_TIMEOUT_S:g} s")
+            took = time.monotonic() - started
+            (log.warning if took > SLOW_START_S else log.debug)(
+                "cluster %r: the child asking its consumer groups started in %.1f s", self.alias, took
+            )
         return self._connection
 
     def _lost(self, why: str, *, idle: bool = False) -> GroupOffsetsUnknown:
@@ -265,10 +281,21 @@ class _Fetcher:
             except OSError as exc:  # e.g. no file descriptor left for its pipe (a connection flood at the HTTP API)
                 raise self._lost(f"the child asking its consumer groups could not be started ({exc})") from None
             self.asks += 1
+            asked = time.monotonic()
             try:
                 connection.send((list(groups), dict(timeouts), {g: list(c) for g, c in (commits or {}).items()}))
                 if connection.poll(timeout_s + ANSWER_MARGIN_S):
                     answer: Answer = connection.recv()
+                    took = time.monotonic() - asked
+                    if took > timeout_s + SLOW_ANSWER_S:
+                        log.warning(
+                            "cluster %r: the child asking its consumer groups answered %d group(s) in %.1f s (asked"
+                            " within %g s)",
+                            self.alias,
+                            len(groups),
+                            took,
+                            timeout_s,
+                        )
                     return answer
             except (EOFError, OSError):
                 raise self._lost("the child asking its consumer groups ended") from None

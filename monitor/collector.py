@@ -4,8 +4,9 @@ Per cluster and collection: the brokers and every partition's leader, replicas a
 request), earliest and latest offsets of every partition (two batched ListOffsets requests), every consumer group with
 its state, members and their assignments (one DescribeConsumerGroups request for all), and each group's
 committed offsets: from the cluster's `__consumer_offsets` follower, or else one OffsetFetch per group, as the admin
-API allows, all in flight at once before any is awaited (thousands of groups take seconds, not minutes), asked in a
-child process (`kernel.group_offsets`: librdkafka's admin OffsetFetch can crash the process that asks). What
+API allows, all in flight at once before any is awaited (thousands of groups take seconds, not minutes). The
+descriptions and the OffsetFetches are coordinator requests, asked in a child process (`kernel.group_offsets`:
+librdkafka's admin client can crash the process that asks them, #5040 and #4605, when a coordinator moves). What
 fails is recorded as data: an unreachable cluster is a snapshot with `up = False` and the reason; a partition or
 group that errors has None offsets or an `error`. Nothing here raises for a Kafka failure.
 
@@ -25,7 +26,7 @@ from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from kernel.config import ClusterConfig
-from kernel.group_offsets import FetchError, GroupOffsetsUnknown, committed_offsets
+from kernel.group_offsets import FetchError, GroupOffsetsUnknown, described_groups
 from kernel.kafka import error_text
 from monitor.commit_follower import OFFSETS_TOPIC, CommitFollower
 from monitor.snapshot import ClusterSnapshot, GroupInfo, Member, PartitionOffsets, Replicas
@@ -138,9 +139,20 @@ def _collect_groups(  # noqa: PLR0917 - the collection's context, passed down as
     ids = sorted(g for g in set(listed) | set(table or ()) if watched is None or watched(g))
     if not ids:
         return {}, "offsets-topic" if table is not None else "admin-api"
-    described = admin.describe_consumer_groups(ids, request_timeout=max(1.0, deadline - time.monotonic()))
-    # one OffsetFetch per group (the admin API's limit), in the child, while the descriptions are on their way
-    fetched = committed_offsets(cluster, alias, ids, TIMEOUT_S) if table is None else {}
+    # the descriptions and (without the follower's table) one OffsetFetch per group, the admin API's limit: all
+    # coordinator requests, asked at once in the child (`kernel.group_offsets`: they can abort the asking process)
+    try:
+        described, fetched = described_groups(
+            cluster,
+            alias,
+            ids,
+            max(1.0, deadline - time.monotonic()),
+            offsets_timeout_s=TIMEOUT_S if table is None else None,
+        )
+    except GroupOffsetsUnknown as exc:
+        if table is None:
+            raise  # the commits are unknown too: the cluster reads down for this round
+        described, fetched = dict.fromkeys(ids, FetchError(str(exc))), {}  # the commits are the follower's
     groups: dict[str, GroupInfo] = {}
     for group_id in ids:
         entry = listed.get(group_id)
@@ -148,16 +160,16 @@ def _collect_groups(  # noqa: PLR0917 - the collection's context, passed down as
         simple = bool(entry.is_simple_consumer_group) if entry is not None else False
         members, error = 0, None
         assignments: dict[tuple[str, int], Member] = {}
-        try:
-            description = described[group_id].result(timeout=max(0.01, deadline - time.monotonic()))
-            state, members = str(getattr(description.state, "name", description.state)), len(description.members)
-            simple = simple or bool(description.is_simple_consumer_group)
+        description = described.get(group_id, FetchError("no answer"))
+        if isinstance(description, FetchError):
+            error = f"describing: {description}"
+        else:
+            state, members = description.state, len(description.members)
+            simple = simple or description.simple
             for member in description.members:
-                holder = Member(member.host or "", member.member_id or "", member.client_id or "")
-                for tp in member.assignment.topic_partitions if member.assignment is not None else ():
-                    assignments[(tp.topic, tp.partition)] = holder
-        except (KafkaException, TimeoutError) as exc:
-            error = f"describing: {error_text(exc) or 'no answer'}"
+                holder = Member(member.host, member.member_id, member.client_id)
+                for key in member.partitions:
+                    assignments[key] = holder
         offsets: dict[tuple[str, int], int] = {}
         commit_ms: dict[tuple[str, int], int] = {}
         if table is not None:

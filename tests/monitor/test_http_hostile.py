@@ -91,9 +91,14 @@ def test_thousands_of_idle_and_half_sent_connections_leave_healthz_and_collectio
     monitor = start_mirror("--config", str(config), command="monitor")
     base = monitor.http_base()
     port = int(base.rsplit(":", 1)[1])
+    # the flood comes once the monitor has settled (its first round ended: the start's own work done)
     wait_until(
-        lambda: get(f"{base}/healthz") == {"status": "ok"}, timeout_s=30, ignore=(OSError,), description="healthz"
+        lambda: get(f"{base}/readyz")["status"] == "ready",
+        timeout_s=60,
+        ignore=(OSError,),
+        description="the monitor's first round",
     )
+    assert get(f"{base}/healthz") == {"status": "ok"}
 
     clients: list[socket.socket] = []
     try:
