@@ -126,6 +126,8 @@ class LinkWorker(IdentityWorker):
         if self._consumer is not None and self._delivery is not None:
             self._recreated_while_owned()
             self._lost_targets_owned()
+            self._target_created()
+            self._note_target_ids()
         if self._keeper.selected != self._subscribed:
             self._subscribe(self._keeper.selected)
         return plan
@@ -181,7 +183,11 @@ class LinkWorker(IdentityWorker):
                 consumer.incremental_assign(starts)
             else:
                 consumer.assign(starts)
-            stopped = [tp for tp in starts if (tp.topic, tp.partition) in self._stopped]
+            stopped = [
+                tp
+                for tp in starts
+                if (tp.topic, tp.partition) in self._stopped or (tp.topic, tp.partition) in self._awaiting_target
+            ]
             if stopped:
                 consumer.pause(stopped)
         for tp in committed:
@@ -228,6 +234,7 @@ class LinkWorker(IdentityWorker):
         if progress is not None:
             self._earlier_progress[key] = progress
         self._stopped.pop(key, None)  # its next owner finds the gap again (the ledger counts it once)
+        self._awaiting_target.discard(key)
         self._generations.forget(key)
         self._router.forget(key)
 
@@ -264,9 +271,14 @@ class LinkWorker(IdentityWorker):
                     delivery.handle(consumer.consume(num_messages=500, timeout=0))
             else:
                 full_since = None
-                if self._paused:  # all but the partitions stopped alone (`_out_of_range`)
+                if self._paused:  # all but the partitions stopped alone, or waiting for their target topic
                     consumer.resume(
-                        [tp for tp in consumer.assignment() if (tp.topic, tp.partition) not in self._stopped]
+                        [
+                            tp
+                            for tp in consumer.assignment()
+                            if (tp.topic, tp.partition) not in self._stopped
+                            and (tp.topic, tp.partition) not in self._awaiting_target
+                        ]
                     )
                     self._paused = False
                 # What librdkafka already fetched, without waiting: consume() with a timeout waits until the batch is
@@ -304,7 +316,7 @@ class LinkWorker(IdentityWorker):
         """After a delivery error in sparse mode: let the old producer finish, go back to what the target acknowledged
         and mirror on with a report per record, so that the refused record is named (and dead-lettered or stops the
         link) exactly as without sparse reports."""
-        assert self._consumer is not None and self._delivery is not None and self._router is not None
+        assert self._delivery is not None
         failure = self._delivery.sparse_failure
         log.warning(
             "link %s: the target refused a record among %s; going back to the last acknowledged offsets to find it "
@@ -312,9 +324,17 @@ class LinkWorker(IdentityWorker):
             self.name,
             failure,
         )
-        self._delivery.drop_producer()  # the rest is read again from the acknowledged offsets
+        self._back_to_acked(set(), f"after the target refused a record among {failure}")
+
+    def _back_to_acked(self, skip: set[tuple[str, int]], why: str) -> None:
+        """Give up on what the producer holds and read every partition but `skip` again from the offsets the target
+        acknowledged (a request already sent may be written twice, never lost), with a new producer."""
+        assert self._consumer is not None and self._delivery is not None and self._router is not None
+        self._delivery.drop_producer()
         seeks = []
         for key, p in self._progress.items():
+            if key in skip:
+                continue
             acked = p.acked
             self._progress[key] = PartitionProgress(start_offset=acked, committed=p.committed)
             if acked is not None:
@@ -326,8 +346,8 @@ class LinkWorker(IdentityWorker):
                 self._consumer.seek(tp)
         except KafkaException as exc:
             self._fail(
-                f"could not go back to the acknowledged offsets ({error_text(exc)}) after the target refused a record "
-                f"among {failure}; nothing past them was committed, start the link again"
+                f"could not go back to the acknowledged offsets ({error_text(exc)}) {why}; nothing past them was "
+                "committed, start the link again"
             )
             return
         self._producer = self._new_producer()

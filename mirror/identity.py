@@ -31,6 +31,17 @@ class IdentityWorker(WorkerBase):
         # The topic id each owned partition's position belongs to (`mirror.gaps`: a recreated topic has a new one),
         # and the notes of it this link's workers keep on this host (Kafka forgets a deleted topic's offsets)
         self._generations = Generations(TopicLedger(self.config.state_path / "topics", self.link.name))
+        # Partitions copied again into a target topic deleted under the link, paused until the keeper has created it
+        # anew (`_lost_targets_owned`): nothing of theirs may reach the new topic before its first record
+        self._awaiting_target: set[tuple[str, int]] = set()
+
+    def _commit(self, keys: set[tuple[str, int]] | None = None, *, asynchronous: bool = True) -> None:
+        raise NotImplementedError  # `mirror.engine.LinkWorker`
+
+    def _back_to_acked(self, skip: set[tuple[str, int]], why: str) -> None:
+        """Drop what the producer holds, read every partition but `skip` again from its acknowledged offset
+        (`mirror.engine.LinkWorker`)."""
+        raise NotImplementedError
 
     def _topic_ids_now(self, topics: Iterable[str]) -> dict[str, str]:
         assert self._keeper is not None  # asked now: the consumer may learn of a new topic before the refresh does
@@ -75,7 +86,7 @@ class IdentityWorker(WorkerBase):
 
     def _lost_target_start(self, tp: TopicPartition) -> TopicPartition:
         """Where an assigned partition whose target topic was lost under the link starts (`_target_lost`): at its
-        commit, stopped; or, copied again, at the source's log start."""
+        commit, stopped; or, copied again, at the source's log start (paused while its topic is being created)."""
         assert self._keeper is not None
         key = (tp.topic, tp.partition)
         if not lost_target(key, self._keeper, self._generations.target_of, self._stopped):
@@ -87,13 +98,16 @@ class IdentityWorker(WorkerBase):
         )
         if decision is None or decision.action == "stop":
             return tp  # stopped: paused once assigned
-        self._generations.target_of[key] = self._keeper.target_ids.get(self._keeper.target_topic(tp.topic), "")
+        self._copy_again([key], pause=False)  # not assigned yet: paused once assigned
         return TopicPartition(tp.topic, tp.partition, decision.gap.first_offset)
 
     def _lost_targets_owned(self) -> None:
         """Owned partitions whose target topic was lost since the last refresh: stopped, or read again from the
-        source's log start into the topic created anew (what was in flight to the old one is abandoned)."""
+        source's log start into the topic created anew. What the producer still holds for the old topic would land
+        in the new one ahead of the copy (librdkafka retries a record to a deleted topic until it exists again), so
+        the producer drops everything it holds and the other partitions read again from their acknowledged offsets."""
         assert self._keeper is not None and self._consumer is not None and self._delivery is not None
+        recopied: list[tuple[tuple[str, int], int]] = []
         for key in [
             k for k in self._progress if lost_target(k, self._keeper, self._generations.target_of, self._stopped)
         ]:
@@ -109,23 +123,92 @@ class IdentityWorker(WorkerBase):
             if decision.action == "stop":
                 self._consumer.pause([TopicPartition(*key)])
                 continue
-            self._progress[key] = PartitionProgress()
-            self._generations.target_of[key] = self._keeper.target_ids.get(self._keeper.target_topic(key[0]), "")
-            assert self._router is not None
+            recopied.append((key, decision.gap.first_offset))
+        if not recopied:
+            self._release_deleted()
+            return
+        keys = {k for k, _ in recopied}
+        assert self._router is not None
+        for key, first in recopied:  # committed where the copy starts again: a crash now cannot skip it
+            self._progress[key] = PartitionProgress(start_offset=first)
             self._router.forget(key)
-            read_from(self._consumer, TopicPartition(*key, decision.gap.first_offset))
-            self._write_notes([key])
+        if self._producer is not None and len(self._producer):
+            self._back_to_acked(keys, "after a target topic was deleted under the link")
+        self._commit(keys, asynchronous=False)
+        for key, first in recopied:
+            read_from(self._consumer, TopicPartition(*key, first))
+        self._copy_again(sorted(keys))
+        self._release_deleted()  # deleted topics none of these wrote to: before the notes take an id
+        self._write_notes(sorted(keys))
+
+    def _release_deleted(self) -> None:
+        """Under `recopy`: nothing of a deleted target topic is left in the producer once its owned partitions were
+        handled (above), so the keeper may create every deleted one anew."""
+        assert self._keeper is not None
+        if self.link.on_target_loss == "recopy":
+            for target, how in list(self._keeper.lost_targets.items()):
+                if how == "deleted":
+                    self._keeper.release(target)
+
+    def _copy_again(self, keys: list[tuple[str, int]], *, pause: bool = True) -> None:
+        """These partitions are copied again from the source's log start: into the target topic as it is now when
+        someone else created it again, or, when it is gone, paused until the keeper (told that nothing of the old
+        topic is left in the producer) has created it anew (`_target_created`)."""
+        assert self._keeper is not None and self._consumer is not None
+        for key in keys:
+            target = self._keeper.target_topic(key[0])
+            if self._keeper.target_partitions.get(target, 0) > 0:
+                self._generations.target_of[key] = self._keeper.target_ids.get(target, "")
+                continue
+            self._generations.target_of[key] = ""  # the id of the topic created anew, noted at its first write
+            self._awaiting_target.add(key)
+            self._keeper.release(target)  # after the producer let go of it: before the notes take an id
+        waiting = [TopicPartition(*key) for key in keys if key in self._awaiting_target]
+        if pause and waiting:
+            self._consumer.pause(waiting)
+
+    def _note_target_ids(self) -> None:
+        """Owned partitions whose target topic's id the keeper learnt only now (asked right after its creation, a
+        topic may not be described yet): noted at once, so that a restart knows which topic they wrote to even if
+        that one is deleted before their next note (a stopped partition's note is never written again)."""
+        assert self._keeper is not None
+        keys = [
+            k
+            for k in self._progress
+            if k not in self._stopped
+            and not self._generations.target_of.get(k)
+            and self._keeper.target_ids.get(self._keeper.target_topic(k[0]))
+        ]
+        if keys:
+            self._write_notes(keys)
+
+    def _target_created(self) -> None:
+        """Partitions waiting for their target topic (`_copy_again`) go on once the keeper has created it."""
+        assert self._keeper is not None and self._consumer is not None
+        ready = [
+            k for k in self._awaiting_target if self._keeper.target_partitions.get(self._keeper.target_topic(k[0]), 0)
+        ]
+        if not ready:
+            return
+        self._awaiting_target.difference_update(ready)
+        if not self._paused:  # paused for back-pressure: resumed with the others
+            self._consumer.resume([TopicPartition(*key) for key in ready])
 
 
 def lost_target(
     key: tuple[str, int], keeper: TopicKeeper, target_of: Mapping[tuple[str, int], str], stopped: Container[Any]
 ) -> bool:
     """Whether a partition's target topic was lost under the link: under `on_target_loss: stop` while the keeper
-    finds it lost; under `recopy`, while the partition's records went to another id than the target topic has now."""
+    finds it lost; under `recopy`, while the partition's records went to a topic now gone, or to another id than the
+    target topic has now."""
     if key in stopped:
         return False
     target = keeper.target_topic(key[0])
     if keeper.link.on_target_loss == "stop":
         return target in keeper.lost_targets
     was, now = target_of.get(key), keeper.target_ids.get(target)
-    return bool(was and now and was != now)
+    if not was:
+        return False  # nothing written yet (or copied again into a topic not created yet)
+    if keeper.lost_targets.get(target) == "deleted" and (not now or now == was):
+        return True  # gone, with what this partition wrote to it
+    return bool(now and was != now)

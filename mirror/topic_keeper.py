@@ -143,6 +143,9 @@ class TopicKeeper:
                 problems=tuple(p for p, _ in kept),
                 problem_topics=tuple(t for _, t in kept),
             )
+        gone = {t for t, how in lost.items() if how == "deleted"}
+        if gone and link.on_target_loss == "recopy":  # created anew once the engine has let go of it (`release`)
+            plan = replace(plan, create=tuple(c for c in plan.create if c.topic not in gone))
         if plan.problems:
             raise MirrorFailure(f"link {self.name}: " + "; ".join(plan.problems))
         if plan.changes_target:
@@ -210,6 +213,12 @@ class TopicKeeper:
         kept = {t: self.target_ids[t] for t in self.lost_targets if self.link.on_target_loss == "stop"}
         self.target_ids = {**self.target_ids, **dict(survey.target_ids), **kept}  # a stopped one stays lost
         return plan
+
+    def release(self, target_topic: str) -> None:
+        """A target topic deleted under a `recopy` link: the engine holds nothing more for it, and the next survey
+        creates it anew (until then a survey finds it lost, and leaves it uncreated: what the producer still held
+        for the old topic would have landed in the new one)."""
+        self.target_ids.pop(target_topic, None)
 
     def create_like(self, target_topic: str, like_source_topic: str) -> None:
         """A handler sent a record to a topic the plan does not know: create it like its source topic (MirrorMaker 1

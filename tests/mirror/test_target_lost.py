@@ -13,6 +13,8 @@ The truth is what the test produced and a consumer reading the target."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -222,8 +224,17 @@ def test_a_target_topic_recreated_with_fewer_partitions_stops_every_partition_th
     wait_for_commits(
         source, "source", group, topic, 2, upto=[FIRST, FIRST], timeout_s=120, while_running=mirror.running
     )
-    delete(target, topic)
-    make_topic("target", 1, name=topic)
+    # deleted and created again while the mirror is frozen: its next refresh finds the other topic, never the gap
+    # between the two (that is the deletion of the test above)
+    os.kill(mirror.process.pid, signal.SIGSTOP)
+    try:
+        time.sleep(1)  # what it asked just before is answered by the broker before the deletion, not in between
+        delete(target, topic)
+        make_topic("target", 1, name=topic)
+        # and in the broker's metadata (which a CreateTopics answer can precede by a moment)
+        wait_until(lambda: listed(target, topic), timeout_s=30, description="the new topic in the metadata")
+    finally:
+        os.kill(mirror.process.pid, signal.SIGCONT)
     wait_until(
         lambda: mirror.log().count("was deleted and created again (another topic id) under the link") == 2,
         timeout_s=60,
