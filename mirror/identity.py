@@ -124,11 +124,13 @@ class IdentityWorker(WorkerBase):
                 self._consumer.pause([TopicPartition(*key)])
                 continue
             recopied.append((key, decision.gap.first_offset))
-        if not recopied:
-            self._release_deleted()
-            return
+        if recopied:
+            self._recopy(recopied)
+        self._release_deleted()  # deleted topics none of these wrote to
+
+    def _recopy(self, recopied: list[tuple[tuple[str, int], int]]) -> None:
+        assert self._consumer is not None and self._router is not None
         keys = {k for k, _ in recopied}
-        assert self._router is not None
         for key, first in recopied:  # committed where the copy starts again: a crash now cannot skip it
             self._progress[key] = PartitionProgress(start_offset=first)
             self._router.forget(key)
@@ -137,8 +139,7 @@ class IdentityWorker(WorkerBase):
         self._commit(keys, asynchronous=False)
         for key, first in recopied:
             read_from(self._consumer, TopicPartition(*key, first))
-        self._copy_again(sorted(keys))
-        self._release_deleted()  # deleted topics none of these wrote to: before the notes take an id
+        self._copy_again(sorted(keys))  # releases the deleted topics these wrote to: before the notes take an id
         self._write_notes(sorted(keys))
 
     def _release_deleted(self) -> None:
