@@ -6,7 +6,8 @@ cluster which of them the component's principal holds, and a running component t
 (`DenialLog`).
 
     mirror   source: Read + DescribeConfigs on each mirrored topic, Read on the link's group (commits)
-             target: Write, Create, DescribeConfigs and Alter (new partitions) on each target topic,
+             target: Write, Create, DescribeConfigs and Alter (new partitions) on each target topic, and
+                     AlterConfigs on it with `sync.topic_configs`;
                      Write + Create on the dead-letter topic; exactly-once adds Write on the transactional ids
                      `mirrorwatch-<group>-` (prefixed) and Read, Write, Create on `mirrorwatch-offsets.<group>`
     monitor  both:   Describe on the link's topics and group (high-watermarks, commits), Read on the source topics
@@ -37,7 +38,7 @@ class Permission:
 
     cluster: str  # the cluster's alias in the config
     role: Role
-    operation: str  # as kafka-acls.sh spells it: Read, Write, Create, Describe, DescribeConfigs, Alter
+    operation: str  # as kafka-acls.sh spells it: Read, Write, Create, Describe, DescribeConfigs, Alter, AlterConfigs
     resource: str  # topic, group, transactional-id
     name: str
     pattern: str = "literal"  # or "prefixed"
@@ -78,6 +79,10 @@ def _mirror(config: MirrorwatchConfig, link: LinkConfig, topics: Iterable[str]) 
             Permission(target, "mirror", "DescribeConfigs", "topic", renamed, why="compare the copy's settings"),
             Permission(target, "mirror", "Alter", "topic", renamed, why="add partitions when the source grows"),
         ]
+        if link.sync.topic_configs:
+            out.append(
+                Permission(target, "mirror", "AlterConfigs", "topic", renamed, why="sync its settings from the source")
+            )
     out.append(Permission(source, "mirror", "Read", "group", group, why="commit what the target acknowledged"))
     if link.dead_letter_topic:
         for operation in ("Write", "Create"):

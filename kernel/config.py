@@ -51,6 +51,7 @@ __all__ = [
     "MonitorConfig",
     "PrefixRename",
     "RenameConfig",
+    "SyncOptions",
     "TopicSelection",
     "is_secret_property",
     "load_config",
@@ -277,6 +278,18 @@ class SparkOptions(_Model):
     )
 
 
+class SyncOptions(_Model):
+    """What a link keeps in step on the target besides the records, at each topic refresh
+    (`refresh_topics_interval_seconds`). Partition counts always are (`partitioning: preserve`)."""
+
+    # The source topics' explicitly set configs applied to their copies (MirrorMaker 2's sync.topic.configs.enabled):
+    # set where they differ, removed where only the copy sets one (it then has the target's default, as the source
+    # has its own). Never synced: mirror.topics.NOT_COPIED_CONFIGS (they describe a cluster, not the data).
+    topic_configs: bool = False
+    # Config names (full-match regexes) this link never syncs (MirrorMaker 2's config.properties.exclude).
+    topic_configs_exclude: tuple[Regex, ...] = ()
+
+
 class LinkConfig(_Model):
     """A directed flow `source -> target` with its topic selection, rename policy, engine and delivery mode."""
 
@@ -319,6 +332,7 @@ class LinkConfig(_Model):
     consumer_properties: ClientProperties = Field(default_factory=dict)
     producer_properties: ClientProperties = Field(default_factory=dict)
     spark: SparkOptions = SparkOptions()
+    sync: SyncOptions = SyncOptions()
     # Standby groups kept ready on the target (failover checkpoints); unset: none.
     checkpoint: CheckpointConfig | None = None
 

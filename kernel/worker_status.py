@@ -122,6 +122,8 @@ class WorkerStatus:
     stats: Mapping[str, Any] = field(default_factory=dict)
     clients: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     config_drift: tuple[Mapping[str, Any], ...] = ()
+    # The link's last config syncs (`sync.topic_configs`): source_topic, target_topic, config, was, now, at_ms.
+    config_synced: tuple[Mapping[str, Any], ...] = ()
     # Partitions this worker no longer owns (revoked, or lost in a session timeout) with what it had acknowledged of
     # them: every record below `acked` is on the target whoever owns the partition now. For the best position known
     # while nobody reports the partition (between a loss and the next assignment), never as ownership.
@@ -135,6 +137,7 @@ class WorkerStatus:
         body["partitions"] = [asdict(p) for p in self.partitions]
         body["released"] = [asdict(p) for p in self.released]
         body["config_drift"] = [dict(d) for d in self.config_drift]
+        body["config_synced"] = [dict(d) for d in self.config_synced]
         body["gaps"] = [asdict(g) for g in self.gaps]
         return body
 
@@ -156,6 +159,7 @@ class WorkerStatus:
                     "partitions": partitions,
                     "released": released,
                     "config_drift": tuple(document.get("config_drift", ())),
+                    "config_synced": tuple(document.get("config_synced", ())),
                     "gaps": tuple(
                         Gap(**{k: v for k, v in g.items() if k in _GAP_FIELDS}) for g in document.get("gaps", ())
                     ),
@@ -182,4 +186,10 @@ def stale_after_ms(publish_interval_ms: int) -> int:
 
 _POSITION_FIELDS = frozenset(PartitionPosition.__dataclass_fields__)
 _GAP_FIELDS = frozenset(Gap.__dataclass_fields__)
-_STATUS_FIELDS = frozenset(WorkerStatus.__dataclass_fields__) - {"partitions", "config_drift", "released", "gaps"}
+_STATUS_FIELDS = frozenset(WorkerStatus.__dataclass_fields__) - {
+    "partitions",
+    "config_drift",
+    "config_synced",
+    "released",
+    "gaps",
+}

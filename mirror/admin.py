@@ -7,14 +7,15 @@ import threading
 from collections.abc import Iterable, Mapping
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
-from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
 from confluent_kafka.cimpl import NewPartitions, NewTopic
 
 from kernel.config import LinkConfig, MirrorwatchConfig
 from kernel.kafka import already_exists, error_text, kafka_error
-from mirror.topics import TopicInfo, TopicPlan
+from mirror.topics import AlterConfigs, TopicInfo, TopicPlan
 
 __all__ = [
+    "alter_topic_configs",
     "cluster_id",
     "describe_topics",
     "execute_plan",
@@ -26,6 +27,7 @@ __all__ = [
 log = logging.getLogger("mirrorwatch.mirror.admin")
 
 TIMEOUT_S = 30.0
+SET, DELETE = AlterConfigOpType.SET, AlterConfigOpType.DELETE
 CONNECT_BACKOFF_MAX_S = 30.0
 
 
@@ -141,8 +143,35 @@ def describe_topics(admin: AdminClient, topics: Iterable[str], partitions: dict[
     return out
 
 
+def alter_topic_configs(admin: AdminClient, alters: Iterable[AlterConfigs]) -> dict[str, str]:
+    """Make target topics' configs the source's (one IncrementalAlterConfigs request); what each refused topic's
+    broker said (an ACL, a value it will not take), by topic. The link goes on either way: a refusal is drift."""
+    alters = list(alters)
+    if not alters:
+        return {}
+    resources = [
+        ConfigResource(
+            ConfigResource.Type.TOPIC,
+            a.topic,
+            incremental_configs=[
+                ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in a.set.items()
+            ]
+            + [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in a.delete],
+        )
+        for a in alters
+    ]
+    refused: dict[str, str] = {}
+    for resource, future in admin.incremental_alter_configs(resources, request_timeout=TIMEOUT_S).items():
+        try:
+            future.result(timeout=TIMEOUT_S)
+        except (KafkaException, TimeoutError) as exc:
+            refused[resource.name] = error_text(exc) if isinstance(exc, KafkaException) else "no answer"
+    return refused
+
+
 def execute_plan(admin: AdminClient, plan: TopicPlan) -> None:
-    """Create and grow target topics as planned. A topic somebody else created meanwhile is fine."""
+    """Create and grow target topics as planned. A topic somebody else created meanwhile is fine. (Configs are
+    synced apart, by `alter_topic_configs`: a refusal there stops nothing.)"""
     if plan.create:
         new = [
             NewTopic(

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
@@ -18,13 +21,22 @@ from kernel.config import LinkConfig, MirrorwatchConfig
 from kernel.errors import ConfigError, ConfigProblem, KafkaClientError
 from kernel.kafka import error_text
 from kernel.rename import RenamePolicy, rename_policy
-from mirror.admin import describe_topics, execute_plan, list_topic_partitions, refused_topics, topic_ids
+from mirror.admin import (
+    alter_topic_configs,
+    describe_topics,
+    execute_plan,
+    list_topic_partitions,
+    refused_topics,
+    topic_ids,
+)
 from mirror.failure import MirrorFailure
 from mirror.topics import ConfigDrift, CreateTopic, TopicPlan, plan_topics, select_topics
 
 __all__ = ["Survey", "Surveyor", "TopicKeeper", "refuse_loop"]
 
 log = logging.getLogger("mirrorwatch.mirror")
+
+SYNCS_KEPT = 20
 
 
 def refuse_loop(config: MirrorwatchConfig, link: LinkConfig, source_id: str, target_id: str) -> None:
@@ -56,6 +68,7 @@ class Survey:
     topic_ids: tuple[tuple[str, str], ...] = ()  # of the selected source topics (a recreated topic has a new one)
     target_ids: tuple[tuple[str, str], ...] = ()  # of the target topics (only when the keeper watches them)
     lost_targets: tuple[tuple[str, str], ...] = ()  # target topics deleted ("deleted") or recreated under the link
+    synced: tuple[Mapping[str, Any], ...] = ()  # the configs this round made the source's (see TopicKeeper.synced)
 
 
 class TopicKeeper:
@@ -85,6 +98,8 @@ class TopicKeeper:
         self.target_partitions: dict[str, int] = {}
         self.known_source_partitions: dict[str, int] = {}
         self.drift: tuple[ConfigDrift, ...] = ()
+        # The last SYNCS_KEPT config syncs (source_topic, target_topic, config, was, now, at_ms), for the status.
+        self.synced: tuple[Mapping[str, Any], ...] = ()
         self.smallest_target_limit: int | None = None
         # The target topics' ids (KIP-516), for an engine that watches them (`watch_targets`): a target topic the link
         # wrote to that is gone, or has another id, was deleted under the link (`lost_targets`: topic -> "deleted" or
@@ -132,6 +147,7 @@ class TopicKeeper:
             replication_factor=link.replication_factor,
             known_source_partitions=self.known_source_partitions,
             dead_letter_topic=link.dead_letter_topic,
+            sync=link.sync,
         )
         ids, lost = self._target_ids(plan, target_partitions) if self.watch_targets else ({}, {})
         if lost and link.on_target_loss == "stop":  # not created or grown again, and its partitions stop: no problem
@@ -148,7 +164,10 @@ class TopicKeeper:
             plan = replace(plan, create=tuple(c for c in plan.create if c.topic not in gone))
         if plan.problems:
             raise MirrorFailure(f"link {self.name}: " + "; ".join(plan.problems))
-        if plan.changes_target:
+        synced: list[Mapping[str, Any]] = []
+        if plan.alter_configs:
+            plan = self._sync_configs(plan, synced)
+        if plan.create or plan.add_partitions:
             execute_plan(self.target_admin, plan)
             target_partitions = list_topic_partitions(self.target_admin)
             if self.watch_targets and plan.create:
@@ -165,7 +184,36 @@ class TopicKeeper:
             topic_ids=tuple(sorted(topic_ids(self.source_admin, selected).items())),
             target_ids=tuple(sorted(ids.items())),
             lost_targets=tuple(sorted(lost.items())),
+            synced=tuple(synced),
         )
+
+    def _sync_configs(self, plan: TopicPlan, synced: list[Mapping[str, Any]]) -> TopicPlan:
+        """Apply the plan's config syncs, each said in the log and added to `synced`; a refused one is drift with
+        the target's reason."""
+        refused = alter_topic_configs(self.target_admin, plan.alter_configs)
+        at_ms = int(time.time() * 1000)
+        drift = list(plan.drift)
+        for alter in plan.alter_configs:
+            source_topic = next(s for s, t in plan.mapping.items() if t == alter.topic)
+            for name, was in alter.was.items():
+                now = alter.set.get(name)
+                if alter.topic in refused:
+                    reason = f"the target refused: {refused[alter.topic]}"
+                    drift.append(ConfigDrift(source_topic, alter.topic, name, now, was, reason))
+                else:
+                    synced.append(
+                        {"source_topic": source_topic, "target_topic": alter.topic, "config": name, "was": was}
+                        | {"now": now, "at_ms": at_ms}
+                    )
+                    log.info(
+                        "link %s: synced topic config of %r: %s %s -> %s (the source's)",
+                        self.name,
+                        alter.topic,
+                        name,
+                        "unset" if was is None else repr(was),
+                        "unset" if now is None else repr(now),
+                    )
+        return replace(plan, drift=tuple(drift))
 
     def _target_ids(self, plan: TopicPlan, target_partitions: dict[str, int]) -> tuple[dict[str, str], dict[str, str]]:
         """The ids the mapped target topics have now, and those of them lost under the link: gone ("deleted"), or
@@ -189,13 +237,14 @@ class TopicKeeper:
         if plan.drift != self.drift:
             for d in plan.drift:
                 log.warning(
-                    "link %s: topic config drift %s -> %s: %s is %r on the source, %r on the target",
+                    "link %s: topic config drift %s -> %s: %s is %r on the source, %r on the target (%s)",
                     self.name,
                     d.source_topic,
                     d.target_topic,
                     d.config,
                     d.source_value,
                     d.target_value,
+                    d.reason,
                 )
             self.drift = plan.drift
         if survey.target_limits:
@@ -203,6 +252,8 @@ class TopicKeeper:
             smallest = min(survey.target_limits)
             self.smallest_target_limit = smallest if known is None else min(known, smallest)
         self.known_source_partitions = dict(plan.source_partitions)
+        if survey.synced:
+            self.synced = (*self.synced, *survey.synced)[-SYNCS_KEPT:]
         self.topic_map = dict(plan.mapping)
         self.target_partitions = dict(survey.target_partitions)
         self.refused = survey.refused

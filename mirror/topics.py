@@ -1,7 +1,8 @@
 """The topic planner (pure): which source topics a link mirrors, and what the target needs for them.
 
 plan -> review -> execute: `plan_topics` looks at both clusters' topics and returns a `TopicPlan` (topics to create,
-partitions to add, problems that stop the link, config drift to report); `mirror.admin.execute_plan` applies it.
+partitions to add, configs to sync, problems that stop the link, config drift to report); `mirror.admin.execute_plan`
+applies it.
 
 Partition counts, with `partitioning: preserve` (target partition = source partition):
 - a target topic that does not exist is created with the source's partition count;
@@ -18,18 +19,20 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from kernel.config import TopicSelection
+from kernel.config import SyncOptions, TopicSelection
 from kernel.rename import RenamePolicy
 
 __all__ = [
     "INTERNAL_TOPIC_PATTERNS",
     "NOT_COPIED_CONFIGS",
     "AddPartitions",
+    "AlterConfigs",
     "ConfigDrift",
     "CreateTopic",
     "Partitioning",
     "TopicInfo",
     "TopicPlan",
+    "config_verdict",
     "copyable_configs",
     "is_internal_topic",
     "plan_topics",
@@ -91,12 +94,26 @@ class AddPartitions:
 
 
 @dataclass(frozen=True)
+class AlterConfigs:
+    """A target topic's configs made the source's (`sync.topic_configs`): set these, delete those (the target's
+    default then applies, as the source's does)."""
+
+    topic: str
+    set: Mapping[str, str]
+    delete: tuple[str, ...]
+    was: Mapping[str, str | None]  # the target's values before, for the log
+
+
+@dataclass(frozen=True)
 class ConfigDrift:
+    """A copied config that differs and that the link leaves so, with the reason."""
+
     source_topic: str
     target_topic: str
     config: str
     source_value: str | None  # None: not set (broker default)
     target_value: str | None
+    reason: str = "sync.topic_configs is off for this link"
 
 
 @dataclass(frozen=True)
@@ -108,10 +125,11 @@ class TopicPlan:
     problems: tuple[str, ...] = ()  # each stops the link until fixed
     problem_topics: tuple[str, ...] = ()  # the target topic each problem is about, in the same order
     drift: tuple[ConfigDrift, ...] = ()
+    alter_configs: tuple[AlterConfigs, ...] = ()
 
     @property
     def changes_target(self) -> bool:
-        return bool(self.create or self.add_partitions)
+        return bool(self.create or self.add_partitions or self.alter_configs)
 
 
 def is_internal_topic(topic: str) -> bool:
@@ -132,6 +150,16 @@ def copyable_configs(configs: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in configs.items() if k not in NOT_COPIED_CONFIGS and not k.startswith("confluent.")}
 
 
+def config_verdict(name: str, sync: SyncOptions | None) -> str | None:
+    """Why the link leaves a differing copied config as it is; None when it syncs it."""
+    if sync is None or not sync.topic_configs:
+        return "sync.topic_configs is off for this link"
+    pattern = next((p for p in sync.topic_configs_exclude if p.fullmatch(name)), None)
+    if pattern is not None:
+        return f"excluded by sync.topic_configs_exclude '{pattern.pattern}'"
+    return None
+
+
 def plan_topics(
     source: Mapping[str, TopicInfo],
     target: Mapping[str, TopicInfo],
@@ -142,8 +170,10 @@ def plan_topics(
     replication_factor: int | None = None,
     known_source_partitions: Mapping[str, int] | None = None,
     dead_letter_topic: str | None = None,
+    sync: SyncOptions | None = None,
 ) -> TopicPlan:
-    """What the target needs so that every selected source topic can be mirrored."""
+    """What the target needs so that every selected source topic can be mirrored, and its copies' configs made the
+    source's where `sync` says so (the others that differ are drift)."""
     known = known_source_partitions or {}
     mapping: dict[str, str] = {}
     create: list[CreateTopic] = []
@@ -151,6 +181,7 @@ def plan_topics(
     problems: list[str] = []
     problem_topics: list[str] = []
     drift: list[ConfigDrift] = []
+    alter: list[AlterConfigs] = []
     claimed: dict[str, str] = {}  # target topic -> the source topic written there
     for topic in selected:
         info = source[topic]
@@ -181,7 +212,18 @@ def plan_topics(
                     "partitioning to hash or modulo"
                 )
                 problem_topics.append(target_topic)
-        drift.extend(_config_drift(topic, target_topic, info.configs, existing.configs))
+        differ = _config_drift(topic, target_topic, info.configs, existing.configs, sync)
+        drift.extend(d for d in differ if d.reason)
+        synced = [d for d in differ if not d.reason]
+        if synced:
+            alter.append(
+                AlterConfigs(
+                    target_topic,
+                    {d.config: d.source_value for d in synced if d.source_value is not None},
+                    tuple(d.config for d in synced if d.source_value is None),
+                    {d.config: d.target_value for d in synced},
+                )
+            )
     if dead_letter_topic is not None and dead_letter_topic not in target:
         create.append(CreateTopic(dead_letter_topic, 1, replication_factor, {}))
     return TopicPlan(
@@ -192,15 +234,21 @@ def plan_topics(
         problems=tuple(problems),
         problem_topics=tuple(problem_topics),
         drift=tuple(drift),
+        alter_configs=tuple(alter),
     )
 
 
 def _config_drift(
-    source_topic: str, target_topic: str, source: Mapping[str, str], target: Mapping[str, str]
+    source_topic: str,
+    target_topic: str,
+    source: Mapping[str, str],
+    target: Mapping[str, str],
+    sync: SyncOptions | None,
 ) -> list[ConfigDrift]:
+    """Every copied config that differs; those the link syncs have no reason."""
     src, dst = copyable_configs(source), copyable_configs(target)
     return [
-        ConfigDrift(source_topic, target_topic, name, src.get(name), dst.get(name))
+        ConfigDrift(source_topic, target_topic, name, src.get(name), dst.get(name), config_verdict(name, sync) or "")
         for name in sorted(src.keys() | dst.keys())
         if src.get(name) != dst.get(name)
     ]

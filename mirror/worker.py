@@ -167,6 +167,7 @@ class WorkerBase:
             stats=self.stats.as_dict(),
             clients={role: s.as_dict() for role, s in self._client_stats.items()},
             config_drift=tuple(asdict(d) for d in self.config_drift()),
+            config_synced=self._keeper.synced if self._keeper is not None else (),
             released=self._released_positions(),
             gaps=self._ledger.gaps(),
         )

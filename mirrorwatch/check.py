@@ -41,6 +41,7 @@ _OPERATIONS = {
     "Describe": AclOperation.DESCRIBE,
     "DescribeConfigs": AclOperation.DESCRIBE_CONFIGS,
     "Alter": AclOperation.ALTER,
+    "AlterConfigs": AclOperation.ALTER_CONFIGS,
 }
 
 

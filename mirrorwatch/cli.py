@@ -82,7 +82,8 @@ def cli(log_level: str) -> None:
                                             HTTP API and console
       mirrorwatch local up                  just the two local clusters (source, target)
       mirrorwatch config check FILE         validate a config file
-    mirrorwatch check --config FILE       which ACL each component's principal is missing (kafka-acls.sh lines)
+      mirrorwatch check --config FILE       which ACL each component's principal is missing (kafka-acls.sh lines)
+      mirrorwatch drift --config FILE       what differs between source topics and their copies, and what syncs
       mirrorwatch failover plan ...         where consumer groups must start on a link's target (exact)
       mirrorwatch migrate from mm2 ...      take over from MirrorMaker 1/2 or Replicator, re-copying nothing
     """
@@ -580,10 +581,11 @@ def demo(state_dir: Path | None, duration: float | None, rate: float) -> None:
 
 # Commands in modules of their own keep this one short.
 from mirrorwatch.check import check  # noqa: E402
+from mirrorwatch.drift_cli import drift  # noqa: E402
 from mirrorwatch.failover_cli import failover  # noqa: E402
 from mirrorwatch.migrate_cli import migrate  # noqa: E402
 
-for _command in (check, failover, migrate):
+for _command in (check, drift, failover, migrate):
     cli.add_command(_command)
 
 

@@ -205,7 +205,7 @@ class CanaryReading:
 @dataclass(frozen=True, slots=True)
 class Event:
     at_ms: int
-    kind: str  # "cluster", "link", "workers", "drift", "loss", "canary" or "group"
+    kind: str  # "cluster", "link", "workers", "drift", "sync", "loss", "canary" or "group"
     subject: str  # the cluster, link or group it is about
     cluster: str  # the cluster it happened on ("" for a link's events: see `subject`)
     before: str
@@ -279,6 +279,12 @@ def _link_events(previous: MonitorState, current: MonitorState, now: int) -> Ite
         for topic, config in sorted(drift_before - drift_now):
             text = f"link {name}: {topic} agrees with its source in {config} again"
             yield Event(now, "drift", name, "", config, "", text)
+        synced_before = {(d.get("target_topic"), d.get("config"), d.get("at_ms")) for d in old.config_synced}
+        for d in view.config_synced:
+            if (d.get("target_topic"), d.get("config"), d.get("at_ms")) not in synced_before:
+                was, to = ("unset" if v is None else str(v) for v in (d.get("was"), d.get("now")))
+                text = f"link {name}: {d.get('target_topic')} synced {d.get('config')} from its source: {was} -> {to}"
+                yield Event(now, "sync", name, "", was, to, text)
 
 
 def _loss_events(previous: MonitorState | None, current: MonitorState) -> Iterator[Event]:
@@ -324,7 +330,7 @@ class Events:
         out: list[Event] = []
         for event in reversed(self._ring):
             if link is not None and not (
-                event.kind in ("link", "workers", "drift", "loss", "canary") and event.subject == link
+                event.kind in ("link", "workers", "drift", "sync", "loss", "canary") and event.subject == link
             ):
                 continue
             if group is not None and not (event.kind == "group" and event.subject == group):

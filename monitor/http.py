@@ -125,6 +125,7 @@ def _link(view: LinkView) -> dict[str, Any]:
         "partitions": [asdict(p) for p in view.partitions],
         "stats": dict(view.stats),
         "config_drift": [dict(d) for d in view.config_drift],
+        "config_synced": [dict(d) for d in view.config_synced],
         "records_lost": sum(g.records for g in view.gaps),
         "gaps": [{**asdict(g), "records": g.records, "text": g.describe(view.link)} for g in view.gaps],
     }

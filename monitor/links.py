@@ -89,6 +89,7 @@ class LinkView:
     observed_ms: int = 0  # when the view was made
     reason: str | None = None  # why the link has no figure yet (no partition known), or why some figures are missing
     gaps: tuple[Gap, ...] = ()  # records the link will never copy, from every worker's status (each once)
+    config_synced: tuple[Mapping[str, Any], ...] = ()  # the workers' last config syncs (WorkerStatus.config_synced)
 
     @property
     def state(self) -> str:
@@ -340,6 +341,7 @@ def link_view(
     stats: dict[str, Any] = {}
     failure = None
     drift: dict[tuple[str, str], Mapping[str, Any]] = {}
+    synced: dict[tuple[Any, Any, Any], Mapping[str, Any]] = {}
     clients: list[Mapping[str, Any]] = []
     live = [s.status for s in sightings if s.is_live]
     for status in sorted((s.status for s in sightings), key=lambda s: s.observed_ms):
@@ -349,6 +351,8 @@ def link_view(
             clients.append({**client, "role": role, "worker": str(status.worker)})
         for d in status.config_drift:
             drift[(d["source_topic"], d["config"])] = d
+        for d in status.config_synced:
+            synced[(d.get("target_topic"), d.get("config"), d.get("at_ms"))] = d
         for key, value in status.stats.items():
             if isinstance(value, int | float):
                 stats[key] = stats.get(key, 0) + value
@@ -396,6 +400,7 @@ def link_view(
         observed_ms=now_ms,
         reason=reason,
         gaps=tuple(sorted(gaps.values(), key=lambda g: (g.at_ms, g.key))),
+        config_synced=tuple(sorted(synced.values(), key=lambda d: (d.get("at_ms") or 0, str(d.get("config"))))),
     )
 
 

@@ -162,3 +162,13 @@ def test_a_refused_permission_is_said_once_and_again_only_after_it_was_allowed(
     assert lines[0].startswith("link orders: Read on topic 'orders.eu' is not allowed (TOPIC_AUTHORIZATION_FAILED)")
     assert lines[2] == "link orders: Read on topic 'orders.eu' is allowed again"
     assert set(log.refused()) == {("Read", "topic", "orders.eu"), ("Read", "group", "mirrorwatch-orders")}
+
+
+def test_config_sync_adds_alter_configs_on_each_copy_and_nothing_on_the_source() -> None:
+    plain = _config(canary={"enabled": False})
+    synced = _config({"sync": {"topic_configs": True}}, canary={"enabled": False})
+    before, after = (set(required(c, c.links[0], ["orders.eu"])) for c in (plain, synced))
+    assert {(p.cluster, p.operation, p.resource, p.name) for p in after - before} == {
+        ("hub", "AlterConfigs", "topic", "orders.eu")
+    }
+    assert before <= after

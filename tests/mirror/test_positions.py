@@ -72,6 +72,7 @@ def test_positions_status_and_drift_of_a_running_worker(
                 "config": "retention.ms",
                 "source_value": "3600000",
                 "target_value": "7200000",
+                "reason": "sync.topic_configs is off for this link",
             }
         ]
 

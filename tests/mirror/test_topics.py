@@ -6,9 +6,18 @@ import re
 
 import pytest
 
-from kernel.config import IdentityRename, MapRename, PrefixRename, TopicSelection
+from kernel.config import IdentityRename, MapRename, PrefixRename, SyncOptions, TopicSelection
 from kernel.rename import rename_policy
-from mirror.topics import AddPartitions, ConfigDrift, CreateTopic, Partitioning, TopicInfo, plan_topics, select_topics
+from mirror.topics import (
+    AddPartitions,
+    AlterConfigs,
+    ConfigDrift,
+    CreateTopic,
+    Partitioning,
+    TopicInfo,
+    plan_topics,
+    select_topics,
+)
 
 IDENTITY = rename_policy(IdentityRename(), "src")
 PREFIX = rename_policy(PrefixRename(policy="prefix"), "src")
@@ -118,6 +127,37 @@ def test_config_drift_ignores_settings_that_are_not_copied() -> None:
         ConfigDrift("orders", "orders", "retention.ms", "1000", "2000"),
         ConfigDrift("orders", "orders", "segment.bytes", "1024", None),
     )
+
+
+def test_config_sync_sets_what_differs_deletes_what_only_the_copy_sets_and_leaves_the_excluded_with_the_reason() -> (
+    None
+):
+    source = {"orders": TopicInfo(1, {"retention.ms": "1000", "min.insync.replicas": "2", "segment.bytes": "1024",
+                                      "cleanup.policy": "compact", "segment.ms": "60000"})}  # fmt: skip
+    target = {"orders": TopicInfo(1, {"retention.ms": "2000", "min.insync.replicas": "1", "compression.type": "lz4",
+                                      "cleanup.policy": "compact", "segment.ms": "120000"})}  # fmt: skip
+    sync = SyncOptions(topic_configs=True, topic_configs_exclude=(re.compile(r"segment\..*"),))
+    plan = plan_topics(source, target, ["orders"], IDENTITY, sync=sync)
+    assert plan.alter_configs == (
+        AlterConfigs("orders", {"retention.ms": "1000"}, ("compression.type",), {"compression.type": "lz4",
+                                                                                 "retention.ms": "2000"}),
+    )  # fmt: skip
+    excluded = "excluded by sync.topic_configs_exclude 'segment\\..*'"
+    assert plan.drift == (
+        ConfigDrift("orders", "orders", "segment.bytes", "1024", None, excluded),
+        ConfigDrift("orders", "orders", "segment.ms", "60000", "120000", excluded),
+    )  # min.insync.replicas describes a cluster: never copied, never drift
+    assert plan.changes_target
+    in_step = {"orders": TopicInfo(1, {**source["orders"].configs, "min.insync.replicas": "1"})}
+    assert plan_topics(source, in_step, ["orders"], IDENTITY, sync=sync).alter_configs == ()
+
+
+def test_with_config_sync_off_every_difference_is_drift_and_nothing_is_altered() -> None:
+    source, target = {"orders": TopicInfo(1, {"retention.ms": "1000"})}, {"orders": TopicInfo(1)}
+    for sync in (None, SyncOptions()):
+        plan = plan_topics(source, target, ["orders"], IDENTITY, sync=sync)
+        assert plan.alter_configs == () and not plan.changes_target
+        assert [d.reason for d in plan.drift] == ["sync.topic_configs is off for this link"]
 
 
 def test_the_dead_letter_topic_is_created_when_missing() -> None:

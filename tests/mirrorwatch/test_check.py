@@ -20,69 +20,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from confluent_kafka import KafkaError
-from confluent_kafka.admin import (
-    AclBinding,
-    AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
-    ResourcePatternType,
-    ResourceType,
-)
 
-from kernel.acl import Permission, required
 from kernel.config import ClusterConfig, MirrorwatchConfig, load_config
 from kernel.kafka import new_admin
 from kernel.wait import wait_until
 from localkafka.local import LocalClusters
-from localkafka.local_security import ROLE_PRINCIPALS
+from tests.acl_helpers import binding as _binding
+from tests.acl_helpers import grant as _grant
+from tests.acl_helpers import grant_required as _grant_required
+from tests.acl_helpers import revoke as _revoke
+from tests.acl_helpers import with_component_principals as _with_component_principals
 from tests.kafka_helpers import Record, end_offsets, produce, read_all, wait_for_commits
 from tests.processes import MirrorProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.secured]
-
-_IDENTITY = ("sasl.username", "sasl.password", "ssl.certificate.location", "ssl.key.location")
-_RESOURCES = {
-    "topic": ResourceType.TOPIC,
-    "group": ResourceType.GROUP,
-    "transactional-id": ResourceType.TRANSACTIONAL_ID,
-}
-
-
-def _with_component_principals(path: Path, local_clusters: LocalClusters) -> MirrorwatchConfig:
-    """The config file's clusters with `clients.<role>`: each component as its own local principal."""
-    security = local_clusters.security
-    document = yaml.safe_load(path.read_text())
-    for cluster in document["clusters"].values():
-        cluster["clients"] = {
-            role: {k: v for k, v in security.client_properties(principal=role).items() if k in _IDENTITY}
-            for role in ROLE_PRINCIPALS
-        }
-    path.write_text(yaml.safe_dump(document, sort_keys=False))
-    return load_config(path)
-
-
-def _binding(resource: str, name: str, pattern: str, principal: str, operation: str) -> AclBinding:
-    pattern_type = ResourcePatternType.PREFIXED if pattern == "prefixed" else ResourcePatternType.LITERAL
-    op = getattr(AclOperation, re.sub(r"(?<!^)(?=[A-Z])", "_", operation).upper())
-    return AclBinding(_RESOURCES[resource], name, pattern_type, principal, "*", op, AclPermissionType.ALLOW)
-
-
-def _grant(config: MirrorwatchConfig, alias: str, bindings: list[AclBinding]) -> None:
-    """As the operator's principal (the clusters' common settings: a super user of the local clusters)."""
-    admin = new_admin(config.clusters[alias], alias)
-    for future in admin.create_acls(bindings).values():
-        future.result(timeout=30)
-
-
-def _revoke(config: MirrorwatchConfig, alias: str, binding: AclBinding) -> None:
-    admin = new_admin(config.clusters[alias], alias)
-    found = AclBindingFilter(
-        binding.restype, binding.name, binding.resource_pattern_type, binding.principal, "*", binding.operation,
-        AclPermissionType.ALLOW,
-    )  # fmt: skip
-    assert admin.delete_acls([found])[found].result(timeout=30), binding
 
 
 def _check(path: Path) -> tuple[int, str]:
@@ -107,27 +59,6 @@ def _topic_error(cluster: ClusterConfig, alias: str, topic: str) -> KafkaError |
 def _json(url: str) -> Any:
     with urllib.request.urlopen(url, timeout=10) as answer:
         return json.load(answer)
-
-
-def _grant_required(
-    config: MirrorwatchConfig, operator: MirrorwatchConfig, local_clusters: LocalClusters
-) -> dict[str, str]:
-    """Grant what kernel.acl lists for the link, each to its component's principal, and nothing else; the
-    principals by role."""
-    security = local_clusters.security
-    link = config.links[0]
-    source_topics = set(new_admin(operator.clusters["source"], "source").list_topics(timeout=30).topics)
-    wanted: list[Permission] = required(config, link, source_topics | {config.canary.topic})
-    principals = {role: security.principal(role) for role in ROLE_PRINCIPALS}
-    if security.mode != "plaintext":
-        for alias in ("source", "target"):
-            bindings = [
-                _binding(p.resource, p.name, p.pattern, principals[p.role], p.operation)
-                for p in wanted
-                if p.cluster == alias
-            ]
-            _grant(operator, alias, bindings)
-    return principals
 
 
 def _grant_as_printed(operator: MirrorwatchConfig, line: str) -> tuple[str, str, str]:

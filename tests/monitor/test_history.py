@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import replace
+from typing import Any
 
 from monitor.evaluator import GroupEvaluation, Status
 from monitor.history import CanaryReading, Events, History, canary_transitions, transitions
@@ -106,6 +107,28 @@ def test_transitions_between_two_rounds() -> None:
     assert "group billing on source: OK -> WARN" in texts
     assert transitions(None, before) == []
     assert transitions(before, before) == []
+
+
+def test_a_config_the_link_synced_is_an_event_once_about_its_link() -> None:
+    sync: dict[str, Any] = {
+        "source_topic": "orders",
+        "target_topic": "dc1.orders",
+        "config": "retention.ms",
+        "was": "2000",
+    }
+    sync |= {"now": "1000", "at_ms": T0 + 5_000}
+    removed = {**sync, "config": "segment.ms", "was": "60000", "now": None}
+    states = [
+        _state(T0 + i * 10_000, replace(_link(0, 0), config_synced=synced), _group(Status.OK, 0))
+        for i, synced in enumerate([(), (sync, removed), (sync, removed)])
+    ]
+    ring = Events()
+    for before, after in itertools.pairwise(states):
+        ring.extend(transitions(before, after))
+    assert [(e.kind, e.before, e.after, e.text) for e in reversed(ring.query(link="dr"))] == [
+        ("sync", "2000", "1000", "link dr: dc1.orders synced retention.ms from its source: 2000 -> 1000"),
+        ("sync", "60000", "unset", "link dr: dc1.orders synced segment.ms from its source: 60000 -> unset"),
+    ]
 
 
 def test_events_newest_first_and_filtered() -> None:

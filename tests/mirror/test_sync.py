@@ -1,0 +1,237 @@
+"""Keeping the clusters in step on real brokers: a running link makes its copies' configs and partition counts the
+source's (`sync.topic_configs`) and leaves what it excludes, and `mirrorwatch drift` lists exactly the differences of
+a deliberately drifted pair. The truth is read with a plain admin client of the test's, not mirrorwatch's reads."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
+from confluent_kafka.cimpl import NewPartitions
+
+from kernel.config import MirrorwatchConfig, load_config
+from kernel.kafka import new_admin
+from kernel.wait import wait_until
+from localkafka.local import LocalClusters
+from tests.acl_helpers import binding, grant, grant_required, with_component_principals
+from tests.kafka_helpers import Record, produce, read_all
+from tests.processes import MirrorProcess, running_worker, session_config
+
+pytestmark = pytest.mark.integration
+
+EXCLUDED = r"segment\.ms"
+
+
+def _configs(admin: AdminClient, topic: str) -> dict[str, str]:
+    """The topic's explicitly set configs."""
+    [future] = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)]).values()
+    entries = future.result(timeout=30)
+    return {
+        name: entry.value
+        for name, entry in entries.items()
+        if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and entry.value is not None
+    }
+
+
+def _partitions(admin: AdminClient, topic: str) -> int:
+    found = admin.list_topics(topic, timeout=30).topics.get(topic)
+    return len(found.partitions) if found is not None and found.error is None else 0
+
+
+def _set(admin: AdminClient, topic: str, configs: dict[str, str]) -> None:
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()]
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(timeout=30)
+
+
+def test_a_running_link_makes_its_copies_configs_and_partitions_the_sources_and_leaves_what_it_excludes(
+    clusters_config: MirrorwatchConfig, make_topic: Callable[..., str], unique: Callable[[str], str]
+) -> None:
+    topic = make_topic("source", 2, config={"retention.ms": "3600000"})
+    sync: dict[str, Any] = {"topic_configs": True, "topic_configs_exclude": [EXCLUDED]}
+    link: dict[str, Any] = {"name": "synced", "source": "source", "target": "target", "topics": {"include": [topic]}}
+    link |= {"group_id": unique("g"), "refresh_topics_interval_seconds": 1, "sync": sync}
+    config = session_config(clusters_config, [link], canary={"topic": unique("canary")})
+    source = new_admin(clusters_config.clusters["source"], "source")
+    target = new_admin(clusters_config.clusters["target"], "target")
+    with running_worker(config) as worker:
+        wait_until(
+            lambda: _configs(target, topic) == {"retention.ms": "3600000"},
+            timeout_s=60,
+            description="the copy created with the source's configs",
+            ignore=(KafkaException,),  # not created yet
+        )
+        # By hand on the copy: a config the source does not set (the sync removes it) and an excluded one (kept).
+        _set(target, topic, {"max.compaction.lag.ms": "86400000", "segment.ms": "3600000"})
+        # On the source: one changed, one set, one excluded, and two partitions more.
+        _set(source, topic, {"retention.ms": "7200000", "cleanup.policy": "compact", "segment.ms": "600000"})
+        for future in source.create_partitions([NewPartitions(topic, 4)]).values():
+            future.result(timeout=30)
+        want = {"retention.ms": "7200000", "cleanup.policy": "compact", "segment.ms": "3600000"}
+        wait_until(
+            lambda: _configs(target, topic) == want and _partitions(target, topic) == 4,
+            timeout_s=60,
+            description=f"the copy's configs {want} and 4 partitions",
+        )
+        # What is left is the excluded config, said with its reason (the round that synced the others may still be
+        # on its way to the loop).
+        left = {"source_topic": topic, "target_topic": topic, "config": "segment.ms", "source_value": "600000",
+                "target_value": "3600000", "reason": f"excluded by sync.topic_configs_exclude '{EXCLUDED}'"}  # fmt: skip
+        wait_until(
+            lambda: worker.status()["config_drift"] == [left],
+            timeout_s=30,
+            description=f"the status's drift to be {[left]}",
+        )
+        synced = {(d["config"], d["was"], d["now"]) for d in worker.status()["config_synced"]}
+        assert synced == {
+            ("retention.ms", "3600000", "7200000"),
+            ("cleanup.policy", None, "compact"),
+            ("max.compaction.lag.ms", "86400000", None),
+        }
+        # A record in a new source partition reaches the same partition of the copy.
+        produce(clusters_config.clusters["source"], "source", topic, [Record(b"new", key=b"k", partition=3)])
+        [copy] = read_all(clusters_config.clusters["target"], "target", topic, 1, partitions=4)
+        assert (copy.partition, copy.value) == (3, b"new")
+
+
+def _drift(path: Path, *args: str) -> tuple[int, str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "mirrorwatch.cli", "drift", "--config", str(path), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.returncode, done.stdout
+
+
+def test_the_drift_report_lists_exactly_the_differences_made_and_nothing_of_a_pair_in_step(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    unique: Callable[[str], str],
+    write_config: Callable[..., Path],
+) -> None:
+    prefix = unique("drift")
+    orders = make_topic("source", 2, name=f"{prefix}.orders", config={"segment.ms": "600000"})
+    make_topic("target", 3, name=orders, config={"retention.ms": "7200000"})  # more partitions, another retention
+    refunds = make_topic("source", 1, name=f"{prefix}.refunds")  # no copy
+    gone = make_topic("target", 1, name=f"{prefix}.gone")  # a copy of nothing the source has
+    make_topic("source", 1, name=f"{prefix}-other")  # not selected by the drifted link
+    steady = make_topic("source", 2, name=f"{prefix}.steady.a", config={"cleanup.policy": "compact"})
+    make_topic("target", 2, name=steady, config={"cleanup.policy": "compact"})
+    sync = {"topic_configs": True, "topic_configs_exclude": [EXCLUDED]}
+    links: list[dict[str, Any]] = [
+        {"name": "drifted", "source": "source", "target": "target", "sync": sync},
+        {"name": "steady", "source": "source", "target": "target"},
+    ]
+    links[0]["topics"] = {"include": [rf"{prefix}\..*"], "exclude": [rf"{prefix}\.steady\..*"]}
+    links[1]["topics"] = {"include": [rf"{prefix}\.steady\..*"]}
+    path = write_config(links, canary={"topic": unique("canary")})
+
+    code, said = _drift(path, "--json")
+    assert code == 1, said
+    report = json.loads(said)
+    when = "at the link's next topic refresh (every 30 s)"
+
+    def diff(topic: str, source: str | None, what: str, values: tuple[str | None, str | None], synced: bool,
+             note: str) -> dict[str, Any]:  # fmt: skip
+        return {"target_topic": topic, "source_topic": source, "what": what, "source": values[0],
+                "target": values[1], "synced": synced, "note": note}  # fmt: skip
+
+    assert report == {
+        "drifted": [
+            diff(
+                gone,
+                None,
+                "extra",
+                (None, "1"),
+                False,
+                f"a copy of {gone!r}, which the source no longer has: left as it is",
+            ),
+            diff(orders, orders, "partitions", ("2", "3"), False, "the target has more partitions: never shrunk"),
+            diff(orders, orders, "config retention.ms", ("-1", "7200000"), True, f"synced {when}"),
+            diff(
+                orders,
+                orders,
+                "config segment.ms",
+                ("600000", None),
+                False,
+                f"excluded by sync.topic_configs_exclude '{EXCLUDED}'",
+            ),
+            diff(refunds, refunds, "missing", (None, None), True, f"created {when}"),
+        ],
+        "steady": [],
+    }
+    code, said = _drift(path, "--link", "steady")
+    assert (code, said) == (0, "link steady (source -> target): in step\n")
+    code, said = _drift(path, "--link", "drifted")
+    assert code == 1
+    assert said.splitlines()[:3] == [
+        "link drifted (source -> target): 5 difference(s)",
+        f"  {gone}",
+        f"    extra: a copy of {gone!r}, which the source no longer has: left as it is",
+    ]
+    code, said = _drift(path, "--link", "nosuch")
+    assert code == 2 and said == ""
+
+
+@pytest.mark.secured
+def test_a_mirror_principal_without_alter_configs_is_told_by_check_and_mirrors_on_with_the_refusal_as_drift(
+    local_clusters: LocalClusters,
+    make_topic: Callable[..., str],
+    unique: Callable[[str], str],
+    write_config: Callable[..., Path],
+    start_mirror: Callable[..., MirrorProcess],
+) -> None:
+    """Each component as its own principal with the ACLs `check` lists, but AlterConfigs left out: `check` names
+    it; the running mirror copies every record, says the refusal as drift, and syncs once it is granted. On the
+    plaintext pair (no authorizer) nothing is refused and the first round syncs."""
+    secured = local_clusters.security.mode != "plaintext"
+    topic = make_topic("source", 2, config={"retention.ms": "3600000"})
+    make_topic("target", 2, name=topic, config={"retention.ms": "7200000"})
+    link: dict[str, Any] = {"name": unique("l"), "source": "source", "target": "target", "topics": {"include": [topic]}}
+    link |= {"refresh_topics_interval_seconds": 1, "sync": {"topic_configs": True}}
+    path = write_config([link], canary={"topic": unique("canary")})
+    config = with_component_principals(path, local_clusters)
+    operator = load_config(local_clusters.config_path)
+    principals = grant_required(config, operator, local_clusters, leave_out="AlterConfigs")
+    done = subprocess.run(
+        [sys.executable, "-m", "mirrorwatch.cli", "check", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    said = done.stdout + done.stderr
+    missing = [line.strip() for line in said.splitlines() if line.strip().startswith("missing:")]
+    if secured:
+        assert done.returncode == 1, said
+        assert missing == [f"missing: AlterConfigs on topic {topic!r} (sync its settings from the source)"], said
+    else:
+        assert (done.returncode, missing) == (0, []), said
+
+    target = new_admin(operator.clusters["target"], "target")
+    running = start_mirror("--config", str(path))
+    produce(operator.clusters["source"], "source", topic, [Record(b"%d" % i, partition=i % 2) for i in range(100)])
+    copies = read_all(operator.clusters["target"], "target", topic, 100, partitions=2)
+    assert sorted(int(r.value or b"") for r in copies) == list(range(100))
+    if secured:
+        running.wait_for_log("retention.ms is '3600000' on the source, '7200000' on the target (the target refused")
+        assert _configs(target, topic)["retention.ms"] == "7200000"
+        grant(operator, "target", [binding("topic", topic, "literal", principals["mirror"], "AlterConfigs")])
+    wait_until(
+        lambda: _configs(target, topic).get("retention.ms") == "3600000",
+        timeout_s=60,
+        description="the copy's retention.ms synced",
+    )
+    running.wait_for_log(f"synced topic config of {topic!r}: retention.ms '7200000' -> '3600000'")
+    assert "Traceback" not in running.log(), running.log()
