@@ -84,6 +84,7 @@ def demo_config(clusters_config: MirrorwatchConfig, topic: str, http_port: int =
                 "topics": {"include": [topic.replace(".", r"\.")]},
                 "offset_commit_interval_ms": 1000,
                 "refresh_topics_interval_seconds": 5,
+                "sync": {"topic_configs": True},  # the orders topic's configs follow the source's
                 # the application's group kept ready on the target at its exact translation
                 "checkpoint": {"groups": {"include": [APP_GROUP]}, "interval_seconds": 5, "sync_group_offsets": True},
             },
