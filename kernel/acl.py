@@ -7,7 +7,8 @@ cluster which of them the component's principal holds, and a running component t
 
     mirror   source: Read + DescribeConfigs on each mirrored topic, Read on the link's group (commits)
              target: Write, Create, DescribeConfigs and Alter (new partitions) on each target topic, and
-                     AlterConfigs on it with `sync.topic_configs`;
+                     AlterConfigs on it with `sync.topic_configs`; with `sync.acls` Describe on the source
+                     cluster, Describe and Alter on the target cluster (DescribeAcls, CreateAcls, DeleteAcls);
                      Write + Create on the dead-letter topic; exactly-once adds Write on the transactional ids
                      `mirrorwatch-<group>-` (prefixed) and Read, Write, Create on `mirrorwatch-offsets.<group>`
     monitor  both:   Describe on the link's topics and group (high-watermarks, commits), Read on the source topics
@@ -39,7 +40,7 @@ class Permission:
     cluster: str  # the cluster's alias in the config
     role: Role
     operation: str  # as kafka-acls.sh spells it: Read, Write, Create, Describe, DescribeConfigs, Alter, AlterConfigs
-    resource: str  # topic, group, transactional-id
+    resource: str  # topic, group, transactional-id, cluster (named kafka-cluster)
     name: str
     pattern: str = "literal"  # or "prefixed"
     why: str = ""
@@ -52,12 +53,15 @@ class Permission:
 
 def grant_line(permission: Permission, bootstrap_servers: str, principal: str) -> str:
     """The kafka-acls.sh command that grants `permission` to `principal` (run it as an operator of the cluster)."""
-    option = {"topic": "--topic", "group": "--group", "transactional-id": "--transactional-id"}[permission.resource]
     pattern = " --resource-pattern-type prefixed" if permission.pattern == "prefixed" else ""
+    if permission.resource == "cluster":
+        resource = "--cluster"
+    else:
+        option = {"topic": "--topic", "group": "--group", "transactional-id": "--transactional-id"}[permission.resource]
+        resource = f"{option} {_quoted(permission.name)}"
     return (
         f"kafka-acls.sh --bootstrap-server {bootstrap_servers} --command-config admin.properties --add "
-        f"--allow-principal {_quoted(principal)} --operation {permission.operation} {option} "
-        f"{_quoted(permission.name)}{pattern}"
+        f"--allow-principal {_quoted(principal)} --operation {permission.operation} {resource}{pattern}"
     )
 
 
@@ -83,7 +87,16 @@ def _mirror(config: MirrorwatchConfig, link: LinkConfig, topics: Iterable[str]) 
             out.append(
                 Permission(target, "mirror", "AlterConfigs", "topic", renamed, why="sync its settings from the source")
             )
+        if link.sync.topic_deletions == "on":
+            out.append(Permission(target, "mirror", "Delete", "topic", renamed, why="delete it after its source"))
     out.append(Permission(source, "mirror", "Read", "group", group, why="commit what the target acknowledged"))
+    if link.sync.acls:
+        cluster = "kafka-cluster"
+        out += [
+            Permission(source, "mirror", "Describe", "cluster", cluster, why="read the topic ACLs to sync"),
+            Permission(target, "mirror", "Describe", "cluster", cluster, why="read the copies' ACLs"),
+            Permission(target, "mirror", "Alter", "cluster", cluster, why="create and remove the synced ACLs"),
+        ]
     if link.dead_letter_topic:
         for operation in ("Write", "Create"):
             out.append(Permission(target, "mirror", operation, "topic", link.dead_letter_topic, why="dead letters"))

@@ -288,6 +288,16 @@ class SyncOptions(_Model):
     topic_configs: bool = False
     # Config names (full-match regexes) this link never syncs (MirrorMaker 2's config.properties.exclude).
     topic_configs_exclude: tuple[Regex, ...] = ()
+    # The source's literal ACLs on the mirrored topics written for their copies (MirrorMaker 2's
+    # sync.topic.acls.enabled): ALLOW WRITE left out, ALLOW ALL narrowed to READ (mirror.acl_sync); removed again
+    # when the source loses them, if the link made them. Needs DescribeAcls at the source, CreateAcls at the target.
+    acls: bool = False
+    # Whose ACLs: full-match regexes on the principal ("User:app-.*").
+    acl_principals: TopicSelection = TopicSelection()
+    # A copy whose source topic was deleted: deleted too (on), said and kept (dry-run), or left (off); only a copy
+    # the link created, and only once its source has been gone for the grace period (mirror.deletions).
+    topic_deletions: Literal["off", "dry-run", "on"] = "off"
+    topic_deletion_grace_seconds: Annotated[float, Field(ge=0)] = 3600
 
 
 class LinkConfig(_Model):

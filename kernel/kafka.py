@@ -32,6 +32,7 @@ __all__ = [
     "new_admin",
     "new_consumer",
     "new_producer",
+    "no_authorizer",
 ]
 
 ConfigValue = str | int | float | bool
@@ -98,6 +99,12 @@ def already_exists(exc: BaseException) -> bool:
     """A topic creation that failed only because the topic is there already."""
     error = error_of(exc)
     return error is not None and error.code() == KafkaError.TOPIC_ALREADY_EXISTS
+
+
+def no_authorizer(exc: BaseException) -> bool:
+    """An ACL request to a cluster that has no authorizer (it has no ACLs either)."""
+    error = error_of(exc)
+    return error is not None and error.code() == KafkaError.SECURITY_DISABLED
 
 
 def _rejected(exc: KafkaException, alias: str, role: str) -> ConfigError:

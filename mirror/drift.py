@@ -9,19 +9,23 @@ it) and the two clusters' partition counts; `mirrorwatch drift` prints it. Diffe
 - `config <name>`: a copied config differs (synced at the next refresh, or left, with `ConfigDrift.reason`);
 - `extra`: a target topic that the rename policy maps back to a topic the link would select but the source no
   longer has (deleted on the source: the link leaves it);
-- `problem`: what stops the link (two source topics written to one target topic).
+- `problem`: what stops the link (two source topics written to one target topic);
+- `acl ...`: a topic ACL the source's call for on the copy that it lacks (`mirror.acl_sync`: created with
+  `sync.acls`), or one the link made that the source no longer has (removed). ACLs made on the target by hand are
+  not compared.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from kernel.config import TopicSelection
 from kernel.rename import RenamePolicy
+from mirror.acl_sync import TopicAcl
 from mirror.topics import Partitioning, TopicPlan, is_internal_topic
 
-__all__ = ["Difference", "drift_of", "extra_targets"]
+__all__ = ["Difference", "acl_drift", "drift_of", "extra_targets"]
 
 
 @dataclass(frozen=True)
@@ -35,12 +39,9 @@ class Difference:
     note: str  # what the link does, or why it leaves it
 
     def line(self) -> str:
-        values = (
-            ""
-            if self.what in {"missing", "extra", "problem"}
-            else f": source {_v(self.source)}, target {_v(self.target)}"
-        )
-        return f"{self.what}{values}: {self.note}"
+        if self.what in {"missing", "extra", "problem"} or self.what.startswith("acl "):
+            return f"{self.what}: {self.note}"
+        return f"{self.what}: source {_v(self.source)}, target {_v(self.target)}: {self.note}"
 
 
 def _v(value: str | None) -> str:
@@ -70,6 +71,48 @@ def extra_targets(
     return out
 
 
+def _extra_note(target: str, created: Collection[str], deletions: str, grace_s: float) -> str:
+    if deletions == "off":
+        return "left as it is (sync.topic_deletions is off)"
+    if target not in created:
+        return "left as it is: the link did not create it"
+    if deletions == "dry-run":
+        return f"would be deleted {grace_s:g} s after the source's deletion (sync.topic_deletions: dry-run)"
+    return f"deleted {grace_s:g} s after the source's deletion"
+
+
+def _acl_what(acl: TopicAcl) -> str:
+    return f"acl {acl.permission} {acl.operation} for {acl.principal}" + (
+        "" if acl.host == "*" else f" from {acl.host}"
+    )
+
+
+def acl_drift(
+    wanted: frozenset[TopicAcl],
+    on_target: frozenset[TopicAcl],
+    owned: frozenset[TopicAcl],
+    *,
+    source_of: Mapping[str, str],
+    synced: bool,
+    refresh_s: float = 30,
+) -> tuple[Difference, ...]:
+    """The copies' ACL differences (`mirror.acl_sync.mirrored_acls` gives `wanted`); `source_of`: target topic ->
+    source topic. `source`/`target` say which side has the ACL (its permission)."""
+    when = f"at the link's next topic refresh (every {refresh_s:g} s)"
+    off = "sync.acls is off for this link"
+    out = [
+        Difference(a.topic, source_of.get(a.topic), _acl_what(a), a.permission, None, synced,
+                   f"created {when}" if synced else off)
+        for a in sorted(wanted - on_target)
+    ]  # fmt: skip
+    out += [
+        Difference(a.topic, source_of.get(a.topic), _acl_what(a), None, a.permission, synced,
+                   f"made by the link, gone from the source: removed {when}" if synced else off)
+        for a in sorted((owned & on_target) - wanted)
+    ]  # fmt: skip
+    return tuple(out)
+
+
 def drift_of(
     plan: TopicPlan,
     source_partitions: Mapping[str, int],
@@ -78,8 +121,12 @@ def drift_of(
     extras: Mapping[str, str] | None = None,
     partitioning: Partitioning = "preserve",
     refresh_s: float = 30,
+    created: Collection[str] = (),
+    deletions: str = "off",
+    grace_s: float = 3600,
 ) -> tuple[Difference, ...]:
-    """Every difference, sorted by target topic and then as listed above."""
+    """Every difference, sorted by target topic and then as listed above. `created`: the target topics the link
+    created (its notes); `deletions`, `grace_s`: the link's `sync.topic_deletions` and grace period."""
     when = f"at the link's next topic refresh (every {refresh_s:g} s)"
     out: list[Difference] = []
     source_of = {target: source for source, target in plan.mapping.items()}
@@ -117,6 +164,8 @@ def drift_of(
             )
         )
     for target, source in (extras or {}).items():
+        deleted = deletions == "on" and target in created
+        note = _extra_note(target, created, deletions, grace_s)
         out.append(
             Difference(
                 target,
@@ -124,8 +173,8 @@ def drift_of(
                 "extra",
                 None,
                 str(target_partitions.get(target, "")) or None,
-                False,
-                f"a copy of {source!r}, which the source no longer has: left as it is",
+                deleted,
+                f"a copy of {source!r}, which the source no longer has: {note}",
             )
         )
     for problem, topic in zip(plan.problems, plan.problem_topics, strict=True):

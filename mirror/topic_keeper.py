@@ -21,6 +21,7 @@ from kernel.config import LinkConfig, MirrorwatchConfig
 from kernel.errors import ConfigError, ConfigProblem, KafkaClientError
 from kernel.kafka import error_text
 from kernel.rename import RenamePolicy, rename_policy
+from mirror.acl_keeper import AclKeeper
 from mirror.admin import (
     alter_topic_configs,
     describe_topics,
@@ -29,6 +30,8 @@ from mirror.admin import (
     refused_topics,
     topic_ids,
 )
+from mirror.deletion_keeper import DeletionKeeper
+from mirror.drift import extra_targets
 from mirror.failure import MirrorFailure
 from mirror.topics import ConfigDrift, CreateTopic, TopicPlan, plan_topics, select_topics
 
@@ -108,6 +111,16 @@ class TopicKeeper:
         self.target_ids: dict[str, str] = {}
         self.lost_targets: dict[str, str] = {}
         self.lost_how: dict[str, str] = {}  # every target topic found lost so far, and how
+        self.deletions = DeletionKeeper(
+            link, name=name, state_dir=config.state_path, source_admin=source_admin, target_admin=target_admin
+        )
+        self.acls = (
+            AclKeeper(
+                link, name=name, state_dir=config.state_path, source_admin=source_admin, target_admin=target_admin
+            )
+            if link.sync.acls
+            else None
+        )
 
     def target_topic(self, topic: str) -> str:
         target = self.topic_map.get(topic)
@@ -167,11 +180,16 @@ class TopicKeeper:
         synced: list[Mapping[str, Any]] = []
         if plan.alter_configs:
             plan = self._sync_configs(plan, synced)
+        if self.acls is not None:
+            self.acls.sync(plan.mapping)
         if plan.create or plan.add_partitions:
             execute_plan(self.target_admin, plan)
+            self.deletions.note_created(c.topic for c in plan.create)
             target_partitions = list_topic_partitions(self.target_admin)
             if self.watch_targets and plan.create:
                 ids.update(topic_ids(self.target_admin, [c.topic for c in plan.create]))
+        if link.sync.topic_deletions != "off":
+            self.deletions.round(self._copies_of_deleted(source_partitions, target_partitions))
         limits = [info.max_message_bytes for info in target_info.values() if info.max_message_bytes]
         limits += [int(c.configs["max.message.bytes"]) for c in plan.create if "max.message.bytes" in c.configs]
         vanished = [t for t in self.selected if t not in source_partitions]
@@ -185,6 +203,14 @@ class TopicKeeper:
             target_ids=tuple(sorted(ids.items())),
             lost_targets=tuple(sorted(lost.items())),
             synced=tuple(synced),
+        )
+
+    def _copies_of_deleted(self, source: dict[str, int], target: dict[str, int]) -> dict[str, str]:
+        """Target topics named as copies of topics the link would select that the source does not list."""
+        ignore = [t for t in (self.link.dead_letter_topic, self.rename.target_topic(self.config.canary.topic)) if t]
+        exclude_internal = self.link.exclude_internal_topics
+        return extra_targets(
+            target, source, self.link.topics, self.rename, exclude_internal=exclude_internal, ignore=ignore
         )
 
     def _sync_configs(self, plan: TopicPlan, synced: list[Mapping[str, Any]]) -> TopicPlan:

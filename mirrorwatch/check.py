@@ -42,6 +42,7 @@ _OPERATIONS = {
     "DescribeConfigs": AclOperation.DESCRIBE_CONFIGS,
     "Alter": AclOperation.ALTER,
     "AlterConfigs": AclOperation.ALTER_CONFIGS,
+    "Delete": AclOperation.DELETE,
 }
 
 
@@ -94,6 +95,16 @@ def _topic_operations(admin: AdminClient, names: Sequence[str]) -> dict[str, set
     return out
 
 
+def _cluster_operations(admin: AdminClient) -> set[int] | KafkaError:
+    """The principal's authorized operations on the cluster (DescribeCluster, KIP-430)."""
+    try:
+        found = admin.describe_cluster(include_authorized_operations=True, request_timeout=TIMEOUT_S)
+        return {int(op.value) for op in found.result(timeout=TIMEOUT_S).authorized_operations or ()}
+    except KafkaException as exc:
+        error = error_of(exc)
+        return error if error is not None else KafkaError(KafkaError._FAIL, str(exc))
+
+
 def _group_operations(admin: AdminClient, group: str) -> set[int] | KafkaError:
     for _ in range(10):  # a group coordinator may still be loading right after start
         future = admin.describe_consumer_groups([group], include_authorized_operations=True, request_timeout=TIMEOUT_S)[
@@ -142,10 +153,18 @@ def _judge(
     topics = sorted({p.name for p in permissions if p.resource == "topic" and p.name in existing})
     topic_ops = _topic_operations(admin, topics)
     group_ops = {p.name: _group_operations(admin, p.name) for p in permissions if p.resource == "group"}
+    cluster_ops = _cluster_operations(admin) if any(p.resource == "cluster" for p in permissions) else None
     out: dict[Permission, tuple[str, str]] = {}
     for p in permissions:
         if p.resource == "transactional-id":
             out[p] = ("unchecked", "asking would fence a running producer")
+            continue
+        if p.resource == "cluster":
+            if isinstance(cluster_ops, KafkaError):
+                out[p] = ("unchecked", error_text(cluster_ops))
+            else:
+                held = cluster_ops is not None and int(_OPERATIONS[p.operation].value) in cluster_ops
+                out[p] = ("ok", "") if held else ("missing", "not among the principal's authorized operations")
             continue
         if p.resource == "topic" and p.name not in existing:
             if p.operation == "Create":

@@ -31,13 +31,18 @@ def drift(config_path: Path, link_name: str | None, as_json: bool) -> None:
     Reads both clusters as the mirror's principal and changes nothing. Exit 0 when nothing differs, 1 when something
     does, 2 for a bad config or an unknown link.
     """
+    from confluent_kafka import KafkaException
+
     from kernel.access import require_access
     from kernel.config import load_config
     from kernel.errors import ConfigError, ConfigProblem
-    from kernel.kafka import new_admin
+    from kernel.kafka import kafka_error, new_admin, no_authorizer
     from kernel.rename import rename_policy
+    from mirror.acl_keeper import owned_acls, topic_acls
+    from mirror.acl_sync import mirrored_acls
     from mirror.admin import describe_topics, list_topic_partitions
-    from mirror.drift import Difference, drift_of, extra_targets
+    from mirror.deletion_keeper import created_topics
+    from mirror.drift import Difference, acl_drift, drift_of, extra_targets
     from mirror.topics import plan_topics, select_topics
 
     config = load_config(config_path).as_client("mirror")
@@ -70,14 +75,35 @@ def drift(config_path: Path, link_name: str | None, as_json: bool) -> None:
         extras = extra_targets(
             target, source, link.topics, rename, exclude_internal=link.exclude_internal_topics, ignore=ignore
         )
-        report[link.name] = drift_of(
+        found = drift_of(
             plan,
             source,
             target,
             extras=extras,
             partitioning=link.partitioning,
             refresh_s=link.refresh_topics_interval_seconds,
+            created=created_topics(config.state_path, link.name),
+            deletions=link.sync.topic_deletions,
+            grace_s=link.sync.topic_deletion_grace_seconds,
         )
+        try:  # clusters without an authorizer have no ACLs to compare
+            wanted = mirrored_acls(
+                topic_acls(admins[link.source], plan.mapping), plan.mapping, link.sync.acl_principals
+            )
+            on_target = topic_acls(admins[link.target], plan.mapping.values())
+        except KafkaException as exc:
+            if not no_authorizer(exc):
+                raise kafka_error(exc, "reading topic ACLs") from None
+        else:
+            found += acl_drift(
+                wanted,
+                on_target,
+                owned_acls(config.state_path, link.name),
+                source_of={t: s for s, t in plan.mapping.items()},
+                synced=link.sync.acls,
+                refresh_s=link.refresh_topics_interval_seconds,
+            )
+        report[link.name] = tuple(sorted(found, key=lambda d: d.target_topic))
     if as_json:
         click.echo(json.dumps({name: [asdict(d) for d in found] for name, found in report.items()}, indent=2))
     else:

@@ -172,3 +172,25 @@ def test_config_sync_adds_alter_configs_on_each_copy_and_nothing_on_the_source()
         ("hub", "AlterConfigs", "topic", "orders.eu")
     }
     assert before <= after
+
+
+def test_acl_sync_adds_describe_on_the_source_cluster_and_describe_and_alter_on_the_target_cluster() -> None:
+    synced = _config({"sync": {"acls": True}}, canary={"enabled": False})
+    clusters = {(p.cluster, p.operation) for p in required(synced, synced.links[0], ["orders.eu"])
+                if p.resource == "cluster"}  # fmt: skip
+    assert clusters == {("dc1", "Describe"), ("hub", "Describe"), ("hub", "Alter")}
+    alter = next(p for p in required(synced, synced.links[0], ["orders.eu"]) if p.operation == "Alter"
+                 and p.resource == "cluster")  # fmt: skip
+    line = grant_line(alter, "hub:9092", "User:mirror")
+    assert line.endswith("--allow-principal User:mirror --operation Alter --cluster"), line
+
+
+def test_deletion_sync_adds_delete_on_each_copy_only_when_on() -> None:
+    def deletes(mode: str) -> set[tuple[str, str]]:
+        config = _config({"sync": {"topic_deletions": mode}}, canary={"enabled": False})
+        return {
+            (p.cluster, p.name) for p in required(config, config.links[0], ["orders.eu"]) if p.operation == "Delete"
+        }
+
+    assert deletes("off") == deletes("dry-run") == set()
+    assert deletes("on") == {("hub", "orders.eu")}

@@ -43,7 +43,7 @@ def test_each_kind_of_difference_is_listed_once_with_what_the_link_does() -> Non
             None,
             "1",
             False,
-            "a copy of 'gone', which the source no longer has: left as it is",
+            "a copy of 'gone', which the source no longer has: left as it is (sync.topic_deletions is off)",
         ),
         Difference("dc1.orders", "orders", "partitions", "4", "2", True, f"grown {when}"),
         Difference("dc1.orders", "orders", "config retention.ms", "1000", "2000", True, f"synced {when}"),

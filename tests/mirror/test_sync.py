@@ -5,22 +5,37 @@ a deliberately drifted pair. The truth is read with a plain admin client of the 
 from __future__ import annotations
 
 import json
+import logging
+import re
 import subprocess
 import sys
+import time
 from collections.abc import Callable
+from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka.admin import (
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    ResourcePatternType,
+    ResourceType,
+)
 from confluent_kafka.cimpl import NewPartitions
 
-from kernel.config import MirrorwatchConfig, load_config
-from kernel.kafka import new_admin
+from kernel.config import ClusterConfig, MirrorwatchConfig, load_config
+from kernel.kafka import new_admin, new_producer
 from kernel.wait import wait_until
 from localkafka.local import LocalClusters
-from tests.acl_helpers import binding, grant, grant_required, with_component_principals
+from tests.acl_helpers import binding, grant, grant_required, revoke, with_component_principals
 from tests.kafka_helpers import Record, produce, read_all
 from tests.processes import MirrorProcess, running_worker, session_config
 
@@ -155,7 +170,7 @@ def test_the_drift_report_lists_exactly_the_differences_made_and_nothing_of_a_pa
                 "extra",
                 (None, "1"),
                 False,
-                f"a copy of {gone!r}, which the source no longer has: left as it is",
+                f"a copy of {gone!r}, which the source no longer has: left as it is (sync.topic_deletions is off)",
             ),
             diff(orders, orders, "partitions", ("2", "3"), False, "the target has more partitions: never shrunk"),
             diff(orders, orders, "config retention.ms", ("-1", "7200000"), True, f"synced {when}"),
@@ -178,7 +193,7 @@ def test_the_drift_report_lists_exactly_the_differences_made_and_nothing_of_a_pa
     assert said.splitlines()[:3] == [
         "link drifted (source -> target): 5 difference(s)",
         f"  {gone}",
-        f"    extra: a copy of {gone!r}, which the source no longer has: left as it is",
+        f"    extra: a copy of {gone!r}, which the source no longer has: left as it is (sync.topic_deletions is off)",
     ]
     code, said = _drift(path, "--link", "nosuch")
     assert code == 2 and said == ""
@@ -235,3 +250,135 @@ def test_a_mirror_principal_without_alter_configs_is_told_by_check_and_mirrors_o
     )
     running.wait_for_log(f"synced topic config of {topic!r}: retention.ms '7200000' -> '3600000'")
     assert "Traceback" not in running.log(), running.log()
+
+
+def _acls(admin: AdminClient, topic: str) -> set[tuple[str, str, str]]:
+    """The broker's literal ACLs on the topic: (principal, operation, permission)."""
+    anyone = cast(str, None)  # any principal and host
+    every = AclBindingFilter(
+        ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, anyone, anyone, AclOperation.ANY, AclPermissionType.ANY
+    )
+    found = admin.describe_acls(every).result(timeout=30)
+    return {(b.principal, _name(b.operation), _name(b.permission_type)) for b in found}
+
+
+def _name(value: Enum | str | int) -> str:
+    return value.name if isinstance(value, Enum) else str(value)
+
+
+def _may(cluster: ClusterConfig, topic: str) -> set[str]:
+    """What the broker says this client's principal may do on the topic (KIP-430)."""
+    admin = new_admin(cluster, "target")
+    [future] = admin.describe_topics(TopicCollection([topic]), include_authorized_operations=True).values()
+    return {op.name for op in future.result(timeout=30).authorized_operations or ()}
+
+
+def _write_error(cluster: ClusterConfig, topic: str) -> KafkaError | None:
+    """What the broker answers a record this client's principal writes to the topic."""
+    errors: list[KafkaError | None] = []
+    producer = new_producer(cluster, "target", {"message.timeout.ms": 10000})
+    producer.produce(topic, b"not into a mirror", on_delivery=lambda err, _msg: errors.append(err))
+    producer.flush(30)
+    return errors[0] if errors else KafkaError(KafkaError._TIMED_OUT)
+
+
+@pytest.mark.secured
+def test_acl_sync_lets_an_application_read_not_write_the_copy_follows_a_removal_and_leaves_hand_made_acls(
+    local_clusters: LocalClusters,
+    make_topic: Callable[..., str],
+    unique: Callable[[str], str],
+    write_config: Callable[..., Path],
+    start_mirror: Callable[..., MirrorProcess],
+) -> None:
+    """The application is the local `canary` principal (it holds no ACL of its own here), `monitor` an admin of the
+    topic (ALL at the source: READ on the copy), and an ACL made by hand on the target for `monitor` is left alone.
+    The mirror runs as the operator. On the plaintext pair (no authorizer) there are no ACLs: it mirrors and makes none."""
+    security = local_clusters.security
+    operator = load_config(local_clusters.config_path)
+    topic = make_topic("source", 1)
+    produce(operator.clusters["source"], "source", topic, [Record(b"%d" % i) for i in range(10)])
+    app, admin = security.principal("canary"), security.principal("monitor")
+    link: dict[str, Any] = {"name": unique("l"), "source": "source", "target": "target", "topics": {"include": [topic]}}
+    chosen = [re.escape(app), re.escape(admin)]
+    link |= {"refresh_topics_interval_seconds": 1, "sync": {"acls": True, "acl_principals": {"include": chosen}}}
+    path = write_config([link], canary={"topic": unique("canary")})
+    if security.mode == "plaintext":  # no authorizer: no ACLs to read (the cluster answers none), none made
+        running = start_mirror("--config", str(path))
+        read_all(operator.clusters["target"], "target", topic, 10)
+        running.wait_for_log("10 records mirrored")  # a progress line: rounds with ACL sync went by
+        assert _acls(new_admin(operator.clusters["target"], "target"), topic) == set()
+        assert "ACL" not in running.log() and "Traceback" not in running.log(), running.log()
+        return
+
+    grant(operator, "source", [binding("topic", topic, "literal", app, op) for op in ("Read", "Write")])
+    grant(operator, "source", [binding("topic", topic, "literal", admin, "All")])
+    make_topic("target", 1, name=topic)
+    grant(operator, "target", [binding("topic", topic, "literal", admin, "Describe")])  # by hand
+    target = new_admin(operator.clusters["target"], "target")
+    running = start_mirror("--config", str(path))
+    hand_made = (admin, "DESCRIBE", "ALLOW")
+    synced = {(app, "READ", "ALLOW"), (admin, "READ", "ALLOW")}
+    wait_until(lambda: _acls(target, topic) == synced | {hand_made}, timeout_s=60, description=f"{synced} on the copy")
+    read_all(operator.clusters["target"], "target", topic, 10)
+    application = with_component_principals(path, local_clusters).clusters["target"].as_client("canary")
+    assert {"READ", "DESCRIBE"} <= _may(application, topic) and "WRITE" not in _may(application, topic)
+    refused = _write_error(application, topic)
+    assert refused is not None and refused.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, refused
+
+    # The application loses Read at the source: the copy follows; the hand-made ACL stays.
+    revoke(operator, "source", binding("topic", topic, "literal", app, "Read"))
+    wait_until(
+        lambda: _acls(target, topic) == {(admin, "READ", "ALLOW"), hand_made},
+        timeout_s=60,
+        description="app's READ removed from the copy",
+    )
+    running.wait_for_log(f"removed ACL from the target: ALLOW READ for {app} on topic {topic!r} (gone from the source)")
+    assert "Traceback" not in running.log() and "ACL sync:" not in running.log(), running.log()
+    code, said = _drift(path, "--json")
+    assert (code, json.loads(said)) == (0, {link["name"]: []}), said
+
+
+def test_deletion_sync_deletes_only_the_copies_it_made_after_the_grace_and_a_dry_run_deletes_nothing(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    unique: Callable[[str], str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Two source topics deleted: the copy the link created goes (not before the grace, measured here), the one
+    made by hand stays; a dry-run first says what it would delete and deletes nothing."""
+    caplog.set_level(logging.INFO, logger="mirrorwatch.mirror")
+    prefix = unique("del")
+    ours = make_topic("source", 1, name=f"{prefix}.ours")
+    by_hand = make_topic("source", 1, name=f"{prefix}.hand")
+    make_topic("target", 1, name=by_hand)
+    grace_s = 3
+    link: dict[str, Any] = {"name": unique("l"), "source": "source", "target": "target"}
+    link |= {"topics": {"include": [rf"{re.escape(prefix)}\..*"]}, "refresh_topics_interval_seconds": 1}
+    source = new_admin(clusters_config.clusters["source"], "source")
+    target = new_admin(clusters_config.clusters["target"], "target")
+
+    def config(mode: str) -> MirrorwatchConfig:
+        sync = {"topic_deletions": mode, "topic_deletion_grace_seconds": grace_s}
+        return session_config(clusters_config, [link | {"sync": sync}], canary={"topic": unique("canary")})
+
+    def on_target() -> set[str]:
+        return {t for t in target.list_topics(timeout=30).topics if t.startswith(prefix)}
+
+    with running_worker(config("dry-run")):
+        wait_until(lambda: on_target() == {ours, by_hand}, timeout_s=60, description="the link's copy created")
+        deleted_at = time.monotonic()  # before: the link cannot see them gone earlier
+        for future in source.delete_topics([ours, by_hand]).values():
+            future.result(timeout=30)
+        wait_until(
+            lambda: "would be deleted (dry-run" in caplog.text,
+            timeout_s=60,
+            description="the dry-run to say what it would delete",
+        )
+        assert on_target() == {ours, by_hand}
+        assert time.monotonic() - deleted_at >= grace_s  # said once the grace had passed, not before
+    assert f"{ours}: would be deleted" in caplog.text and f"{by_hand}: would be deleted" not in caplog.text
+    assert caplog.text.count(f"{by_hand}: left on the target: the link did not create it") == 1, caplog.text
+
+    with running_worker(config("on")):  # the grace is counted from the first sighting, kept across the restart
+        wait_until(lambda: on_target() == {by_hand}, timeout_s=60, description=f"{ours} deleted, {by_hand} kept")
+    assert f"deleted target topic {ours!r}" in caplog.text
