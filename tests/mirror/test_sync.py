@@ -39,7 +39,7 @@ from tests.acl_helpers import binding, grant, grant_required, revoke, with_compo
 from tests.kafka_helpers import Record, produce, read_all
 from tests.processes import MirrorProcess, running_worker, session_config
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.secured]  # on a sasl_ssl and an mtls pair too
 
 EXCLUDED = r"segment\.ms"
 
@@ -199,7 +199,6 @@ def test_the_drift_report_lists_exactly_the_differences_made_and_nothing_of_a_pa
     assert code == 2 and said == ""
 
 
-@pytest.mark.secured
 def test_a_mirror_principal_without_alter_configs_is_told_by_check_and_mirrors_on_with_the_refusal_as_drift(
     local_clusters: LocalClusters,
     make_topic: Callable[..., str],
@@ -282,7 +281,6 @@ def _write_error(cluster: ClusterConfig, topic: str) -> KafkaError | None:
     return errors[0] if errors else KafkaError(KafkaError._TIMED_OUT)
 
 
-@pytest.mark.secured
 def test_acl_sync_lets_an_application_read_not_write_the_copy_follows_a_removal_and_leaves_hand_made_acls(
     local_clusters: LocalClusters,
     make_topic: Callable[..., str],
