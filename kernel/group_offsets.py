@@ -39,6 +39,7 @@ __all__ = [
     "commit_offsets",
     "committed_offsets",
     "described_groups",
+    "end_children",
     "fetcher",
 ]
 
@@ -256,6 +257,8 @@ class _Fetcher:
                     f": its admin client crashed ({signal.Signals(-code).name}; librdkafka#5040 or #4605, when a"
                     " coordinator moves or its connection drops)"
                 )
+        if _stopping.is_set():  # ended by `end_children`: not a crash
+            return GroupOffsetsUnknown(f"cluster {self.alias!r}: this process is stopping")
         self.crashes += 1
         outcome = "a new one asks now" if idle else "consumer groups unknown this time; a new client asks next time"
         message = f"cluster {self.alias!r}: {why}; {outcome}"
@@ -273,6 +276,8 @@ class _Fetcher:
         if not groups:
             return {kind: {} for kind in timeouts}
         timeout_s = max(timeouts.values())
+        if _stopping.is_set():
+            raise GroupOffsetsUnknown(f"cluster {self.alias!r}: this process is stopping")
         with self._lock:
             if self._process is not None and not self._process.is_alive():
                 self._lost("the child asking its consumer groups ended between two asks", idle=True)
@@ -303,6 +308,13 @@ class _Fetcher:
                 f"the child asking its consumer groups gave no answer within {timeout_s + ANSWER_MARGIN_S:g} s"
             )
 
+    def end_child(self) -> None:
+        """Kill the child now, without waiting for an ask in progress: the ask sees its pipe close and returns at
+        once, its answers unknown (the next ask starts a new child)."""
+        process = self._process
+        if process is not None and process.is_alive():
+            process.kill()
+
     def close(self) -> None:
         with self._lock:
             if self._connection is not None:
@@ -317,7 +329,19 @@ class _Fetcher:
 
 
 _fetchers: dict[str, _Fetcher] = {}
+_stopping = threading.Event()  # set once, by `end_children`
 _registry_lock = threading.Lock()
+
+
+def end_children() -> None:
+    """For a process that is stopping: kill every child now, and start none again. Its threads waiting on one (a
+    child's start may take up to START_TIMEOUT_S, an ask its timeout) return at once, their answers unknown, and so
+    does every later ask."""
+    _stopping.set()
+    with _registry_lock:
+        fetchers = list(_fetchers.values())
+    for one in fetchers:
+        one.end_child()
 
 
 def fetcher(cluster: ClusterConfig, alias: str) -> _Fetcher:

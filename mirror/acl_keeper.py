@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict
 from enum import Enum
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
@@ -50,8 +50,8 @@ def _name(value: Enum | str | int) -> str:
     return value.name if isinstance(value, Enum) else str(value)
 
 
-def _binding_of(acl: TopicAcl) -> AclBinding:
-    return AclBinding(
+def _parts(acl: TopicAcl) -> tuple[Any, ...]:
+    return (
         ResourceType.TOPIC,
         acl.topic,
         ResourcePatternType.LITERAL,
@@ -60,19 +60,15 @@ def _binding_of(acl: TopicAcl) -> AclBinding:
         AclOperation[acl.operation],
         AclPermissionType[acl.permission],
     )
+
+
+def _binding_of(acl: TopicAcl) -> AclBinding:
+    return AclBinding(*_parts(acl))
 
 
 def _filter_of(acl: TopicAcl) -> AclBindingFilter:
     """Exactly this ACL, to remove it."""
-    return AclBindingFilter(
-        ResourceType.TOPIC,
-        acl.topic,
-        ResourcePatternType.LITERAL,
-        acl.principal,
-        acl.host,
-        AclOperation[acl.operation],
-        AclPermissionType[acl.permission],
-    )
+    return AclBindingFilter(*_parts(acl))
 
 
 def topic_acls(admin: AdminClient, topics: Iterable[str]) -> frozenset[TopicAcl]:
@@ -120,12 +116,12 @@ class AclKeeper:
         """One round for the mirrored topics (`mapping`: source topic -> target topic)."""
         try:
             wanted = mirrored_acls(topic_acls(self.source_admin, mapping), mapping, self.link.sync.acl_principals)
-        except KafkaException as exc:
+        except (KafkaException, TimeoutError) as exc:
             self._refused("reading the source's topic ACLs", exc)
             return
         try:
             on_target = topic_acls(self.target_admin, mapping.values())
-        except KafkaException as exc:
+        except (KafkaException, TimeoutError) as exc:
             self._refused("reading the target's topic ACLs", exc)
             return
         plan = plan_acls(wanted, on_target, self.owned)
@@ -146,7 +142,7 @@ class AclKeeper:
                 acl = _acl_of(binding)
                 try:
                     future.result(timeout=TIMEOUT_S)
-                except KafkaException as exc:
+                except (KafkaException, TimeoutError) as exc:
                     self._refused(f"creating {acl.describe()}", exc)
                     continue
                 made.add(acl)
@@ -157,7 +153,7 @@ class AclKeeper:
                 acl = filters[found]
                 try:
                     future.result(timeout=TIMEOUT_S)
-                except KafkaException as exc:
+                except (KafkaException, TimeoutError) as exc:
                     self._refused(f"removing {acl.describe()}", exc)
                     continue
                 removed.add(acl)
@@ -173,7 +169,7 @@ class AclKeeper:
         part.replace(path)
         self.owned = owned
 
-    def _refused(self, what: str, exc: KafkaException) -> None:
+    def _refused(self, what: str, exc: KafkaException | TimeoutError) -> None:
         said = f"link {self.name}: ACL sync: {what} failed ({error_text(exc)}); mirroring on, tried again next round"
         if said != self._said:
             log.warning("%s", said)

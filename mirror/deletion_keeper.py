@@ -42,7 +42,7 @@ def unknown_topics(admin: AdminClient, topics: Iterable[str]) -> set[str]:
     for name, future in admin.describe_topics(TopicCollection(names), request_timeout=TIMEOUT_S).items():
         try:
             future.result(timeout=TIMEOUT_S)
-        except KafkaException as exc:
+        except (KafkaException, TimeoutError) as exc:
             error = error_of(exc)
             if error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                 gone.add(name)
@@ -117,7 +117,7 @@ class DeletionKeeper:
         ).items():
             try:
                 future.result(timeout=TIMEOUT_S)
-            except KafkaException as exc:
+            except (KafkaException, TimeoutError) as exc:
                 self._say_once(topic, "refused", "%s: deleting it failed (%s); tried again next round", topic,
                                error_text(exc))  # fmt: skip
                 continue

@@ -8,7 +8,8 @@ it) and the two clusters' partition counts; `mirrorwatch drift` prints it. Diffe
   `partitioning: hash|modulo` accepts any count);
 - `config <name>`: a copied config differs (synced at the next refresh, or left, with `ConfigDrift.reason`);
 - `extra`: a target topic that the rename policy maps back to a topic the link would select but the source no
-  longer has (deleted on the source: the link leaves it);
+  longer has (deleted on the source: deleted after the grace period with `sync.topic_deletions: on` if the link
+  created it, else left);
 - `problem`: what stops the link (two source topics written to one target topic);
 - `acl ...`: a topic ACL the source's call for on the copy that it lacks (`mirror.acl_sync`: created with
   `sync.acls`), or one the link made that the source no longer has (removed). ACLs made on the target by hand are

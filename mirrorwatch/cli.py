@@ -78,8 +78,7 @@ def cli(log_level: str) -> None:
 
     \b
     Start here:
-      mirrorwatch demo                      two local clusters, sample traffic, mirror, monitor, canary,
-                                            HTTP API and console
+      mirrorwatch demo                      two local clusters, traffic, mirror, monitor, canary, API, console
       mirrorwatch local up                  just the two local clusters (source, target)
       mirrorwatch config check FILE         validate a config file
       mirrorwatch check --config FILE       which ACL each component's principal is missing (kafka-acls.sh lines)
@@ -590,9 +589,10 @@ for _command in (check, drift, failover, migrate):
 
 
 def main() -> None:
-    # A crash inside the native Kafka client (a librdkafka bug, not ours to catch) would otherwise end the process
-    # without a word in its log: say so, with every Python thread's stack.
+    # Every Python thread's stack in the log on a crash inside the native Kafka client (a librdkafka bug, not ours to
+    # catch, would otherwise end the process without a word), and on SIGUSR1 (where a process that hangs is).
     faulthandler.enable()
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     cli()
 
 

@@ -12,8 +12,17 @@ import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from confluent_kafka.admin import AdminClient
+
+    from kernel.config import LinkConfig, MirrorwatchConfig
+    from mirror.drift import Difference
 
 __all__ = ["drift"]
 
@@ -31,19 +40,11 @@ def drift(config_path: Path, link_name: str | None, as_json: bool) -> None:
     Reads both clusters as the mirror's principal and changes nothing. Exit 0 when nothing differs, 1 when something
     does, 2 for a bad config or an unknown link.
     """
-    from confluent_kafka import KafkaException
-
     from kernel.access import require_access
     from kernel.config import load_config
     from kernel.errors import ConfigError, ConfigProblem
-    from kernel.kafka import kafka_error, new_admin, no_authorizer
-    from kernel.rename import rename_policy
-    from mirror.acl_keeper import owned_acls, topic_acls
-    from mirror.acl_sync import mirrored_acls
-    from mirror.admin import describe_topics, list_topic_partitions
-    from mirror.deletion_keeper import created_topics
-    from mirror.drift import Difference, acl_drift, drift_of, extra_targets
-    from mirror.topics import plan_topics, select_topics
+    from kernel.kafka import new_admin
+    from mirror.admin import list_topic_partitions
 
     config = load_config(config_path).as_client("mirror")
     links = [link for link in config.links if link_name in (None, link.name)]
@@ -53,57 +54,7 @@ def drift(config_path: Path, link_name: str | None, as_json: bool) -> None:
     require_access(config, [alias for link in links for alias in (link.source, link.target)], ("mirror",))
     admins = {alias: new_admin(config.clusters[alias], alias) for link in links for alias in (link.source, link.target)}
     listed = {alias: list_topic_partitions(admin) for alias, admin in admins.items()}
-    report: dict[str, tuple[Difference, ...]] = {}
-    for link in links:
-        source, target = listed[link.source], listed[link.target]
-        rename = rename_policy(link.rename, link.source)
-        always = (config.canary.topic,)
-        selected = select_topics(source, link.topics, exclude_internal=link.exclude_internal_topics, always=always)
-        copies = [rename.target_topic(t) for t in selected]
-        plan = plan_topics(
-            describe_topics(admins[link.source], selected, source),
-            describe_topics(admins[link.target], copies, target),
-            selected,
-            rename,
-            partitioning=link.partitioning,
-            replication_factor=link.replication_factor,
-            # As a running link that saw each pair in step: a target behind its source is grown, not a problem.
-            known_source_partitions={t: target[c] for t, c in zip(selected, copies, strict=True) if c in target},
-            sync=link.sync,
-        )
-        ignore = [t for t in (link.dead_letter_topic, rename.target_topic(config.canary.topic)) if t]
-        extras = extra_targets(
-            target, source, link.topics, rename, exclude_internal=link.exclude_internal_topics, ignore=ignore
-        )
-        found = drift_of(
-            plan,
-            source,
-            target,
-            extras=extras,
-            partitioning=link.partitioning,
-            refresh_s=link.refresh_topics_interval_seconds,
-            created=created_topics(config.state_path, link.name),
-            deletions=link.sync.topic_deletions,
-            grace_s=link.sync.topic_deletion_grace_seconds,
-        )
-        try:  # clusters without an authorizer have no ACLs to compare
-            wanted = mirrored_acls(
-                topic_acls(admins[link.source], plan.mapping), plan.mapping, link.sync.acl_principals
-            )
-            on_target = topic_acls(admins[link.target], plan.mapping.values())
-        except KafkaException as exc:
-            if not no_authorizer(exc):
-                raise kafka_error(exc, "reading topic ACLs") from None
-        else:
-            found += acl_drift(
-                wanted,
-                on_target,
-                owned_acls(config.state_path, link.name),
-                source_of={t: s for s, t in plan.mapping.items()},
-                synced=link.sync.acls,
-                refresh_s=link.refresh_topics_interval_seconds,
-            )
-        report[link.name] = tuple(sorted(found, key=lambda d: d.target_topic))
+    report = {link.name: _link_drift(config, link, admins, listed) for link in links}
     if as_json:
         click.echo(json.dumps({name: [asdict(d) for d in found] for name, found in report.items()}, indent=2))
     else:
@@ -119,3 +70,82 @@ def drift(config_path: Path, link_name: str | None, as_json: bool) -> None:
                     if d.target_topic == topic:
                         click.echo(f"    {d.line()}")
     sys.exit(1 if any(report.values()) else 0)
+
+
+def _link_drift(
+    config: MirrorwatchConfig,
+    link: LinkConfig,
+    admins: Mapping[str, AdminClient],
+    listed: Mapping[str, dict[str, int]],
+) -> tuple[Difference, ...]:
+    """One link's differences, from both clusters' listings (read once for every link)."""
+    from kernel.rename import rename_policy
+    from mirror.admin import describe_topics
+    from mirror.deletion_keeper import created_topics
+    from mirror.drift import drift_of, extra_targets
+    from mirror.topics import plan_topics, select_topics
+
+    source, target = listed[link.source], listed[link.target]
+    rename = rename_policy(link.rename, link.source)
+    always = (config.canary.topic,)
+    selected = select_topics(source, link.topics, exclude_internal=link.exclude_internal_topics, always=always)
+    copies = [rename.target_topic(t) for t in selected]
+    plan = plan_topics(
+        describe_topics(admins[link.source], selected, source),
+        describe_topics(admins[link.target], copies, target),
+        selected,
+        rename,
+        partitioning=link.partitioning,
+        replication_factor=link.replication_factor,
+        # As a running link that saw each pair in step: a target behind its source is grown, not a problem.
+        known_source_partitions={t: target[c] for t, c in zip(selected, copies, strict=True) if c in target},
+        sync=link.sync,
+    )
+    ignore = [t for t in (link.dead_letter_topic, rename.target_topic(config.canary.topic)) if t]
+    extras = extra_targets(
+        target, source, link.topics, rename, exclude_internal=link.exclude_internal_topics, ignore=ignore
+    )
+    found = drift_of(
+        plan,
+        source,
+        target,
+        extras=extras,
+        partitioning=link.partitioning,
+        refresh_s=link.refresh_topics_interval_seconds,
+        created=created_topics(config.state_path, link.name),
+        deletions=link.sync.topic_deletions,
+        grace_s=link.sync.topic_deletion_grace_seconds,
+    )
+    found += _acl_drift(config, link, admins, plan.mapping)
+    return tuple(sorted(found, key=lambda d: d.target_topic))
+
+
+def _acl_drift(
+    config: MirrorwatchConfig, link: LinkConfig, admins: Mapping[str, AdminClient], mapping: Mapping[str, str]
+) -> tuple[Difference, ...]:
+    """The copies' ACL differences; none where a cluster has no authorizer (no ACLs to compare)."""
+    from confluent_kafka import KafkaException
+
+    from kernel.errors import KafkaClientError
+    from kernel.kafka import kafka_error, no_authorizer
+    from mirror.acl_keeper import owned_acls, topic_acls
+    from mirror.acl_sync import mirrored_acls
+    from mirror.drift import acl_drift
+
+    try:
+        wanted = mirrored_acls(topic_acls(admins[link.source], mapping), mapping, link.sync.acl_principals)
+        on_target = topic_acls(admins[link.target], mapping.values())
+    except KafkaException as exc:
+        if no_authorizer(exc):
+            return ()
+        raise kafka_error(exc, "reading topic ACLs") from None
+    except TimeoutError:
+        raise KafkaClientError("reading topic ACLs: no answer in 30 s") from None
+    return acl_drift(
+        wanted,
+        on_target,
+        owned_acls(config.state_path, link.name),
+        source_of={t: s for s, t in mapping.items()},
+        synced=link.sync.acls,
+        refresh_s=link.refresh_topics_interval_seconds,
+    )

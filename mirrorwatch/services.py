@@ -24,6 +24,7 @@ from kernel.access import require_access
 from kernel.clock import SystemClock
 from kernel.config import MirrorwatchConfig
 from kernel.errors import MirrorwatchError
+from kernel.group_offsets import end_children
 from kernel.processes import limit_malloc_arenas
 from kernel.status_board import HOST, KEEP_STALE_MS, STATUS_MAX_AGE_MS, StatusBoard
 from kernel.web_config import load_web_config
@@ -217,6 +218,7 @@ def run_monitor(config: MirrorwatchConfig, stop: threading.Event) -> int:
     require_access(config, config.clusters, ("monitor", "failover"))
     with _monitoring(config, _link_statuses(config, {})):
         stop.wait()
+        end_children()  # a collection or a standby waiting on one ends now: the stop is not held up by it
     return 0
 
 
@@ -315,4 +317,5 @@ def run_everything(config: MirrorwatchConfig, stop: threading.Event) -> int:
     """`mirrorwatch run`: everything (see `everything_running`) until `stop` is set or a link ends."""
     with everything_running(config, stop) as running:
         stop.wait()
+        end_children()
     return running.exit_code()

@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -99,10 +100,19 @@ class MirrorProcess:
         return True
 
     def stop(self, timeout_s: float = 60) -> int:
-        """SIGTERM, as an operator or systemd would; returns the exit code."""
+        """SIGTERM, as an operator or systemd would; returns the exit code. A process still running after
+        `timeout_s` is asked for every thread's stack (SIGUSR1: `mirrorwatch.cli.main` dumps them into its log) and
+        the failure carries the log's end."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout=timeout_s)
+        try:
+            return self.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.send_signal(signal.SIGUSR1)
+            time.sleep(2)
+            raise AssertionError(
+                f"still running {timeout_s:g} s after SIGTERM; its threads, at the log's end:\n{self.log()[-12000:]}"
+            ) from None
 
     def kill(self) -> None:
         """SIGKILL to the runner and every worker process at once: no flush, no commit, like a crashed machine."""

@@ -103,3 +103,43 @@ def test_descriptions_and_commits_are_asked_in_the_child_and_one_that_ended_betw
     assert set(committed) == {"g1"} and isinstance(committed["g1"], FetchError), committed
     assert asking.crashes == 1
     asking.close()
+
+
+def test_a_stopping_process_ends_its_children_and_an_ask_waiting_on_one_returns_unknown_at_once() -> None:
+    """`end_children` (a stopping `mirrorwatch monitor` or `run`): the ask in flight (60 s allowed, to a cluster that
+    never answers) ends with "stopping", not a crash said in the log, and no later ask starts a child. In a process
+    of its own: the stop is for good."""
+    parent = f"""
+import logging, sys, threading, time
+from kernel import group_offsets
+from kernel.config import ClusterConfig
+logging.basicConfig(level=logging.WARNING, stream=sys.stdout, format="LOG %(message)s")
+nowhere = ClusterConfig(bootstrap_servers="127.0.0.1:{free_port()}", properties={{"log_level": "0"}})
+asking = group_offsets.fetcher(nowhere, "nowhere")
+outcome = []
+def ask():
+    try:
+        outcome.append(group_offsets.committed_offsets(nowhere, "nowhere", ["g"], timeout_s=60))
+    except group_offsets.GroupOffsetsUnknown as exc:
+        outcome.append(exc)
+thread = threading.Thread(target=ask)
+thread.start()
+while asking._process is None or asking._process.pid is None:
+    time.sleep(0.1)
+child = asking._process
+time.sleep(2)  # the request is in the child's hands
+group_offsets.end_children()
+thread.join(30)
+print("ALIVE", thread.is_alive(), child.is_alive())
+print("OUTCOME", outcome)
+try:
+    group_offsets.committed_offsets(nowhere, "nowhere", ["g"], timeout_s=1)
+except group_offsets.GroupOffsetsUnknown as exc:
+    print("LATER", exc, asking._process)
+"""
+    result = subprocess.run([sys.executable, "-c", parent], check=False, capture_output=True, text=True, timeout=120)
+    said = result.stdout + result.stderr
+    assert "ALIVE False False" in said, said
+    assert "OUTCOME [GroupOffsetsUnknown(\"cluster 'nowhere': this process is stopping\")]" in said, said
+    assert "LATER cluster 'nowhere': this process is stopping None" in said, said
+    assert "LOG" not in said, said  # nothing said as a crash
