@@ -4,6 +4,8 @@ exactly what `kernel.acl` lists, as the operator (a super user of the local clus
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -22,7 +24,7 @@ from kernel.kafka import new_admin
 from localkafka.local import LocalClusters
 from localkafka.local_security import ROLE_PRINCIPALS
 
-__all__ = ["binding", "grant", "grant_required", "revoke", "with_component_principals"]
+__all__ = ["binding", "grant", "grant_required", "revoke", "run_check", "with_component_principals"]
 
 _IDENTITY = ("sasl.username", "sasl.password", "ssl.certificate.location", "ssl.key.location")
 _RESOURCES = {
@@ -86,3 +88,15 @@ def grant_required(
             ]
             grant(operator, alias, bindings)
     return principals
+
+
+def run_check(path: Path) -> tuple[int, str]:
+    """`mirrorwatch check --config path` as a user runs it: its exit code and what it printed."""
+    done = subprocess.run(
+        [sys.executable, "-m", "mirrorwatch.cli", "check", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return done.returncode, done.stdout + done.stderr

@@ -35,7 +35,7 @@ from kernel.config import ClusterConfig, MirrorwatchConfig, load_config
 from kernel.kafka import new_admin, new_producer
 from kernel.wait import wait_until
 from localkafka.local import LocalClusters
-from tests.acl_helpers import binding, grant, grant_required, revoke, with_component_principals
+from tests.acl_helpers import binding, grant, grant_required, revoke, run_check, with_component_principals
 from tests.kafka_helpers import Record, produce, read_all
 from tests.processes import MirrorProcess, running_worker, session_config
 
@@ -218,20 +218,13 @@ def test_a_mirror_principal_without_alter_configs_is_told_by_check_and_mirrors_o
     config = with_component_principals(path, local_clusters)
     operator = load_config(local_clusters.config_path)
     principals = grant_required(config, operator, local_clusters, leave_out="AlterConfigs")
-    done = subprocess.run(
-        [sys.executable, "-m", "mirrorwatch.cli", "check", "--config", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    said = done.stdout + done.stderr
+    code, said = run_check(path)
     missing = [line.strip() for line in said.splitlines() if line.strip().startswith("missing:")]
     if secured:
-        assert done.returncode == 1, said
+        assert code == 1, said
         assert missing == [f"missing: AlterConfigs on topic {topic!r} (sync its settings from the source)"], said
     else:
-        assert (done.returncode, missing) == (0, []), said
+        assert (code, missing) == (0, []), said
 
     target = new_admin(operator.clusters["target"], "target")
     running = start_mirror("--config", str(path))

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -30,22 +28,12 @@ from tests.acl_helpers import binding as _binding
 from tests.acl_helpers import grant as _grant
 from tests.acl_helpers import grant_required as _grant_required
 from tests.acl_helpers import revoke as _revoke
+from tests.acl_helpers import run_check as _check
 from tests.acl_helpers import with_component_principals as _with_component_principals
 from tests.kafka_helpers import Record, end_offsets, produce, read_all, wait_for_commits
 from tests.processes import MirrorProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.secured]
-
-
-def _check(path: Path) -> tuple[int, str]:
-    done = subprocess.run(
-        [sys.executable, "-m", "mirrorwatch.cli", "check", "--config", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    return done.returncode, done.stdout + done.stderr
 
 
 def _topic_error(cluster: ClusterConfig, alias: str, topic: str) -> KafkaError | None:
