@@ -8,7 +8,7 @@ Pages: Overview (each link's health and since when, replication lag, in-flight, 
 probe, with charts of lag and throughput over the monitor's history), Consumer groups (every group from one request,
 sorted by status, lag or lag growth, with a filter; drill-down to partitions, their offset window and the group's lag
 over time), Events (what changed, newest first, filtered by link, group or cluster), Canary
-(latency over time per partition, loss and duplicates), Topics (source vs target partition counts, config drift),
+(latency over time per partition, loss and duplicates), Topics (source vs target partition counts, the drift report),
 Failover (per standby group of each link with a checkpoint: section: ready or not and why, what a failover now
 would read twice or not find, the translated offsets).
 The page body is a fragment re-run every few seconds, so it refreshes without reloading the page.
@@ -488,23 +488,21 @@ def topics(api: MonitorApi) -> None:
             source = api.get(f"/v3/kafka/{_q(link['source'])}/topic/{_q(source_topic)}") or {}
             target = api.get(f"/v3/kafka/{_q(link['target'])}/topic/{_q(target_topic)}") or {}
             s_count, t_count = len(source.get("offsets", [])), len(target.get("offsets", []))
-            rows.append(
-                {
-                    "source topic": source_topic,
-                    "target topic": target_topic,
-                    "source partitions": s_count,
-                    "target partitions": t_count or None,
-                    "same": "✅" if s_count == t_count else "❌",
-                }
-            )
+            same = "✅" if s_count == t_count else "❌"
+            rows.append({"source topic": source_topic, "target topic": target_topic, "source partitions": s_count,
+                         "target partitions": t_count or None, "same": same})  # fmt: skip
         if rows:
             st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
-        drift = link.get("config_drift") or []
-        if drift:
-            st.warning(f"{len(drift)} config difference(s) between source and target topics")
-            st.dataframe(pd.DataFrame(drift), hide_index=True, width="stretch")
+        report = api.get(f"/mirror/links/{_q(link['link'])}/drift") or {}
+        found, ago = report.get("differences") or [], seconds(time.time() - (report.get("at_ms") or 0) / 1000)
+        if report.get("count") is None:
+            st.caption(report.get("reason") or "No drift report.")
+        elif not found:
+            st.caption(f"In step at the last topic refresh, {ago} ago (ACLs {report['acls']}).")
         else:
-            st.caption("No config drift.")
+            st.warning(f"{report['count']} difference(s) at the last topic refresh, {ago} ago (ACLs {report['acls']})")
+            rows = [{**d, "synced": "✅ by that round" if d["synced"] else "left"} for d in found]
+            st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
 
 
 def failover_page(api: MonitorApi) -> None:

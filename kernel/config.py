@@ -294,6 +294,12 @@ class SyncOptions(_Model):
     acls: bool = False
     # Whose ACLs: full-match regexes on the principal ("User:app-.*").
     acl_principals: TopicSelection = TopicSelection()
+    # With acls: the literal ACLs on these consumer groups too (full-match regexes on the group id; none by default),
+    # under the same names, by the same rules: a standby group's application may then use it on the target.
+    acl_groups: GroupSelection | None = None
+    # With acls, once the target is no longer a mirror (after a promotion): ALLOW WRITE and ALLOW ALL copied as they
+    # are. Off by default: nobody writes into a mirror while it is one.
+    acl_write: bool = False
     # A copy whose source topic was deleted: deleted too (on), said and kept (dry-run), or left (off); only a copy
     # the link created, and only once its source has been gone for the grace period (mirror.deletions).
     topic_deletions: Literal["off", "dry-run", "on"] = "off"

@@ -131,6 +131,9 @@ class WorkerStatus:
     # Records this link will never copy, as the worker found them (and the link's ledger of earlier ones, so that a
     # restarted worker still says them): see Gap.
     gaps: tuple[Gap, ...] = ()
+    # What differs between the link's source topics and their copies as its last topic refresh found them, and what
+    # that round did about each (`mirror.drift.drift_report`: at_ms, count, counts, differences, acls); {}: no round.
+    drift_report: Mapping[str, Any] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         body = asdict(self)
@@ -139,6 +142,7 @@ class WorkerStatus:
         body["config_drift"] = [dict(d) for d in self.config_drift]
         body["config_synced"] = [dict(d) for d in self.config_synced]
         body["gaps"] = [asdict(g) for g in self.gaps]
+        body["drift_report"] = dict(self.drift_report)
         return body
 
     @classmethod
@@ -163,6 +167,7 @@ class WorkerStatus:
                     "gaps": tuple(
                         Gap(**{k: v for k, v in g.items() if k in _GAP_FIELDS}) for g in document.get("gaps", ())
                     ),
+                    "drift_report": _mapping(document.get("drift_report")),
                 }
             )
         except (TypeError, AttributeError):
@@ -179,6 +184,14 @@ class WorkerStatus:
         return self.age_ms(now_ms) > stale_after_ms(self.publish_interval_ms)
 
 
+def _mapping(value: object) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise TypeError("not a mapping")
+    return value
+
+
 def stale_after_ms(publish_interval_ms: int) -> int:
     """Two missed rewrites and a second for a busy disk or a slow scheduler."""
     return 2 * publish_interval_ms + 1_000
@@ -192,4 +205,5 @@ _STATUS_FIELDS = frozenset(WorkerStatus.__dataclass_fields__) - {
     "config_synced",
     "released",
     "gaps",
+    "drift_report",
 }

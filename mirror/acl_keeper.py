@@ -29,11 +29,12 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from kernel.config import LinkConfig
+from kernel.config import GroupSelection, LinkConfig
 from kernel.kafka import error_text
 from mirror.acl_sync import TopicAcl, mirrored_acls, plan_acls
+from mirror.drift import AclState
 
-__all__ = ["AclKeeper", "owned_acls", "topic_acls"]
+__all__ = ["AclKeeper", "acl_state", "owned_acls", "topic_acls"]
 
 log = logging.getLogger("mirrorwatch.mirror")
 
@@ -41,9 +42,8 @@ TIMEOUT_S = 30.0
 
 
 def _acl_of(binding: AclBinding) -> TopicAcl:
-    return TopicAcl(
-        binding.name, binding.principal, binding.host, _name(binding.operation), _name(binding.permission_type)
-    )
+    operation, permission, resource = (_name(v) for v in (binding.operation, binding.permission_type, binding.restype))
+    return TopicAcl(binding.name, binding.principal, binding.host, operation, permission, resource)
 
 
 def _name(value: Enum | str | int) -> str:
@@ -52,7 +52,7 @@ def _name(value: Enum | str | int) -> str:
 
 def _parts(acl: TopicAcl) -> tuple[Any, ...]:
     return (
-        ResourceType.TOPIC,
+        ResourceType[acl.resource],
         acl.topic,
         ResourcePatternType.LITERAL,
         acl.principal,
@@ -71,21 +71,22 @@ def _filter_of(acl: TopicAcl) -> AclBindingFilter:
     return AclBindingFilter(*_parts(acl))
 
 
-def topic_acls(admin: AdminClient, topics: Iterable[str]) -> frozenset[TopicAcl]:
-    """The cluster's literal ACLs on these topics (one DescribeAcls request); KafkaException when refused."""
+def topic_acls(admin: AdminClient, topics: Iterable[str], groups: GroupSelection | None = None) -> frozenset[TopicAcl]:
+    """The cluster's literal ACLs on these topics, and on the groups `groups` selects (one DescribeAcls request
+    each); KafkaException when refused."""
     wanted = set(topics)
+    found = {a for a in _literal_acls(admin, ResourceType.TOPIC) if a.topic in wanted}
+    if groups is not None:
+        found |= {a for a in _literal_acls(admin, ResourceType.GROUP) if groups.matches(a.topic)}
+    return frozenset(found)
+
+
+def _literal_acls(admin: AdminClient, resource: ResourceType) -> list[TopicAcl]:
     anything = cast(str, None)  # None matches any name, principal and host (the stubs say str)
     every = AclBindingFilter(
-        ResourceType.TOPIC,
-        anything,
-        ResourcePatternType.LITERAL,
-        anything,
-        anything,
-        AclOperation.ANY,
-        AclPermissionType.ANY,
+        resource, anything, ResourcePatternType.LITERAL, anything, anything, AclOperation.ANY, AclPermissionType.ANY
     )
-    found = admin.describe_acls(every, request_timeout=TIMEOUT_S).result(timeout=TIMEOUT_S)
-    return frozenset(_acl_of(b) for b in found if b.name in wanted)
+    return [_acl_of(b) for b in admin.describe_acls(every, request_timeout=TIMEOUT_S).result(timeout=TIMEOUT_S)]
 
 
 def owned_path(state_dir: Path, link: str) -> Path:
@@ -101,6 +102,23 @@ def owned_acls(state_dir: Path, link: str) -> frozenset[TopicAcl]:
         return frozenset()
 
 
+def acl_state(
+    source_admin: AdminClient, target_admin: AdminClient, mapping: Mapping[str, str], link: LinkConfig, state_dir: Path
+) -> AclState:
+    """The link's ACLs as they are now, for the drift report (KafkaException or TimeoutError when a cluster does not
+    answer or refuses)."""
+    wanted = _wanted(source_admin, mapping, link)
+    on_target = topic_acls(target_admin, mapping.values(), link.sync.acl_groups)
+    return AclState(wanted, on_target, owned_acls(state_dir, link.name))
+
+
+def _wanted(source_admin: AdminClient, mapping: Mapping[str, str], link: LinkConfig) -> frozenset[TopicAcl]:
+    """The ACLs the source's call for on the target (`mirrored_acls`, by the link's `sync` rules)."""
+    sync = link.sync
+    found = topic_acls(source_admin, mapping, sync.acl_groups)
+    return mirrored_acls(found, mapping, sync.acl_principals, groups=sync.acl_groups, write=sync.acl_write)
+
+
 class AclKeeper:
     """One link's ACL rounds (see the module docstring)."""
 
@@ -111,19 +129,22 @@ class AclKeeper:
         self.source_admin, self.target_admin = source_admin, target_admin
         self.owned = owned_acls(state_dir, link.name)
         self._said = ""  # the last refusal said, so that a lasting one is said once
+        self.refusal = ""  # what the last refused request was, and the cluster's answer
 
-    def sync(self, mapping: Mapping[str, str]) -> None:
-        """One round for the mirrored topics (`mapping`: source topic -> target topic)."""
+    def sync(self, mapping: Mapping[str, str]) -> AclState | None:
+        """One round for the mirrored topics (`mapping`: source topic -> target topic); the ACLs as the round found
+        them (before its changes), None when a cluster refused to say them."""
         try:
-            wanted = mirrored_acls(topic_acls(self.source_admin, mapping), mapping, self.link.sync.acl_principals)
+            wanted = _wanted(self.source_admin, mapping, self.link)
         except (KafkaException, TimeoutError) as exc:
             self._refused("reading the source's topic ACLs", exc)
-            return
+            return None
         try:
-            on_target = topic_acls(self.target_admin, mapping.values())
+            on_target = topic_acls(self.target_admin, mapping.values(), self.link.sync.acl_groups)
         except (KafkaException, TimeoutError) as exc:
             self._refused("reading the target's topic ACLs", exc)
-            return
+            return None
+        found = AclState(wanted, on_target, self.owned)
         plan = plan_acls(wanted, on_target, self.owned)
         made, removed = self._apply(plan.create, plan.delete)
         owned = (plan.owned - set(plan.create) | made) | (set(plan.delete) - removed)
@@ -131,6 +152,7 @@ class AclKeeper:
             self._save(frozenset(owned))
         if not (set(plan.create) - made or set(plan.delete) - removed):
             self._said = ""
+        return found
 
     def _apply(self, create: tuple[TopicAcl, ...], delete: tuple[TopicAcl, ...]) -> tuple[set[TopicAcl], set[TopicAcl]]:
         made: set[TopicAcl] = set()
@@ -170,7 +192,8 @@ class AclKeeper:
         self.owned = owned
 
     def _refused(self, what: str, exc: KafkaException | TimeoutError) -> None:
-        said = f"link {self.name}: ACL sync: {what} failed ({error_text(exc)}); mirroring on, tried again next round"
+        self.refusal = f"{what} failed ({error_text(exc)})"
+        said = f"link {self.name}: ACL sync: {self.refusal}; mirroring on, tried again next round"
         if said != self._said:
             log.warning("%s", said)
             self._said = said

@@ -18,15 +18,19 @@ it) and the two clusters' partition counts; `mirrorwatch drift` prints it. Diffe
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
-from kernel.config import TopicSelection
+from kernel.config import LinkConfig, TopicSelection
 from kernel.rename import RenamePolicy
 from mirror.acl_sync import TopicAcl
 from mirror.topics import Partitioning, TopicPlan, is_internal_topic
 
-__all__ = ["Difference", "acl_drift", "drift_of", "extra_targets"]
+__all__ = ["AclState", "Difference", "acl_drift", "drift_of", "drift_report", "extra_targets", "link_drift"]
+
+DIFFERENCES_KEPT = 100  # of one link's differences in its worker's status (the counts are of all)
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,11 @@ class Difference:
     target: str | None
     synced: bool  # the link makes it the same at its next topic refresh
     note: str  # what the link does, or why it leaves it
+
+    @property
+    def kind(self) -> str:
+        """ "missing", "partitions", "config", "extra", "problem" or "acl" (the metrics' label)."""
+        return self.what.split(" ", 1)[0]
 
     def line(self) -> str:
         if self.what in {"missing", "extra", "problem"} or self.what.startswith("acl "):
@@ -88,6 +97,15 @@ def _acl_what(acl: TopicAcl) -> str:
     )
 
 
+def _source(acl: TopicAcl, source_of: Mapping[str, str]) -> str | None:
+    return source_of.get(acl.topic) if acl.resource == "TOPIC" else acl.topic  # a group has one name on both
+
+
+def _acl_on(acl: TopicAcl) -> str:
+    """Where a difference of this ACL is listed: under its topic's copy, or under "group <name>"."""
+    return acl.topic if acl.resource == "TOPIC" else f"{acl.resource.lower()} {acl.topic}"
+
+
 def acl_drift(
     wanted: frozenset[TopicAcl],
     on_target: frozenset[TopicAcl],
@@ -96,18 +114,20 @@ def acl_drift(
     source_of: Mapping[str, str],
     synced: bool,
     refresh_s: float = 30,
+    when: str | None = None,
 ) -> tuple[Difference, ...]:
     """The copies' ACL differences (`mirror.acl_sync.mirrored_acls` gives `wanted`); `source_of`: target topic ->
-    source topic. `source`/`target` say which side has the ACL (its permission)."""
-    when = f"at the link's next topic refresh (every {refresh_s:g} s)"
+    source topic. `source`/`target` say which side has the ACL (its permission). `when`: when the link makes them
+    the same (default: at its next topic refresh)."""
+    when = when or f"at the link's next topic refresh (every {refresh_s:g} s)"
     off = "sync.acls is off for this link"
     out = [
-        Difference(a.topic, source_of.get(a.topic), _acl_what(a), a.permission, None, synced,
+        Difference(_acl_on(a), _source(a, source_of), _acl_what(a), a.permission, None, synced,
                    f"created {when}" if synced else off)
         for a in sorted(wanted - on_target)
     ]  # fmt: skip
     out += [
-        Difference(a.topic, source_of.get(a.topic), _acl_what(a), None, a.permission, synced,
+        Difference(_acl_on(a), _source(a, source_of), _acl_what(a), None, a.permission, synced,
                    f"made by the link, gone from the source: removed {when}" if synced else off)
         for a in sorted((owned & on_target) - wanted)
     ]  # fmt: skip
@@ -125,10 +145,12 @@ def drift_of(
     created: Collection[str] = (),
     deletions: str = "off",
     grace_s: float = 3600,
+    when: str | None = None,
 ) -> tuple[Difference, ...]:
     """Every difference, sorted by target topic and then as listed above. `created`: the target topics the link
-    created (its notes); `deletions`, `grace_s`: the link's `sync.topic_deletions` and grace period."""
-    when = f"at the link's next topic refresh (every {refresh_s:g} s)"
+    created (its notes); `deletions`, `grace_s`: the link's `sync.topic_deletions` and grace period; `when`: when the
+    link makes a difference the same (default: at its next topic refresh)."""
+    when = when or f"at the link's next topic refresh (every {refresh_s:g} s)"
     out: list[Difference] = []
     source_of = {target: source for source, target in plan.mapping.items()}
     for create in plan.create:
@@ -182,3 +204,67 @@ def drift_of(
         out.append(Difference(topic, None, "problem", None, None, False, f"stops the link: {problem}"))
     order = {"missing": 0, "partitions": 1, "extra": 3, "problem": 4}
     return tuple(sorted(out, key=lambda d: (d.target_topic, order.get(d.what.split()[0], 2), d.what)))
+
+
+@dataclass(frozen=True)
+class AclState:
+    """A link's topic ACLs as one round read them: the copies' ACLs the source's call for (`mirrored_acls`), the
+    copies' ACLs on the target, and those of them the link made."""
+
+    wanted: frozenset[TopicAcl]
+    on_target: frozenset[TopicAcl]
+    owned: frozenset[TopicAcl]
+
+
+def link_drift(
+    plan: TopicPlan,
+    source_partitions: Mapping[str, int],
+    target_partitions: Mapping[str, int],
+    link: LinkConfig,
+    *,
+    extras: Mapping[str, str],
+    created: Collection[str],
+    acls: AclState | None,
+    when: str | None = None,
+) -> tuple[Difference, ...]:
+    """One link's whole report: `drift_of` with the link's settings, and its ACL differences (`acls`: None when they
+    could not be read), sorted by target topic."""
+    found = drift_of(
+        plan,
+        source_partitions,
+        target_partitions,
+        extras=extras,
+        partitioning=link.partitioning,
+        refresh_s=link.refresh_topics_interval_seconds,
+        created=created,
+        deletions=link.sync.topic_deletions,
+        grace_s=link.sync.topic_deletion_grace_seconds,
+        when=when,
+    )
+    if acls is not None:
+        source_of = {t: s for s, t in plan.mapping.items()}
+        found += acl_drift(
+            acls.wanted,
+            acls.on_target,
+            acls.owned,
+            source_of=source_of,
+            synced=link.sync.acls,
+            refresh_s=link.refresh_topics_interval_seconds,
+            when=when,
+        )
+    return tuple(sorted(found, key=lambda d: d.target_topic))
+
+
+def drift_report(found: Iterable[Difference], *, at_ms: int, acls: str) -> dict[str, Any]:
+    """A link's differences as its worker's status carries them (JSON): when the round found them, how many of
+    each kind (`synced`: the round made them the same), the first `DIFFERENCES_KEPT`, and whether ACLs were compared
+    (`acls`: "compared" or why not)."""
+    found = list(found)
+    counts = Counter((d.kind, d.synced) for d in found)
+    return {
+        "at_ms": at_ms,
+        "count": len(found),
+        "counts": [{"kind": k, "synced": s, "count": n} for (k, s), n in sorted(counts.items())],
+        "differences": [asdict(d) for d in found[:DIFFERENCES_KEPT]],
+        "acls": acls,
+    }

@@ -26,7 +26,6 @@ class IdentityWorker(WorkerBase):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._seen_high: dict[tuple[str, int], int] = {}  # high-watermarks the consumer saw (`_note_high_watermarks`)
         self._delivery: Delivery | None = None
         # The topic id each owned partition's position belongs to (`mirror.gaps`: a recreated topic has a new one),
         # and the notes of it this link's workers keep on this host (Kafka forgets a deleted topic's offsets)

@@ -16,8 +16,20 @@ together (`dispatch` of the run's first offset, `extend` to its last) and learns
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Hashable, Mapping
+from typing import TypeVar
 
-__all__ = ["PartitionProgress"]
+__all__ = ["PartitionProgress", "vouched_highs"]
+
+K = TypeVar("K", bound=Hashable)
+
+
+def vouched_highs(cached: Mapping[K, int], stale: Mapping[K, int]) -> dict[K, int]:
+    """The high-watermarks a worker's status may state as of its own moment: what its consumer's fetch responses
+    said (`cached`), less those not fetched since the consumer last lost the source (`stale`: the cached values at
+    the loss; one still equal to it has not been fetched since, and the source may have taken records after it).
+    Without them the monitor measures the partition against its own read of the source, at that read's moment."""
+    return {key: high for key, high in cached.items() if stale.get(key) != high}
 
 
 class PartitionProgress:

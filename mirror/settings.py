@@ -76,6 +76,7 @@ def consumer_settings(
     *,
     on_commit: Callable[..., None],
     stats_cb: Callable[[str], None],
+    error_cb: Callable[..., None] | None = None,
 ) -> dict[str, Any]:
     """A link worker's source consumer: defaults < the cluster's properties < the link's < the fixed settings."""
     source = config.clusters[link.source]
@@ -91,6 +92,8 @@ def consumer_settings(
         "on_commit": on_commit,
         "stats_cb": stats_cb,
     }
+    if error_cb is not None:
+        settings["error_cb"] = error_cb
     settings.setdefault("client.id", client_id)
     return settings
 

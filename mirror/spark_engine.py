@@ -27,6 +27,7 @@ import os
 import sys
 import threading
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +91,9 @@ class _Progress:
     """After each micro-batch: commit its end offsets to the link's group and publish the positions. A batch is
     learnt of from whichever comes first: the query listener, or the checkpoint's commit log (`poll_checkpoint`)."""
 
-    def __init__(self, config: MirrorwatchConfig, link: LinkConfig, plan: SparkLinkPlan) -> None:
+    def __init__(
+        self, config: MirrorwatchConfig, link: LinkConfig, plan: SparkLinkPlan, keeper: TopicKeeper | None = None
+    ) -> None:
         self.link, self.plan = link, plan
         self._committer: Consumer = new_consumer(
             config.clusters[link.source],
@@ -100,6 +103,7 @@ class _Progress:
         )
         self._board = StatusBoard(config.state_path / "status")
         self._clock = SystemClock()
+        self.keeper = keeper  # the link's topic keeper, for the drift in the status
         self._positions: dict[tuple[str, int], int] = {}
         self._lock = threading.Lock()
         self.stats: dict[str, float] = {"records_in_total": 0, "records_out_total": 0}
@@ -203,6 +207,9 @@ class _Progress:
             ),
             stats=stats,
             **writer_fields(self.link),
+            config_drift=tuple(asdict(d) for d in keeper.drift) if (keeper := self.keeper) is not None else (),
+            config_synced=keeper.synced if keeper is not None else (),
+            drift_report=keeper.drift_report if keeper is not None else {},
         )
 
     def publish(self) -> None:
@@ -356,7 +363,7 @@ def run_spark_link(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
-    progress = _Progress(config, link, plan)
+    progress = _Progress(config, link, plan, keeper)
     spark.streams.addListener(_listener(progress))
     plan.checkpoint.mkdir(parents=True, exist_ok=True)
     target = config.clusters[link.target]

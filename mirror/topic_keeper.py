@@ -19,9 +19,9 @@ from confluent_kafka.admin import AdminClient
 
 from kernel.config import LinkConfig, MirrorwatchConfig
 from kernel.errors import ConfigError, ConfigProblem, KafkaClientError
-from kernel.kafka import error_text
+from kernel.kafka import error_text, no_authorizer
 from kernel.rename import RenamePolicy, rename_policy
-from mirror.acl_keeper import AclKeeper
+from mirror.acl_keeper import AclKeeper, acl_state
 from mirror.admin import (
     alter_topic_configs,
     describe_topics,
@@ -30,8 +30,8 @@ from mirror.admin import (
     refused_topics,
     topic_ids,
 )
-from mirror.deletion_keeper import DeletionKeeper
-from mirror.drift import extra_targets
+from mirror.deletion_keeper import DeletionKeeper, created_topics
+from mirror.drift import AclState, drift_report, extra_targets, link_drift
 from mirror.failure import MirrorFailure
 from mirror.topics import ConfigDrift, CreateTopic, TopicPlan, plan_topics, select_topics
 
@@ -40,6 +40,7 @@ __all__ = ["Survey", "Surveyor", "TopicKeeper", "refuse_loop"]
 log = logging.getLogger("mirrorwatch.mirror")
 
 SYNCS_KEPT = 20
+DONE = "by the refresh round that found it"  # the drift report's "when" for what a round makes the same
 
 
 def refuse_loop(config: MirrorwatchConfig, link: LinkConfig, source_id: str, target_id: str) -> None:
@@ -72,6 +73,7 @@ class Survey:
     target_ids: tuple[tuple[str, str], ...] = ()  # of the target topics (only when the keeper watches them)
     lost_targets: tuple[tuple[str, str], ...] = ()  # target topics deleted ("deleted") or recreated under the link
     synced: tuple[Mapping[str, Any], ...] = ()  # the configs this round made the source's (see TopicKeeper.synced)
+    drift_report: Mapping[str, Any] | None = None  # what differed when the round began (`mirror.drift.drift_report`)
 
 
 class TopicKeeper:
@@ -103,6 +105,8 @@ class TopicKeeper:
         self.drift: tuple[ConfigDrift, ...] = ()
         # The last SYNCS_KEPT config syncs (source_topic, target_topic, config, was, now, at_ms), for the status.
         self.synced: tuple[Mapping[str, Any], ...] = ()
+        # The drift report of the last round (`mirror.drift.drift_report`): every difference it found, and what it did.
+        self.drift_report: Mapping[str, Any] = {}
         self.smallest_target_limit: int | None = None
         # The target topics' ids (KIP-516), for an engine that watches them (`watch_targets`): a target topic the link
         # wrote to that is gone, or has another id, was deleted under the link (`lost_targets`: topic -> "deleted" or
@@ -178,10 +182,15 @@ class TopicKeeper:
         if plan.problems:
             raise MirrorFailure(f"link {self.name}: " + "; ".join(plan.problems))
         synced: list[Mapping[str, Any]] = []
+        found_at_ms = int(time.time() * 1000)
         if plan.alter_configs:
             plan = self._sync_configs(plan, synced)
-        if self.acls is not None:
-            self.acls.sync(plan.mapping)
+        acls, compared = self._acls(plan.mapping)
+        extras = self._copies_of_deleted(source_partitions, target_partitions)
+        created = created_topics(self.config.state_path, link.name)
+        found = link_drift(
+            plan, source_partitions, target_partitions, link, extras=extras, created=created, acls=acls, when=DONE
+        )
         if plan.create or plan.add_partitions:
             execute_plan(self.target_admin, plan)
             self.deletions.note_created(c.topic for c in plan.create)
@@ -189,7 +198,7 @@ class TopicKeeper:
             if self.watch_targets and plan.create:
                 ids.update(topic_ids(self.target_admin, [c.topic for c in plan.create]))
         if link.sync.topic_deletions != "off":
-            self.deletions.round(self._copies_of_deleted(source_partitions, target_partitions))
+            self.deletions.round(extras)
         limits = [info.max_message_bytes for info in target_info.values() if info.max_message_bytes]
         limits += [int(c.configs["max.message.bytes"]) for c in plan.create if "max.message.bytes" in c.configs]
         vanished = [t for t in self.selected if t not in source_partitions]
@@ -203,7 +212,21 @@ class TopicKeeper:
             target_ids=tuple(sorted(ids.items())),
             lost_targets=tuple(sorted(lost.items())),
             synced=tuple(synced),
+            drift_report=drift_report(found, at_ms=found_at_ms, acls=compared),
         )
+
+    def _acls(self, mapping: Mapping[str, str]) -> tuple[AclState | None, str]:
+        """The round's ACL sync (`sync.acls`), or a read of the ACLs for the drift report; and "compared" or why
+        they were not."""
+        if self.acls is not None:
+            found = self.acls.sync(mapping)
+            return found, "compared" if found is not None else f"not compared: {self.acls.refusal}"
+        try:
+            return acl_state(self.source_admin, self.target_admin, mapping, self.link, self.config.state_path), (
+                "compared"
+            )
+        except (KafkaException, TimeoutError) as exc:
+            return None, "not compared: " + ("a cluster has no authorizer" if no_authorizer(exc) else error_text(exc))
 
     def _copies_of_deleted(self, source: dict[str, int], target: dict[str, int]) -> dict[str, str]:
         """Target topics named as copies of topics the link would select that the source does not list."""
@@ -239,7 +262,8 @@ class TopicKeeper:
                         "unset" if was is None else repr(was),
                         "unset" if now is None else repr(now),
                     )
-        return replace(plan, drift=tuple(drift))
+        kept = tuple(a for a in plan.alter_configs if a.topic not in refused)  # a refused one is drift, not a sync
+        return replace(plan, drift=tuple(drift), alter_configs=kept)
 
     def _target_ids(self, plan: TopicPlan, target_partitions: dict[str, int]) -> tuple[dict[str, str], dict[str, str]]:
         """The ids the mapped target topics have now, and those of them lost under the link: gone ("deleted"), or
@@ -280,6 +304,8 @@ class TopicKeeper:
         self.known_source_partitions = dict(plan.source_partitions)
         if survey.synced:
             self.synced = (*self.synced, *survey.synced)[-SYNCS_KEPT:]
+        if survey.drift_report is not None:
+            self.drift_report = survey.drift_report
         self.topic_map = dict(plan.mapping)
         self.target_partitions = dict(survey.target_partitions)
         self.refused = survey.refused

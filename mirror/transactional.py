@@ -73,7 +73,6 @@ class TransactionalLinkWorker(WorkerBase):
         self._assigned: set[tuple[str, int]] = set()
         self._to_dead_letter: set[tuple[str, int, int]] = set()  # (topic, partition, offset) refused once already
         self._txn_error: tuple[MirrorRecord, KafkaError] | None = None
-        self._seen_high: dict[tuple[str, int], int] = {}  # what the consumer's fetches said (`_note_high_watermarks`)
         self._next_high = 0.0
 
     # -- set-up -----------------------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from mirror.client_stats import ClientStats, summarize
 from mirror.failure import LinkFailure, MirrorFailure
 from mirror.gaps import TargetLost, out_of_range, recreated, target_lost, truncated_at
 from mirror.handler import load_handler
-from mirror.progress import PartitionProgress
+from mirror.progress import PartitionProgress, vouched_highs
 from mirror.routes import Router
 from mirror.settings import PRODUCER_DEFAULTS, consumer_settings, producer_settings
 from mirror.stats import LinkStats
@@ -104,6 +104,10 @@ class WorkerBase:
         self._ledger = GapLedger(config.state_path / "lost", link.name)
         self._stopped: dict[tuple[str, int], str] = {}  # partitions this worker stopped mirroring alone, and why
         self._cooperative = True  # the group's rebalance protocol (its assignors: all cooperative-sticky)
+        # The consumer's cached high-watermarks when it last lost a source broker (`_on_consumer_error`): those not
+        # fetched since are not stated in the status (`vouched_highs`).
+        self._stale_highs: dict[tuple[str, int], int] = {}
+        self._seen_high: dict[tuple[str, int], int] = {}  # the vouched ones, noted by the loop
 
     # -- public view ------------------------------------------------------------------------------------------------
 
@@ -127,21 +131,20 @@ class WorkerBase:
         return ()
 
     def _cached_high_watermarks(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        """What the consumer's last fetch responses said of each partition's high-watermark (no broker request). Call
-        it from the loop only: the consumer is the loop's alone (from the heartbeat thread its methods wait for the
-        loop's consume(), seconds)."""
-        seen: dict[tuple[str, int], int] = {}
-        consumer = self._consumer
-        if consumer is None:
-            return seen
-        for topic, partition in list(partitions):
-            try:
-                _, cached = consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
-            except (KafkaException, RuntimeError):
-                continue
-            if cached >= 0:
-                seen[(topic, partition)] = cached
-        return seen
+        """What the consumer's last fetch responses said of each partition's high-watermark (no broker request), less
+        those not fetched since it last lost the source (`vouched_highs`). Call it from the loop only: the consumer
+        is the loop's alone (from the heartbeat thread its methods wait for the loop's consume(), seconds)."""
+        return vouched_highs(_raw_highs(self._consumer, partitions), self._stale_highs)
+
+    def _on_consumer_error(self, error: KafkaError) -> None:
+        """The source consumer's error events (served in the loop's consume()), logged as librdkafka logs them without
+        this callback; a broker lost makes the cached high-watermarks stale until fetched again."""
+        logging.getLogger(f"mirrorwatch.kafka.{self.link.source}").error(
+            "ERROR [mirrorwatch-%s] %s", self.name, error.str()
+        )
+        if error.code() in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN):
+            self._stale_highs = _raw_highs(self._consumer, {*self._stale_highs, *self._progress, *self._seen_high})
+            self._seen_high = vouched_highs(self._seen_high, self._stale_highs)
 
     def _target_topic(self, topic: str) -> str:
         return self._keeper.topic_map.get(topic, self._rename.target_topic(topic)) if self._keeper else topic
@@ -170,6 +173,7 @@ class WorkerBase:
             config_synced=self._keeper.synced if self._keeper is not None else (),
             released=self._released_positions(),
             gaps=self._ledger.gaps(),
+            drift_report=self._keeper.drift_report if self._keeper is not None else {},
         )
 
     def status(self) -> dict[str, Any]:
@@ -205,7 +209,12 @@ class WorkerBase:
             self._router.handler = load_handler(link.handler, link.handler_args, path=f"links[{index}].handler")
         self._start()
         settings = consumer_settings(
-            config, link, f"mirrorwatch-{self.name}", on_commit=self._on_commit, stats_cb=self._on_client_stats
+            config,
+            link,
+            f"mirrorwatch-{self.name}",
+            on_commit=self._on_commit,
+            stats_cb=self._on_client_stats,
+            error_cb=self._on_consumer_error,
         )
         strategies = str(settings.get("partition.assignment.strategy", "")).split(",")
         self._cooperative = all(s.strip() == "cooperative-sticky" for s in strategies)
@@ -479,3 +488,18 @@ def read_from(consumer: Consumer, at: TopicPartition) -> None:
             if (tp.topic, tp.partition) != (at.topic, at.partition)
         ]
         consumer.assign([*others, at])
+
+
+def _raw_highs(consumer: Consumer | None, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """What the consumer's last fetch responses said of each partition's high-watermark (no broker request)."""
+    seen: dict[tuple[str, int], int] = {}
+    if consumer is None:
+        return seen
+    for topic, partition in list(partitions):
+        try:
+            _, cached = consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
+        except (KafkaException, RuntimeError):
+            continue
+        if cached >= 0:
+            seen[(topic, partition)] = cached
+    return seen

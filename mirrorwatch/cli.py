@@ -83,6 +83,7 @@ def cli(log_level: str) -> None:
       mirrorwatch config check FILE         validate a config file
       mirrorwatch check --config FILE       which ACL each component's principal is missing (kafka-acls.sh lines)
       mirrorwatch drift --config FILE       what differs between source topics and their copies, and what syncs
+      mirrorwatch acls --config F --link L  one ACL sync round now (after a promotion: the WRITE rules too)
       mirrorwatch failover plan ...         where consumer groups must start on a link's target (exact)
       mirrorwatch migrate from mm2 ...      take over from MirrorMaker 1/2 or Replicator, re-copying nothing
     """
@@ -332,33 +333,6 @@ def console(  # noqa: PLR0917 - click passes one parameter per option
     os.execv(command[0], command)  # Streamlit takes over this process: Ctrl-C and SIGTERM stop it
 
 
-# -- dashboards -------------------------------------------------------------------------------------------------------
-
-
-@cli.group(cls=_Group)
-def dashboards() -> None:
-    """Grafana dashboards for mirrorwatch's metrics (built with grafana-foundation-sdk)."""
-
-
-@dashboards.command("build")
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("dashboards/grafana"),
-    show_default=True,
-    help="Directory for the dashboard JSON files.",
-)
-def dashboards_build(out: Path) -> None:
-    """Write the dashboards (Mirror overview, Consumer lag, Canary, Clients) as JSON for Grafana's import.
-
-    Each has a Prometheus data source variable and link, cluster or group variables.
-    """
-    from dashboards.grafana import write_all
-
-    for path in write_all(out):
-        click.echo(f"wrote {path}")
-
-
 # -- mirror -----------------------------------------------------------------------------------------------------------
 
 
@@ -579,12 +553,14 @@ def demo(state_dir: Path | None, duration: float | None, rate: float) -> None:
 
 
 # Commands in modules of their own keep this one short.
+from mirrorwatch.acls_cli import acls  # noqa: E402
 from mirrorwatch.check import check  # noqa: E402
+from mirrorwatch.dashboards_cli import dashboards  # noqa: E402
 from mirrorwatch.drift_cli import drift  # noqa: E402
 from mirrorwatch.failover_cli import failover  # noqa: E402
 from mirrorwatch.migrate_cli import migrate  # noqa: E402
 
-for _command in (check, drift, failover, migrate):
+for _command in (acls, check, dashboards, drift, failover, migrate):
     cli.add_command(_command)
 
 

@@ -118,7 +118,8 @@ def run_demo(options: DemoOptions, stop: threading.Event, out: Callable[[str], N
         group = config.links[0].consumer_group
         out(
             f"HTTP API: {url}/mirror/links/{LINK}  {url}/metrics  {url}/v3/kafka/source/consumer/{group}/lag  "
-            f"{url}/canary  {url}/mirror/links/{LINK}/checkpoints  {url}/mirror/groups  {url}/mirror/events"
+            f"{url}/canary  {url}/mirror/links/{LINK}/checkpoints  {url}/mirror/links/{LINK}/drift  "
+            f"{url}/mirror/groups  {url}/mirror/events"
         )
         out(f"console: {_start_console(url, options.state_dir, started)}  (Streamlit; open it in a browser)")
         traffic = _Traffic(

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
 
     from kernel.config import LinkConfig, MirrorwatchConfig
-    from mirror.drift import Difference
+    from mirror.drift import AclState, Difference
 
 __all__ = ["drift"]
 
@@ -82,7 +82,7 @@ def _link_drift(
     from kernel.rename import rename_policy
     from mirror.admin import describe_topics
     from mirror.deletion_keeper import created_topics
-    from mirror.drift import drift_of, extra_targets
+    from mirror.drift import extra_targets, link_drift
     from mirror.topics import plan_topics, select_topics
 
     source, target = listed[link.source], listed[link.target]
@@ -105,47 +105,26 @@ def _link_drift(
     extras = extra_targets(
         target, source, link.topics, rename, exclude_internal=link.exclude_internal_topics, ignore=ignore
     )
-    found = drift_of(
-        plan,
-        source,
-        target,
-        extras=extras,
-        partitioning=link.partitioning,
-        refresh_s=link.refresh_topics_interval_seconds,
-        created=created_topics(config.state_path, link.name),
-        deletions=link.sync.topic_deletions,
-        grace_s=link.sync.topic_deletion_grace_seconds,
-    )
-    found += _acl_drift(config, link, admins, plan.mapping)
-    return tuple(sorted(found, key=lambda d: d.target_topic))
+    created = created_topics(config.state_path, link.name)
+    acls = _acl_state(config, link, admins, plan.mapping)
+    return link_drift(plan, source, target, link, extras=extras, created=created, acls=acls)
 
 
-def _acl_drift(
+def _acl_state(
     config: MirrorwatchConfig, link: LinkConfig, admins: Mapping[str, AdminClient], mapping: Mapping[str, str]
-) -> tuple[Difference, ...]:
-    """The copies' ACL differences; none where a cluster has no authorizer (no ACLs to compare)."""
+) -> AclState | None:
+    """The copies' ACLs; None where a cluster has no authorizer (no ACLs to compare)."""
     from confluent_kafka import KafkaException
 
     from kernel.errors import KafkaClientError
     from kernel.kafka import kafka_error, no_authorizer
-    from mirror.acl_keeper import owned_acls, topic_acls
-    from mirror.acl_sync import mirrored_acls
-    from mirror.drift import acl_drift
+    from mirror.acl_keeper import acl_state
 
     try:
-        wanted = mirrored_acls(topic_acls(admins[link.source], mapping), mapping, link.sync.acl_principals)
-        on_target = topic_acls(admins[link.target], mapping.values())
+        return acl_state(admins[link.source], admins[link.target], mapping, link, config.state_path)
     except KafkaException as exc:
         if no_authorizer(exc):
-            return ()
+            return None
         raise kafka_error(exc, "reading topic ACLs") from None
     except TimeoutError:
         raise KafkaClientError("reading topic ACLs: no answer in 30 s") from None
-    return acl_drift(
-        wanted,
-        on_target,
-        owned_acls(config.state_path, link.name),
-        source_of={t: s for s, t in mapping.items()},
-        synced=link.sync.acls,
-        refresh_s=link.refresh_topics_interval_seconds,
-    )

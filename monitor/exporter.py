@@ -112,6 +112,7 @@ OWN_NAMES = (
     "mirrorwatch_mirror_send_errors_total",
     "mirrorwatch_mirror_replication_latency_seconds",
     "mirrorwatch_topic_config_drift",
+    "mirrorwatch_link_drift_differences",
     "mirrorwatch_mirror_workers",
     "mirrorwatch_mirror_workers_gone",
     "mirrorwatch_mirror_records_lost_total",
@@ -534,9 +535,23 @@ class MonitorCollector:
             for d in view.config_drift if view is not None else ():
                 drift.add_metric([link.name, d["source_topic"], d["target_topic"], d["config"]], 1)
         yield from (inflight, committed, records, bytes_, errors, latency, drift, workers, workers_gone, lost, failed)
+        yield _drift_differences(state)
         yield from client_gauges.values()
         yield from spark.values()
         yield from client_counters.values()
+
+
+def _drift_differences(state: MonitorState | None) -> Family:
+    differences = GaugeFamily(
+        "mirrorwatch_link_drift_differences",
+        "Differences between the link's source topics and their copies at its last topic refresh, by kind "
+        "(missing, partitions, config, extra, acl, problem); synced=true: that round made them the same",
+        labels=["link", "kind", "synced"],
+    )
+    for name, view in sorted(state.links.items()) if state is not None else ():
+        for c in view.drift_report.get("counts", ()):
+            differences.add_metric([name, str(c["kind"]), str(bool(c["synced"])).lower()], c["count"])
+    return differences
 
 
 def _group_losses(views: list[tuple[tuple[str, str], GroupView]]) -> Family:

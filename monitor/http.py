@@ -8,6 +8,7 @@ Prometheus metrics, and health checks. It only reads the monitor's current state
     /v3/kafka/{cluster}/consumer/{group}/status partitions at WARN or worse, with the group's status
     /v3/kafka/{cluster}/consumer/{group}/lag    every partition, with the group's status
     /mirror/links[/{link}]                      per-partition positions and replication lag of the mirror links
+    /mirror/drift  /mirror/links/{link}/drift   what differs between each link's source topics and their copies
     /metrics  /healthz  /readyz
 """
 
@@ -128,7 +129,17 @@ def _link(view: LinkView) -> dict[str, Any]:
         "config_synced": [dict(d) for d in view.config_synced],
         "records_lost": sum(g.records for g in view.gaps),
         "gaps": [{**asdict(g), "records": g.records, "text": g.describe(view.link)} for g in view.gaps],
+        "drift_differences": view.drift_report.get("count"),  # None: no topic refresh reported yet
     }
+
+
+def _drift(view: LinkView) -> dict[str, Any]:
+    """The link's drift report as its newest topic refresh found it (`mirror.drift.drift_report`)."""
+    head = {"link": view.link, "source": view.source, "target": view.target}
+    if not view.drift_report:
+        reason = "not measured yet: no worker of the link has reported a topic refresh (`mirrorwatch drift` reads now)"
+        return head | {"at_ms": None, "count": None, "counts": [], "differences": [], "acls": None, "reason": reason}
+    return head | dict(view.drift_report) | {"reason": None}
 
 
 def create_app(
@@ -401,8 +412,26 @@ def _monitor_routes(service: MonitorService) -> list[Route]:
         Route("/v3/kafka/{cluster}/consumer/{group}/lag", consumer_status),
         Route("/mirror/links", links),
         Route("/mirror/links/{link}", link),
+        *_drift_routes(service),
         Route("/readyz", readyz),
     ]
+
+
+def _drift_routes(service: MonitorService) -> list[Route]:
+    async def drift(request: Request) -> Response:
+        views = await run_in_threadpool(service.served_links)
+        return JSONResponse({"links": [_drift(v) for v in views.values()]})
+
+    async def link_drift(request: Request) -> Response:
+        name = request.path_params["link"]
+        if all(link.name != name for link in service.links):
+            return JSONResponse({"error": True, "message": "link not found"}, status_code=404)
+        views = await run_in_threadpool(service.served_links)
+        if name not in views:
+            return JSONResponse({"error": True, "message": "no collection yet"}, status_code=503)
+        return JSONResponse(_drift(views[name]))
+
+    return [Route("/mirror/links/{link}/drift", link_drift), Route("/mirror/drift", drift)]
 
 
 class _BadQuery(ValueError):

@@ -34,6 +34,7 @@ from kernel.config import LinkConfig
 from kernel.worker_status import Gap, PartitionPosition, WorkerStatus
 from monitor.dating import RecordTimes, age_seconds, appeared, interpolated_high, record_time
 from monitor.evaluator import OffsetSample
+from monitor.moments import live_moment, stale_high, unowned_moment
 from monitor.snapshot import ClusterSnapshot
 
 __all__ = [
@@ -90,6 +91,7 @@ class LinkView:
     reason: str | None = None  # why the link has no figure yet (no partition known), or why some figures are missing
     gaps: tuple[Gap, ...] = ()  # records the link will never copy, from every worker's status (each once)
     config_synced: tuple[Mapping[str, Any], ...] = ()  # the workers' last config syncs (WorkerStatus.config_synced)
+    drift_report: Mapping[str, Any] = field(default_factory=dict)  # the newest of the workers' (any refresh round)
 
     @property
     def state(self) -> str:
@@ -247,11 +249,12 @@ def safe_positions(
                 between = interpolated_high(previous, key, status.observed_ms, observed_hwm_ms, now_high)
                 if between is not None:
                     highs.append(between)
+            moment = live_moment(position, status, safe, now_high, observed_hwm_ms)
             out[key] = SafePosition(
                 key[0],
                 key[1],
                 safe,
-                status.observed_ms,
+                moment,
                 max(highs) if highs else None,
                 "worker",
                 position,
@@ -259,11 +262,11 @@ def safe_positions(
                 _highest(position.committed, group_committed),
                 target_topics.get(key),
                 # what the worker's consumer last saw is no fresher proof: it may not have fetched since either
-                unseen or _stale_high(position, status, observed_hwm_ms, high_stale_after_ms),
+                unseen or stale_high(position, status, observed_hwm_ms, high_stale_after_ms),
             )
         else:
             from_worker = best_acked is not None and best_acked >= (group_committed or 0)
-            moment, floor = _unowned_moment(
+            moment, floor = unowned_moment(
                 safe, now_high, observed_hwm_ms, unowned_ms, proof.get(key) if from_worker else None
             )
             out[key] = SafePosition(
@@ -280,42 +283,6 @@ def safe_positions(
                 unseen or floor,
             )
     return out
-
-
-def _unowned_moment(
-    safe: int | None,
-    high: int | None,
-    high_ms: int | None,
-    unowned_ms: int,
-    proof: tuple[int, int | None] | None,
-) -> tuple[int, str | None]:
-    """The moment a partition nobody mirrors is measured at, and why its high-watermark is only a floor (None: it is
-    not). Behind: now (`unowned_ms`), its lag growing. Caught up by the high-watermark read at `high_ms`: so it was
-    then, not necessarily now (nobody mirrors what the source took since) — provided the position was known by then;
-    one a worker reported only later (`proof`: when, and the high-watermark it saw) is caught up at that report if
-    its worker saw no further, and otherwise nothing says whether records waited at any moment."""
-    if safe is None or high is None or high_ms is None or safe < high:
-        return unowned_ms, None
-    if proof is None or proof[0] <= high_ms:
-        return min(unowned_ms, high_ms), None
-    proven_ms, seen_high = proof
-    if seen_high is not None and safe >= seen_high:
-        return min(unowned_ms, proven_ms), None
-    return unowned_ms, "its position was reported after the last high-watermark read"
-
-
-def _stale_high(
-    position: PartitionPosition, status: WorkerStatus, observed_hwm_ms: int | None, stale_after_ms: int
-) -> str | None:
-    """Why the high-watermark a live worker's partition is measured against is only a floor (None: it is not)."""
-    if position.high_watermark is not None or observed_hwm_ms is None:
-        return None
-    if position.consumed is not None or position.acked is None:
-        return None  # it has read the partition (so fetched it), or never had any of it: nothing of an old ownership
-    age_s = (status.observed_ms - observed_hwm_ms) / 1000
-    if age_s * 1000 <= stale_after_ms:
-        return None
-    return f"its worker has not fetched since its assignment and the high-watermark read is {age_s:.0f} s older"
 
 
 def _highest(*offsets: int | None) -> int | None:
@@ -401,6 +368,11 @@ def link_view(
         reason=reason,
         gaps=tuple(sorted(gaps.values(), key=lambda g: (g.at_ms, g.key))),
         config_synced=tuple(sorted(synced.values(), key=lambda d: (d.get("at_ms") or 0, str(d.get("config"))))),
+        drift_report=max(
+            (r for s in sightings if isinstance((r := s.status.drift_report).get("at_ms"), int)),
+            key=lambda r: int(r["at_ms"]),
+            default={},
+        ),
     )
 
 

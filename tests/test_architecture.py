@@ -47,6 +47,8 @@ PURE = {
     "monitor.state",
     "monitor.links",
     "monitor.dating",
+    "monitor.moments",
+    "mirror.drift",
     "mirror.progress",
     "mirror.gaps",
     "mirror.topics",

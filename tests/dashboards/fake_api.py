@@ -23,9 +23,10 @@ from failover.standby import GroupStandby, StandbyView
 from failover.translate import Translation
 from kernel.config import ClusterConfig, LinkConfig, MonitorConfig, parse_config
 from kernel.web_config import WebConfig
+from mirror.drift import Difference, drift_report
 from monitor.evaluator import GroupEvaluation, Status
 from monitor.history import transitions
-from monitor.http import HttpServer, _link, _memory_routes
+from monitor.http import HttpServer, _drift, _link, _memory_routes
 from monitor.links import LinkPartitionView, LinkView
 from monitor.service import MonitorService
 from monitor.snapshot import ClusterSnapshot
@@ -72,6 +73,15 @@ def link_view(records_out_total: int = 12345, workers: int = 2) -> LinkView:
             },
         ),
         workers=workers,
+        drift_report=drift_report(
+            [
+                Difference("dc1.orders", "orders", "config retention.ms", "604800000", "86400000", True, "synced"),
+                Difference("dc1.orders", "orders", "config segment.ms", "600000", None, False, "excluded"),
+                Difference("dc1.old", None, "extra", None, "1", False, "a copy of 'old': left as it is"),
+            ],
+            at_ms=int(time.time() * 1000) - 5_000,
+            acls="compared",
+        ),
     )
 
 
@@ -177,6 +187,9 @@ def checkpoints_document() -> dict[str, Any]:
 
 
 def app(service: MonitorService) -> Starlette:
+    async def drift(_: Request) -> Response:
+        return JSONResponse(_drift(link_view()))
+
     async def links(_: Request) -> Response:
         return JSONResponse(links_document())
 
@@ -218,6 +231,7 @@ def app(service: MonitorService) -> Starlette:
             *_memory_routes(service),
             Route("/mirror/links", links),
             Route("/mirror/links/{link}/checkpoints", checkpoints),
+            Route("/mirror/links/{link}/drift", drift),
             Route("/canary", canary),
             Route("/v3/kafka", clusters),
             Route("/v3/kafka/{cluster}/consumer", consumers),

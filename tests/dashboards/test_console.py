@@ -3,6 +3,7 @@ drill-down, the empty and unreachable states)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -121,7 +122,7 @@ def test_canary_page_counts_and_latency(api: str) -> None:
     assert list(table["lost"]) == [0, 1] and list(table["received"]) == [5, 4]
 
 
-def test_topics_page_compares_partition_counts_and_shows_drift(api: str) -> None:
+def test_topics_page_compares_partition_counts_and_shows_the_drift_report(api: str) -> None:
     app = open_page(console(), "Topics")
     row = app.dataframe[0].value.iloc[0]
     assert (row["source topic"], row["target topic"], row["source partitions"], row["target partitions"]) == (
@@ -130,8 +131,11 @@ def test_topics_page_compares_partition_counts_and_shows_drift(api: str) -> None
         2,
         2,
     )
-    assert "1 config difference(s)" in texts(app)
-    assert list(app.dataframe[1].value["config"]) == ["retention.ms"]
+    [said] = [t for t in texts(app).splitlines() if "difference(s)" in t]
+    assert re.fullmatch(r"3 difference\(s\) at the last topic refresh, 5\.\d s ago \(ACLs compared\)", said), said
+    drift = app.dataframe[1].value
+    assert list(drift["what"]) == ["config retention.ms", "config segment.ms", "extra"]
+    assert list(drift["synced"]) == ["✅ by that round", "left", "left"]
 
 
 def test_records_a_link_lost_are_said_on_the_overview(api: str, monkeypatch: pytest.MonkeyPatch) -> None:

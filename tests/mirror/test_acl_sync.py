@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from kernel.config import TopicSelection
+from kernel.config import GroupSelection, TopicSelection
 from mirror.acl_sync import TopicAcl, mirrored_acls, plan_acls
 from mirror.deletions import plan_deletions
 from mirror.drift import Difference, acl_drift
@@ -40,6 +40,33 @@ def test_the_source_s_acls_on_mirrored_topics_are_copied_without_write_and_with_
         _acl("dc1.orders", "User:app", "READ"),
         _acl("dc1.payments", "User:app", "DESCRIBE"),
     }
+
+
+def test_group_acls_are_copied_for_the_groups_selected_and_write_only_after_a_promotion() -> None:
+    group = TopicAcl("billing", "User:app", "*", "READ", "ALLOW", "GROUP")
+    other = TopicAcl("batch", "User:app", "*", "ALL", "ALLOW", "GROUP")
+    # A group ACL named like a mirrored topic is the group's, not the topic's.
+    namesake = TopicAcl("orders", "User:app", "*", "DELETE", "ALLOW", "GROUP")
+    source = [group, other, namesake, _acl("orders", "User:app", "WRITE"), _acl("orders", "User:admin", "ALL")]
+    assert mirrored_acls(source, COPIES, EVERYONE) == {_acl("dc1.orders", "User:admin", "READ")}  # no group: none
+    billing = GroupSelection(include=(re.compile("billing|batch"),))
+    assert mirrored_acls(source, COPIES, EVERYONE, groups=billing) == {
+        _acl("dc1.orders", "User:admin", "READ"),
+        group,
+        TopicAcl("batch", "User:app", "*", "READ", "ALLOW", "GROUP"),  # ALL narrowed, as on a topic
+    }
+    # sync.acl_write (the target promoted): WRITE and ALL copied as they are.
+    assert mirrored_acls(source, COPIES, EVERYONE, groups=billing, write=True) == {
+        _acl("dc1.orders", "User:app", "WRITE"),
+        _acl("dc1.orders", "User:admin", "ALL"),
+        group,
+        other,
+    }
+    assert group.describe() == "ALLOW READ for User:app on group 'billing'"
+    missing = acl_drift(frozenset({group}), frozenset(), frozenset(), source_of={}, synced=True, when="now")
+    assert missing == (
+        Difference("group billing", "billing", "acl ALLOW READ for User:app", "ALLOW", None, True, "created now"),
+    )
 
 
 def test_a_round_creates_what_is_missing_and_removes_only_what_the_link_made() -> None:

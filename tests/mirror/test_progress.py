@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mirror.progress import PartitionProgress
+from mirror.progress import PartitionProgress, vouched_highs
 
 
 def test_nothing_read_nothing_to_commit() -> None:
@@ -167,3 +167,12 @@ def test_a_report_below_an_entry_does_not_acknowledge_it() -> None:
     p.extend(19)
     p.ack_through(9)
     assert (p.acked, p.offset_to_commit()) == (10, None)
+
+
+def test_a_high_watermark_not_fetched_since_the_source_was_lost_is_not_vouched_for() -> None:
+    """At the loss the consumer's cache said 100 and 50 (`stale`); since then partition 0's fetch said 120 and a
+    partition assigned after the loss said 7; partition 1 still says 50, which says nothing of the source now."""
+    stale = {("t", 0): 100, ("t", 1): 50}
+    cached = {("t", 0): 120, ("t", 1): 50, ("t", 2): 7}
+    assert vouched_highs(cached, stale) == {("t", 0): 120, ("t", 2): 7}
+    assert vouched_highs(cached, {}) == cached  # never lost: every one stands

@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
@@ -33,11 +34,12 @@ from confluent_kafka.cimpl import NewPartitions
 
 from kernel.config import ClusterConfig, MirrorwatchConfig, load_config
 from kernel.kafka import new_admin, new_producer
+from kernel.processes import free_port
 from kernel.wait import wait_until
 from localkafka.local import LocalClusters
 from tests.acl_helpers import binding, grant, grant_required, revoke, run_check, with_component_principals
 from tests.kafka_helpers import Record, produce, read_all
-from tests.processes import MirrorProcess, running_worker, session_config
+from tests.processes import MirrorProcess, get_json, running_worker, session_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.secured]  # on a sasl_ssl and an mtls pair too
 
@@ -105,6 +107,14 @@ def test_a_running_link_makes_its_copies_configs_and_partitions_the_sources_and_
             timeout_s=30,
             description=f"the status's drift to be {[left]}",
         )
+        # The round's whole drift report (what the API serves) says the same: one difference, left.
+        report = {"target_topic": topic, "source_topic": topic, "what": "config segment.ms", "source": "600000",
+                  "target": "3600000", "synced": False, "note": left["reason"]}  # fmt: skip
+        wait_until(
+            lambda: worker.status()["drift_report"].get("differences") == [report],
+            timeout_s=30,
+            description=f"the status's drift report to be {[report]}",
+        )
         synced = {(d["config"], d["was"], d["now"]) for d in worker.status()["config_synced"]}
         assert synced == {
             ("retention.ms", "3600000", "7200000"),
@@ -134,6 +144,7 @@ def test_the_drift_report_lists_exactly_the_differences_made_and_nothing_of_a_pa
     make_topic: Callable[..., str],
     unique: Callable[[str], str],
     write_config: Callable[..., Path],
+    start_mirror: Callable[..., MirrorProcess],
 ) -> None:
     prefix = unique("drift")
     orders = make_topic("source", 2, name=f"{prefix}.orders", config={"segment.ms": "600000"})
@@ -150,7 +161,8 @@ def test_the_drift_report_lists_exactly_the_differences_made_and_nothing_of_a_pa
     ]
     links[0]["topics"] = {"include": [rf"{prefix}\..*"], "exclude": [rf"{prefix}\.steady\..*"]}
     links[1]["topics"] = {"include": [rf"{prefix}\.steady\..*"]}
-    path = write_config(links, canary={"topic": unique("canary")})
+    canary = unique("canary")
+    path = write_config(links, canary={"topic": canary})
 
     code, said = _drift(path, "--json")
     assert code == 1, said
@@ -197,6 +209,38 @@ def test_the_drift_report_lists_exactly_the_differences_made_and_nothing_of_a_pa
     ]
     code, said = _drift(path, "--link", "nosuch")
     assert code == 2 and said == ""
+
+    # Running, each topic refresh finds the same and the API and /metrics serve it: what a round makes the same (the
+    # retention, the missing copy) is gone after the first one; what the link leaves stays, with the same reason.
+    port = free_port()
+    for link in links:
+        link["refresh_topics_interval_seconds"] = 1
+    http = {"host": "127.0.0.1", "port": port}
+    run = start_mirror("--config", str(write_config(links, canary={"topic": canary}, http=http)), command="run")
+    left = [d for d in report["drifted"] if not d["synced"]]
+    served: dict[str, Any] = {}
+
+    def serves_what_is_left() -> bool:
+        served.update({name: get_json(f"http://127.0.0.1:{port}/mirror/links/{name}/drift") for name in report})
+        return run.running() and served["drifted"]["differences"] == left and served["steady"]["count"] == 0
+
+    wait_until(
+        serves_what_is_left,
+        timeout_s=120,
+        description=f"/mirror/links/*/drift to serve {left} and nothing for the steady link",
+        ignore=(OSError,),  # not listening yet, or no collection yet (503)
+    )
+    assert served["drifted"]["count"] == len(left)
+    # /metrics counts them by kind (what the link leaves: synced="false").
+    want = {f'mirrorwatch_link_drift_differences{{link="drifted",kind="{kind}",synced="false"}} 1'
+            for kind in ("extra", "partitions", "config")}  # fmt: skip
+
+    def counted() -> bool:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            lines = response.read().decode().splitlines()
+        return {x for x in lines if x.startswith("mirrorwatch_link_drift")} == want
+
+    wait_until(counted, timeout_s=60, description=f"/metrics to count {want} and nothing more")
 
 
 def test_a_mirror_principal_without_alter_configs_is_told_by_check_and_mirrors_on_with_the_refusal_as_drift(
@@ -373,3 +417,65 @@ def test_deletion_sync_deletes_only_the_copies_it_made_after_the_grace_and_a_dry
     with running_worker(config("on")):  # the grace is counted from the first sighting, kept across the restart
         wait_until(lambda: on_target() == {by_hand}, timeout_s=60, description=f"{ours} deleted, {by_hand} kept")
     assert f"deleted target topic {ours!r}" in caplog.text
+
+
+def _acls_cli(path: Path, *args: str) -> tuple[int, str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "mirrorwatch.cli", "acls", "--config", str(path), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.returncode, done.stdout
+
+
+def test_after_a_promotion_the_acls_command_gives_the_application_its_write_rules_and_its_group_once(
+    local_clusters: LocalClusters,
+    make_topic: Callable[..., str],
+    unique: Callable[[str], str],
+    write_config: Callable[..., Path],
+) -> None:
+    """The link does not run (promoted). The application (`canary`) may read and write the topic and read its group at
+    the source; with `sync.acl_write` and `sync.acl_groups` one `mirrorwatch acls` round makes it so on the target:
+    a dry run first changes nothing, the round makes the three ACLs, the application then writes to the former copy,
+    and a second round has nothing to do. On the plaintext pair (no authorizer) there are none to make."""
+    security = local_clusters.security
+    operator = load_config(local_clusters.config_path)
+    topic, group = make_topic("source", 1), unique("app-group")
+    make_topic("target", 1, name=topic)
+    app = security.principal("canary")
+    sync = {"acls": True, "acl_principals": {"include": [re.escape(app)]}, "acl_write": True}
+    sync["acl_groups"] = {"include": [re.escape(group)]}
+    link = {"name": unique("l"), "source": "source", "target": "target", "topics": {"include": [topic]}, "sync": sync}
+    path = write_config([link], canary={"topic": unique("canary")})
+    nothing = f"link {link['name']}: the target's ACLs are what the source's call for: nothing to do\n"
+    if security.mode == "plaintext":
+        assert _acls_cli(path, "--link", str(link["name"])) == (0, nothing)
+        return
+    grant(operator, "source", [binding("topic", topic, "literal", app, op) for op in ("Read", "Write")])
+    grant(operator, "source", [binding("group", group, "literal", app, "Read")])
+    target = new_admin(operator.clusters["target"], "target")
+    code, said = _acls_cli(path, "--link", str(link["name"]), "--dry-run")
+    assert code == 0 and sorted(said.splitlines()) == [
+        f"would create: ALLOW READ for {app} on group {group!r}",
+        f"would create: ALLOW READ for {app} on topic {topic!r}",
+        f"would create: ALLOW WRITE for {app} on topic {topic!r}",
+    ], said
+    assert _acls(target, topic) == set()
+    code, said = _acls_cli(path, "--link", str(link["name"]))
+    assert code == 0 and said.splitlines()[-1] == f"link {link['name']}: 3 created, 0 removed", said
+    assert _acls(target, topic) == {(app, "READ", "ALLOW"), (app, "WRITE", "ALLOW")}
+    anyone = cast(str, None)
+    groups = AclBindingFilter(
+        ResourceType.GROUP, group, ResourcePatternType.LITERAL, anyone, anyone, AclOperation.ANY, AclPermissionType.ANY
+    )
+    assert [(b.principal, _name(b.operation)) for b in target.describe_acls(groups).result(timeout=30)] == [
+        (app, "READ")
+    ]
+    application = with_component_principals(path, local_clusters).clusters["target"].as_client("canary")
+    assert _write_error(application, topic) is None  # the application produces to the new primary
+    assert _acls_cli(path, "--link", str(link["name"])) == (0, nothing)
+    code, said = _drift(path, "--json")
+    assert (code, json.loads(said)) == (0, {link["name"]: []}), said

@@ -21,7 +21,7 @@ import pytest
 from kernel.wait import WaitTimeout, wait_until
 from tests.dashboards.browser import Browser, headless_chromium
 from tests.localkafka.test_local import _kafka_pids
-from tests.processes import wait_for_http
+from tests.processes import get_json, wait_for_http
 
 pytestmark = pytest.mark.integration
 
@@ -76,9 +76,7 @@ def test_demo_mirrors_sample_traffic_and_stops_cleanly_on_ctrl_c(tmp_path: Path)
             )
 
         wait_until(canary_came_back, timeout_s=90, description="a progress line with canary probes read back")
-        with urllib.request.urlopen(api.replace("/mirror/links/demo", "/canary"), timeout=5) as response:
-            (probed,) = json.load(response)["links"]
-        assert probed["link"] == "demo" and probed["received_total"] > 0
+        _check_canary_and_drift(api)
         _check_standby(api, seen, progress_shows_mirrored_records)
         _check_memory(api.replace("/mirror/links/demo", ""), config_group="mirrorwatch-demo")
         console = next(line for line in seen if line.startswith("console: ")).split()[1]
@@ -117,7 +115,7 @@ PAGE_TEXTS = {
     "Events": ("Link", "Group", "Cluster"),
     "Alerts": ("No alert is firing.",),
     "Canary": ("demo",),
-    "Topics": ("demo: source → target", "No config drift."),
+    "Topics": ("demo: source → target", "In step at the last topic refresh"),
     "Failover": ("demo: 1 of 1 standby group(s) ready",),
 }
 
@@ -155,6 +153,20 @@ def _check_console_pages(console: str, tmp_path: Path) -> None:
 def _text_with(browser: Browser, tab: str, wanted: tuple[str, ...]) -> str | None:
     text = browser.text(tab)
     return text if all(w in text for w in wanted) else None
+
+
+def _check_canary_and_drift(api: str) -> None:
+    """The canary serves its probes, and the demo link's topic refreshes report its drift: its copies are made from
+    the source and kept in step."""
+    with urllib.request.urlopen(api.replace("/mirror/links/demo", "/canary"), timeout=5) as response:
+        (probed,) = json.load(response)["links"]
+    assert probed["link"] == "demo" and probed["received_total"] > 0
+    wait_until(
+        lambda: get_json(api + "/drift")["count"] == 0,
+        timeout_s=90,
+        description="the demo link's drift report to say in step",
+        ignore=(OSError, KeyError),
+    )
 
 
 def _check_memory(base: str, config_group: str) -> None:
