@@ -137,11 +137,9 @@ class WorkerBase:
         return vouched_highs(_raw_highs(self._consumer, partitions), self._stale_highs)
 
     def _on_consumer_error(self, error: KafkaError) -> None:
-        """The source consumer's error events (served in the loop's consume()), logged as librdkafka logs them without
-        this callback; a broker lost makes the cached high-watermarks stale until fetched again."""
-        logging.getLogger(f"mirrorwatch.kafka.{self.link.source}").error(
-            "ERROR [mirrorwatch-%s] %s", self.name, error.str()
-        )
+        """The source consumer's error events (served in the loop's consume(); librdkafka's own lines already say
+        them: debug only here): a broker lost makes the cached high-watermarks stale until fetched again."""
+        log.debug("link %s: source consumer error: %s", self.name, error.str())
         if error.code() in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN):
             self._stale_highs = _raw_highs(self._consumer, {*self._stale_highs, *self._progress, *self._seen_high})
             self._seen_high = vouched_highs(self._seen_high, self._stale_highs)
