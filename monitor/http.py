@@ -378,13 +378,8 @@ def _monitor_routes(service: MonitorService) -> list[Route]:
         return JSONResponse({"links": [_link(v) for v in views.values()]})
 
     async def link(request: Request) -> Response:
-        name = request.path_params["link"]
-        if all(link.name != name for link in service.links):
-            return JSONResponse({"error": True, "message": "link not found"}, status_code=404)
-        views = await run_in_threadpool(service.served_links)
-        if name not in views:
-            return JSONResponse({"error": True, "message": "no collection yet"}, status_code=503)
-        return JSONResponse(_link(views[name]))
+        view = await _served_view(service, request)
+        return view if isinstance(view, Response) else JSONResponse(_link(view))
 
     async def readyz(request: Request) -> Response:
         current = state()
@@ -423,15 +418,22 @@ def _drift_routes(service: MonitorService) -> list[Route]:
         return JSONResponse({"links": [_drift(v) for v in views.values()]})
 
     async def link_drift(request: Request) -> Response:
-        name = request.path_params["link"]
-        if all(link.name != name for link in service.links):
-            return JSONResponse({"error": True, "message": "link not found"}, status_code=404)
-        views = await run_in_threadpool(service.served_links)
-        if name not in views:
-            return JSONResponse({"error": True, "message": "no collection yet"}, status_code=503)
-        return JSONResponse(_drift(views[name]))
+        view = await _served_view(service, request)
+        return view if isinstance(view, Response) else JSONResponse(_drift(view))
 
     return [Route("/mirror/links/{link}/drift", link_drift), Route("/mirror/drift", drift)]
+
+
+async def _served_view(service: MonitorService, request: Request) -> LinkView | Response:
+    """The view of the link the path names, as served now (`MonitorService.served_links`, read off the event loop);
+    or the answer when there is none: 404 for a link the config does not have, 503 before the first collection."""
+    name = request.path_params["link"]
+    if all(link.name != name for link in service.links):
+        return JSONResponse({"error": True, "message": "link not found"}, status_code=404)
+    views = await run_in_threadpool(service.served_links)
+    if name not in views:
+        return JSONResponse({"error": True, "message": "no collection yet"}, status_code=503)
+    return views[name]
 
 
 class _BadQuery(ValueError):
