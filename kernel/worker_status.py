@@ -131,6 +131,11 @@ class WorkerStatus:
     # Records this link will never copy, as the worker found them (and the link's ledger of earlier ones, so that a
     # restarted worker still says them): see Gap.
     gaps: tuple[Gap, ...] = ()
+    # The moment since which the high-watermarks this worker states may be older than the source's: its consumer
+    # last lost a source broker then (not fetched since: `mirror.progress.vouched_highs` leaves them out), or the
+    # spark driver's newest batch (none since). A partition it states none of is measured only against a monitor
+    # read after it. None: never.
+    highs_stale_since_ms: int | None = None
     # What differs between the link's source topics and their copies as its last topic refresh found them, and what
     # that round did about each (`mirror.drift.drift_report`: at_ms, count, counts, differences, acls); {}: no round.
     drift_report: Mapping[str, Any] = field(default_factory=dict)

@@ -190,7 +190,8 @@ class _Progress:
             else:
                 latest = {}
             now_ms = self._clock.now_ms()
-            if now_ms - self._batch_ms > LATEST_VOUCHED_MS:
+            stale_since = self._batch_ms if now_ms - self._batch_ms > LATEST_VOUCHED_MS else None
+            if stale_since is not None:
                 latest = {}  # no batch since: the source may have taken records after these
             stats = dict(self.stats)
         return WorkerStatus(
@@ -218,6 +219,7 @@ class _Progress:
             config_drift=tuple(asdict(d) for d in keeper.drift) if (keeper := self.keeper) is not None else (),
             config_synced=keeper.synced if keeper is not None else (),
             drift_report=keeper.drift_report if keeper is not None else {},
+            highs_stale_since_ms=stale_since,
         )
 
     def publish(self) -> None:

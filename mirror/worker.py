@@ -104,10 +104,11 @@ class WorkerBase:
         self._ledger = GapLedger(config.state_path / "lost", link.name)
         self._stopped: dict[tuple[str, int], str] = {}  # partitions this worker stopped mirroring alone, and why
         self._cooperative = True  # the group's rebalance protocol (its assignors: all cooperative-sticky)
-        # The consumer's cached high-watermarks when it last lost a source broker (`_on_consumer_error`): those not
-        # fetched since are not stated in the status (`vouched_highs`).
+        # The consumer's cached high-watermarks when it last lost a source broker (at `_highs_stale_ms`): those not
+        # fetched since are not stated in the status (`vouched_highs`); the vouched ones, noted by the loop.
         self._stale_highs: dict[tuple[str, int], int] = {}
-        self._seen_high: dict[tuple[str, int], int] = {}  # the vouched ones, noted by the loop
+        self._seen_high: dict[tuple[str, int], int] = {}
+        self._highs_stale_ms: int | None = None
 
     # -- public view ------------------------------------------------------------------------------------------------
 
@@ -131,9 +132,8 @@ class WorkerBase:
         return ()
 
     def _cached_high_watermarks(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        """What the consumer's last fetch responses said of each partition's high-watermark (no broker request), less
-        those not fetched since it last lost the source (`vouched_highs`). Call it from the loop only: the consumer
-        is the loop's alone (from the heartbeat thread its methods wait for the loop's consume(), seconds)."""
+        """The consumer's cached high-watermarks less those not fetched since it last lost the source (`vouched_highs`).
+        From the loop only: the consumer is the loop's alone (from another thread its calls wait for consume())."""
         return vouched_highs(_raw_highs(self._consumer, partitions), self._stale_highs)
 
     def _on_consumer_error(self, error: KafkaError) -> None:
@@ -141,6 +141,7 @@ class WorkerBase:
         them: debug only here): a broker lost makes the cached high-watermarks stale until fetched again."""
         log.debug("link %s: source consumer error: %s", self.name, error.str())
         if error.code() in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN):
+            self._highs_stale_ms = self._clock.now_ms()
             self._stale_highs = _raw_highs(self._consumer, {*self._stale_highs, *self._progress, *self._seen_high})
             self._seen_high = vouched_highs(self._seen_high, self._stale_highs)
 
@@ -172,6 +173,7 @@ class WorkerBase:
             released=self._released_positions(),
             gaps=self._ledger.gaps(),
             drift_report=self._keeper.drift_report if self._keeper is not None else {},
+            highs_stale_since_ms=self._highs_stale_ms,
         )
 
     def status(self) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from kernel.config import LinkConfig
 from kernel.worker_status import Gap, PartitionPosition, WorkerStatus
 from monitor.dating import RecordTimes, age_seconds, appeared, interpolated_high, record_time
 from monitor.evaluator import OffsetSample
-from monitor.moments import live_moment, stale_high, unowned_moment
+from monitor.moments import stale_high, unowned_moment
 from monitor.snapshot import ClusterSnapshot
 
 __all__ = [
@@ -249,12 +249,11 @@ def safe_positions(
                 between = interpolated_high(previous, key, status.observed_ms, observed_hwm_ms, now_high)
                 if between is not None:
                     highs.append(between)
-            moment = live_moment(position, status, safe, now_high, observed_hwm_ms)
             out[key] = SafePosition(
                 key[0],
                 key[1],
                 safe,
-                moment,
+                status.observed_ms,
                 max(highs) if highs else None,
                 "worker",
                 position,

@@ -5,18 +5,7 @@ from __future__ import annotations
 
 from kernel.worker_status import PartitionPosition, WorkerStatus
 
-__all__ = ["live_moment", "stale_high", "unowned_moment"]
-
-
-def live_moment(
-    position: PartitionPosition, status: WorkerStatus, safe: int | None, high: int | None, high_ms: int | None
-) -> int:
-    """A live worker's partition is measured at its status's moment, but one that it has read and states no
-    high-watermark of (not fetched since its consumer lost the source, `mirror.progress.vouched_highs`) is caught up
-    by the monitor's older read only as of that read: the source may have taken records after it (issue #41)."""
-    if position.high_watermark is not None or position.consumed is None or high_ms is None or high is None:
-        return status.observed_ms
-    return min(status.observed_ms, high_ms) if safe is not None and safe >= high else status.observed_ms
+__all__ = ["stale_high", "unowned_moment"]
 
 
 def unowned_moment(
@@ -44,9 +33,18 @@ def unowned_moment(
 def stale_high(
     position: PartitionPosition, status: WorkerStatus, observed_hwm_ms: int | None, stale_after_ms: int
 ) -> str | None:
-    """Why the high-watermark a live worker's partition is measured against is only a floor (None: it is not)."""
+    """Why the high-watermark a live worker's partition is measured against is only a floor (None: it is not): the
+    worker states none of its own and the monitor's read is older than either the moment the worker last lost sight
+    of the source (`WorkerStatus.highs_stale_since_ms`: its high-watermarks not fetched since, issue #41), or, for a
+    worker that has not read the partition, older than the round's usual distance."""
     if position.high_watermark is not None or observed_hwm_ms is None:
         return None
+    lost_ms = status.highs_stale_since_ms
+    if lost_ms is not None and observed_hwm_ms < lost_ms:
+        return (
+            f"its worker lost sight of the source {max(0, status.observed_ms - lost_ms) / 1000:.0f} s ago and has "
+            "not fetched since, and the high-watermark read is older"
+        )
     if position.consumed is not None or position.acked is None:
         return None  # it has read the partition (so fetched it), or never had any of it: nothing of an old ownership
     age_s = (status.observed_ms - observed_hwm_ms) / 1000
