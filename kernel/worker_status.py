@@ -131,10 +131,10 @@ class WorkerStatus:
     # Records this link will never copy, as the worker found them (and the link's ledger of earlier ones, so that a
     # restarted worker still says them): see Gap.
     gaps: tuple[Gap, ...] = ()
-    # The moment since which the high-watermarks this worker states may be older than the source's: its consumer
-    # last lost a source broker then (not fetched since: `mirror.progress.vouched_highs` leaves them out), or the
-    # spark driver's newest batch (none since). A partition it states none of is measured only against a monitor
-    # read after it. None: never.
+    # When the worker's consumer last lost a source broker, while the high-watermarks of some partitions are not
+    # fetched since (`mirror.progress.vouched_highs` leaves them out of the status): a partition stated without one
+    # then is not known to be caught up, whatever the monitor read (the source may have taken records after any read
+    # and before it went). None: every stated high-watermark is fetched since, or the consumer never lost one.
     highs_stale_since_ms: int | None = None
     # What differs between the link's source topics and their copies as its last topic refresh found them, and what
     # that round did about each (`mirror.drift.drift_report`: at_ms, count, counts, differences, acls); {}: no round.

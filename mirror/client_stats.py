@@ -26,6 +26,8 @@ class ClientStats:
     fetch_queue_bytes: int  # consumer: fetched but not yet consumed
     fetch_size_avg_bytes: float | None  # consumer: bytes received per Fetch request (approximate: all responses count)
     rebalances_total: int  # consumer group rebalances
+    # consumer: how long every broker leading one of its partitions has been up (the shortest; None: one is not up)
+    leaders_up_for_ms: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -60,4 +62,14 @@ def summarize(stats_json: str) -> ClientStats:
         fetch_queue_bytes=sum(int(p.get("fetchq_size", 0)) for p in partitions),
         fetch_size_avg_bytes=_per_fetch(brokers),
         rebalances_total=int(doc.get("cgrp", {}).get("rebalance_cnt", 0)),
+        leaders_up_for_ms=_leaders_up_for_ms(brokers, partitions),
     )
+
+
+def _leaders_up_for_ms(brokers: list[dict[str, Any]], partitions: list[dict[str, Any]]) -> int | None:
+    """How long the brokers leading these partitions have been up (`stateage` is in microseconds)."""
+    by_id = {b.get("nodeid"): b for b in brokers}
+    leaders = [by_id.get(p.get("leader")) for p in partitions if int(p.get("leader", -1)) >= 0]
+    if not leaders or any(b is None or b.get("state") != "UP" for b in leaders):
+        return None
+    return min(int(b.get("stateage", 0)) for b in leaders if b is not None) // 1000

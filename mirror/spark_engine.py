@@ -69,9 +69,6 @@ __all__ = ["run_spark_link", "spark_jars"]
 log = logging.getLogger("mirrorwatch.mirror.spark")
 
 STATUS_EVERY_S = 1.0  # the driver rewrites its status this often (the monitor's liveness check)
-# The high-watermarks a batch was planned against are stated this long after the batch was learnt of: a query that
-# makes no batch (a source that does not answer, or no new record) has not seen the source since (issue #41).
-LATEST_VOUCHED_MS = 2_000
 # ... and reads its checkpoint's commit log this often: a batch counts as written as soon as Spark committed it, not
 # when the listener bus gets round to telling (seen 1.5 s late while the query caught up after a target freeze)
 CHECKPOINT_POLL_S = 0.25
@@ -115,7 +112,6 @@ class _Progress:
         # the high-watermarks the listener's batch `_latest_batch` was planned against (the checkpoint has none)
         self._latest: dict[tuple[str, int], int] = {}
         self._latest_batch = -1
-        self._batch_ms = 0  # when the newest batch was learnt of
 
     def batch_done(self, progress: Any) -> None:
         sources = [{"endOffset": s.endOffset, "latestOffset": s.latestOffset} for s in progress.sources]
@@ -158,7 +154,7 @@ class _Progress:
         with self._lock:
             if batch_id <= self._batch_id:
                 return False
-            self._batch_id, self._batch_ms = batch_id, self._clock.now_ms()
+            self._batch_id = batch_id
             changed = {tp: o for tp, o in offsets.items() if self._positions.get(tp, -1) < o}
             self._positions.update(changed)
         if changed:
@@ -177,8 +173,7 @@ class _Progress:
         """The end offsets of the last committed micro-batch: every record below them is on the target (the sink
         wrote the batch with acks=all before the batch counts as done); as the high-watermark the worker saw, the one
         that batch was planned against: its `latestOffset` when the listener told it, its end offsets when the
-        checkpoint did first and no `maxOffsetsPerTrigger` limits a batch (unknown otherwise), and none once no batch
-        came for `LATEST_VOUCHED_MS` (the monitor then measures against its own read, at that read's moment)."""
+        checkpoint did first and no `maxOffsetsPerTrigger` limits a batch (unknown otherwise)."""
         with self._lock:
             positions = sorted(self._positions.items())
             if self._latest_batch == self._batch_id:
@@ -190,9 +185,6 @@ class _Progress:
             else:
                 latest = {}
             now_ms = self._clock.now_ms()
-            stale_since = self._batch_ms if now_ms - self._batch_ms > LATEST_VOUCHED_MS else None
-            if stale_since is not None:
-                latest = {}  # no batch since: the source may have taken records after these
             stats = dict(self.stats)
         return WorkerStatus(
             link=self.link.name,
@@ -219,7 +211,6 @@ class _Progress:
             config_drift=tuple(asdict(d) for d in keeper.drift) if (keeper := self.keeper) is not None else (),
             config_synced=keeper.synced if keeper is not None else (),
             drift_report=keeper.drift_report if keeper is not None else {},
-            highs_stale_since_ms=stale_since,
         )
 
     def publish(self) -> None:

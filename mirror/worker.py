@@ -104,8 +104,7 @@ class WorkerBase:
         self._ledger = GapLedger(config.state_path / "lost", link.name)
         self._stopped: dict[tuple[str, int], str] = {}  # partitions this worker stopped mirroring alone, and why
         self._cooperative = True  # the group's rebalance protocol (its assignors: all cooperative-sticky)
-        # The consumer's cached high-watermarks when it last lost a source broker (at `_highs_stale_ms`): those not
-        # fetched since are not stated in the status (`vouched_highs`); the vouched ones, noted by the loop.
+        # `vouched_highs`: the cached high-watermarks at the last lost broker (`_highs_stale_ms`); the loop's noted ones
         self._stale_highs: dict[tuple[str, int], int] = {}
         self._seen_high: dict[tuple[str, int], int] = {}
         self._highs_stale_ms: int | None = None
@@ -137,8 +136,7 @@ class WorkerBase:
         return vouched_highs(_raw_highs(self._consumer, partitions), self._stale_highs)
 
     def _on_consumer_error(self, error: KafkaError) -> None:
-        """The source consumer's error events (served in the loop's consume(); librdkafka's own lines already say
-        them: debug only here): a broker lost makes the cached high-watermarks stale until fetched again."""
+        """A source broker lost (served in consume(); librdkafka's lines say it) stales the cached high-watermarks."""
         log.debug("link %s: source consumer error: %s", self.name, error.str())
         if error.code() in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN):
             self._highs_stale_ms = self._clock.now_ms()
@@ -173,7 +171,7 @@ class WorkerBase:
             released=self._released_positions(),
             gaps=self._ledger.gaps(),
             drift_report=self._keeper.drift_report if self._keeper is not None else {},
-            highs_stale_since_ms=self._highs_stale_ms,
+            highs_stale_since_ms=self._highs_stale_ms if self._stale_highs else None,
         )
 
     def status(self) -> dict[str, Any]:
@@ -183,6 +181,8 @@ class WorkerBase:
     def _on_client_stats(self, stats_json: str) -> None:
         summary = summarize(stats_json)
         self._client_stats[summary.role] = summary
+        if _up_since(summary, self._highs_stale_ms, self._clock.now_ms()):
+            self._stale_highs = {}
 
     # -- run --------------------------------------------------------------------------------------------------------
 
@@ -503,3 +503,10 @@ def _raw_highs(consumer: Consumer | None, partitions: Iterable[tuple[str, int]])
         if cached >= 0:
             seen[(topic, partition)] = cached
     return seen
+
+
+def _up_since(summary: ClientStats, lost_ms: int | None, now_ms: int) -> bool:
+    """Every broker leading one of the consumer's partitions has been up again since `lost_ms`: it has fetched them
+    since, whether records came or not (the producer's statistics say nothing of the source)."""
+    up_for = summary.leaders_up_for_ms
+    return summary.role == "consumer" and up_for is not None and lost_ms is not None and now_ms - up_for > lost_ms

@@ -34,16 +34,16 @@ def stale_high(
     position: PartitionPosition, status: WorkerStatus, observed_hwm_ms: int | None, stale_after_ms: int
 ) -> str | None:
     """Why the high-watermark a live worker's partition is measured against is only a floor (None: it is not): the
-    worker states none of its own and the monitor's read is older than either the moment the worker last lost sight
-    of the source (`WorkerStatus.highs_stale_since_ms`: its high-watermarks not fetched since, issue #41), or, for a
-    worker that has not read the partition, older than the round's usual distance."""
+    worker states none of its own because its consumer lost sight of the source and has not fetched the partition
+    since (`WorkerStatus.highs_stale_since_ms`, issue #41: a read of the monitor's may predate records the source
+    took in its last instant), or it has not read the partition and the monitor's read is older than usual."""
     if position.high_watermark is not None or observed_hwm_ms is None:
         return None
     lost_ms = status.highs_stale_since_ms
-    if lost_ms is not None and observed_hwm_ms < lost_ms:
+    if lost_ms is not None:
         return (
             f"its worker lost sight of the source {max(0, status.observed_ms - lost_ms) / 1000:.0f} s ago and has "
-            "not fetched since, and the high-watermark read is older"
+            "not fetched the partition since"
         )
     if position.consumed is not None or position.acked is None:
         return None  # it has read the partition (so fetched it), or never had any of it: nothing of an old ownership

@@ -63,3 +63,24 @@ def test_consumer_summary() -> None:
     assert s.fetch_size_avg_bytes == 40000 / 40
     assert s.rtt_avg_ms is None and s.batch_size_avg_bytes is None  # no samples: unknown, not 0
     assert summarize(json.dumps(PRODUCER)).fetch_size_avg_bytes is None
+
+
+def test_the_consumer_says_how_long_every_broker_leading_its_partitions_has_been_up() -> None:
+    """A worker that lost a source broker vouches for its cached high-watermarks again once every leader of its
+    partitions has been up since (`mirror.worker`): the shortest `stateage` (microseconds) of those leaders, None while
+    one is not UP. A broker leading none of them does not count."""
+    brokers = {
+        "b/1": {"nodeid": 1, "state": "UP", "stateage": 9_000_000},
+        "b/2": {"nodeid": 2, "state": "UP", "stateage": 2_500_000},
+        "b/3": {"nodeid": 3, "state": "DOWN", "stateage": 1_000},  # leads nothing of ours
+    }
+    partitions = {
+        "0": {"partition": 0, "leader": 1},
+        "1": {"partition": 1, "leader": 2},
+        "-1": {"partition": -1, "leader": -1},
+    }
+    document = {**CONSUMER, "brokers": brokers, "topics": {"orders": {"partitions": partitions}}}
+    assert summarize(json.dumps(document)).leaders_up_for_ms == 2_500
+    brokers["b/2"] |= {"state": "CONNECT"}
+    assert summarize(json.dumps(document)).leaders_up_for_ms is None
+    assert summarize(json.dumps(CONSUMER)).leaders_up_for_ms is None  # no leader known: nothing said
