@@ -179,6 +179,8 @@ class WorkerStatus:
             return None
         if not isinstance(status.observed_ms, int) or not isinstance(status.publish_interval_ms, int):
             return None
+        if not isinstance(status.highs_stale_since_ms, int | None):  # a moment the monitor subtracts from
+            return None
         return status
 
     def age_ms(self, now_ms: int) -> int:

@@ -134,6 +134,7 @@ class AclKeeper:
     def sync(self, mapping: Mapping[str, str]) -> AclState | None:
         """One round for the mirrored topics (`mapping`: source topic -> target topic); the ACLs as the round found
         them (before its changes), None when a cluster refused to say them."""
+        self.refusal = ""  # this round's, if any
         try:
             wanted = _wanted(self.source_admin, mapping, self.link)
         except (KafkaException, TimeoutError) as exc:

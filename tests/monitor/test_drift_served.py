@@ -83,6 +83,7 @@ def test_the_link_carries_the_newest_report_of_any_worker_live_or_gone_and_a_for
     none = link_view(LINK, sightings=sightings[2:], snapshot=_snapshot(), record_times={}, now_ms=T0)
     assert none.drift_report == {}
     assert WorkerStatus.from_json({**_status(0, None).as_json(), "drift_report": ["not", "a", "mapping"]}) is None
+    assert WorkerStatus.from_json({**_status(0, None).as_json(), "highs_stale_since_ms": "soon"}) is None
 
 
 @pytest.fixture
