@@ -222,7 +222,10 @@ def _describe_groups(cluster: ClusterConfig, alias: str, groups: list[str]) -> d
         for group in todo:
             found = described.get(group, FetchError("no answer", "_TIMED_OUT", True))
             if isinstance(found, FetchError):
-                if (found.code in COORDINATOR_NOT_READY_NAMES or found.retriable) and time.monotonic() < deadline:
+                # librdkafka says a request that ran out of time is not retriable (_TIMED_OUT): here it is, within
+                # the wait (a brand-new cluster's first group request can outlast one request's timeout)
+                answerable = found.code in COORDINATOR_NOT_READY_NAMES or found.retriable or found.code == "_TIMED_OUT"
+                if answerable and time.monotonic() < deadline:
                     again.append(group)
                     continue
                 raise found.exception(f"describing group {group!r} on {alias}")

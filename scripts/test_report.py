@@ -32,6 +32,7 @@ class Case:
     name: str
     seconds: float
     outcome: str  # passed, failed, error, skipped
+    message: str = ""  # a failure's or error's message, its first line (CI keeps only part of the log)
 
     @property
     def test_id(self) -> str:
@@ -46,14 +47,28 @@ def read_cases(directory: Path) -> list[Case]:
             parts = classname.split(".")
             # tests.monitor.test_truth (a module) or tests.monitor.test_truth.TestX (a class in it)
             module = parts if not parts or not parts[-1][:1].isupper() else parts[:-1]
-            outcome = "passed"
+            outcome, message = "passed", ""
             for child in case:
                 if child.tag in ("failure", "error", "skipped"):
                     outcome = "failed" if child.tag == "failure" else child.tag
+                    if child.tag != "skipped" and not message:
+                        message = _first_line(child.get("message") or child.text or "")
             cases.append(
-                Case(path.stem, "/".join(module) + ".py", case.get("name", ""), float(case.get("time", 0)), outcome)
+                Case(
+                    path.stem,
+                    "/".join(module) + ".py",
+                    case.get("name", ""),
+                    float(case.get("time", 0)),
+                    outcome,
+                    message,
+                )
             )
     return cases
+
+
+def _first_line(text: str, limit: int = 400) -> str:
+    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def durations(directory: Path, budget_path: Path | None) -> int:
@@ -86,7 +101,9 @@ def durations(directory: Path, budget_path: Path | None) -> int:
     if broken:
         print(f"\n== the {len(broken)} test(s) that failed (phase)")
         for case in broken[:SLOWEST]:
-            print(f"  {case.phase:8}  {case.test_id}")
+            print(f"  {case.phase:8}  {case.test_id}  ({case.seconds:.0f} s)")
+            if case.message:
+                print(f"            {case.message}")
     for unfinished in unfinished_phases(directory):
         print(unfinished)
     counts = {outcome: sum(1 for c in cases if c.outcome == outcome) for outcome in ("passed", "failed", "skipped")}

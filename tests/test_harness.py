@@ -120,6 +120,28 @@ def test_a_phase_past_its_limit_is_ended_saying_what_ran_where_and_what_had_fail
     assert "main: no JUnit XML (the phase did not finish); tests that had ended: 1 failed, 1 passed" in report.stdout
 
 
+def test_the_closing_report_names_each_failed_test_with_its_message(tmp_path: Path) -> None:
+    """CI keeps only part of a run's log: the failure's first line is printed beside its name at the very end."""
+    (tmp_path / "main.xml").write_text(
+        '<testsuites><testsuite name="pytest">'
+        '<testcase classname="tests.monitor.test_x" name="test_ok" time="1.5"/>'
+        '<testcase classname="tests.monitor.test_x" name="test_waits" time="31.2">'
+        '<failure message="TimeoutError: timed out after 30 s waiting for the monitor to list g&#10;more">tb</failure>'
+        "</testcase></testsuite></testsuites>"
+    )
+    report = subprocess.run(
+        [sys.executable, "scripts/test_report.py", "durations", str(tmp_path)],
+        check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    lines = report.stdout.splitlines()
+    at = lines.index("  main      tests/monitor/test_x.py::test_waits  (31 s)")
+    assert lines[at + 1].strip() == "TimeoutError: timed out after 30 s waiting for the monitor to list g", lines
+    assert "total: 1 passed, 1 failed, 0 skipped" in report.stdout
+
+
 @pytest.mark.integration
 def test_a_broker_a_test_left_down_or_frozen_is_started_or_thawed_for_the_next_test(
     local_clusters: LocalClusters, clusters_config: MirrorwatchConfig, make_topic: Callable[..., str]
