@@ -34,7 +34,14 @@ METRICS_USED = (
     "mirrorwatch_mirror_records_lost_total",
     "mirrorwatch_mirror_partition_failed",
     "mirrorwatch_consumergroup_records_lost",
+    "mirrorwatch_mirror_partition_paused",
 )
+
+
+# A partition's lag series, less those an operator paused; a link's series, while none of its partitions is paused
+# (the canary's probes cross every partition of its topic, and a paused link holds them).
+_UNLESS_PAUSED = "unless on (link, topic, partition) mirrorwatch_mirror_partition_paused == 1"
+_UNLESS_LINK_PAUSED = "unless on (link) mirrorwatch:mirror_partitions_paused:sum > 0"
 
 
 def parse_overrides(pairs: list[str]) -> dict[str, str]:
@@ -55,13 +62,19 @@ def build_rules(overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
     rate = t["rate_window"]
     window = t["canary_window"]
     recording = [
+        # The lag of the partitions not paused by an operator (`mirrorwatch link pause`): a paused partition's lag
+        # grows by design, and MirrorwatchMirrorPaused says a pause that lasts.
         {
             "record": "mirrorwatch:mirror_replication_lag_seconds:max",
-            "expr": "max by (link) (mirrorwatch_mirror_replication_lag_seconds)",
+            "expr": f"max by (link) (mirrorwatch_mirror_replication_lag_seconds {_UNLESS_PAUSED})",
         },
         {
             "record": "mirrorwatch:mirror_replication_lag_records:sum",
-            "expr": "sum by (link) (mirrorwatch_mirror_replication_lag_records)",
+            "expr": f"sum by (link) (mirrorwatch_mirror_replication_lag_records {_UNLESS_PAUSED})",
+        },
+        {
+            "record": "mirrorwatch:mirror_partitions_paused:sum",
+            "expr": "sum by (link) (mirrorwatch_mirror_partition_paused)",
         },
         {
             "record": f"mirrorwatch:mirror_records_out:rate{rate}",
@@ -155,7 +168,7 @@ def build_rules(overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
         ),
         _alert(
             "MirrorwatchCanaryLatencyHigh",
-            f"mirrorwatch:canary_e2e_latency_seconds:p99_{window} > {t['canary_p99_seconds']}",
+            f"mirrorwatch:canary_e2e_latency_seconds:p99_{window} > {t['canary_p99_seconds']} {_UNLESS_LINK_PAUSED}",
             t["canary_latency_for"],
             "warning",
             "Canary p99 through link {{ $labels.link }} is {{ $value | humanizeDuration }}",
@@ -165,7 +178,7 @@ def build_rules(overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
         _alert(
             "MirrorwatchCanaryProbesLost",
             f"sum by (link, partition) (increase(mirrorwatch_canary_probes_lost_total[{window}])) > "
-            f"{t['canary_lost_probes']}",
+            f"{t['canary_lost_probes']} {_UNLESS_LINK_PAUSED}",
             "0m",
             "warning",
             "Canary probes lost on link {{ $labels.link }} partition {{ $labels.partition }}",
@@ -174,7 +187,7 @@ def build_rules(overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
         ),
         _alert(
             "MirrorwatchCanaryAbsent",
-            "mirrorwatch_canary_absent == 1",
+            f"mirrorwatch_canary_absent == 1 {_UNLESS_LINK_PAUSED}",
             t["canary_absent_for"],
             "critical",
             "No canary probe arrives through link {{ $labels.link }}",
@@ -227,6 +240,18 @@ def build_rules(overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
             "(its other partitions go on) until you choose: records it had not copied are gone from the source "
             "(on_gap, on_recreate: stop) or its target topic was deleted (on_target_loss: stop). The reason and "
             "what to change: /mirror/links/{{ $labels.link }}.",
+        ),
+        _alert(
+            "MirrorwatchMirrorPaused",
+            "mirrorwatch:mirror_partitions_paused:sum > 0",
+            t["mirror_paused_for"],
+            "warning",
+            "Link {{ $labels.link }} has {{ $value }} partition(s) paused",
+            "An operator paused {{ $value }} partition(s) of link {{ $labels.link }} (mirrorwatch link pause) "
+            + t["mirror_paused_for"]
+            + " ago or more: they copy nothing and their lag grows (the lag and canary alerts leave them out). "
+            "Who and why: mirrorwatch link status, or /mirror/links/{{ $labels.link }}. Resume with mirrorwatch "
+            "link resume.",
         ),
     ]
     # One group: its rules are evaluated in order, so every alert sees the recording rules of the same evaluation.

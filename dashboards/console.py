@@ -4,13 +4,13 @@ Prometheus too: the Overview's charts over a span you choose (range queries) and
     mirrorwatch console --config F [--prometheus URL]
     (or: streamlit run dashboards/console.py -- --api http://host:8000 [--prometheus URL])
 
-Pages: Overview (each link's health and since when, replication lag, in-flight, throughput, canary latency and last
-probe, with charts of lag and throughput over the monitor's history), Consumer groups (every group from one request,
-sorted by status, lag or lag growth, with a filter; drill-down to partitions, their offset window and the group's lag
-over time), Events (what changed, newest first, filtered by link, group or cluster), Canary
-(latency over time per partition, loss and duplicates), Topics (source vs target partition counts, the drift report),
-Failover (per standby group of each link with a checkpoint: section: ready or not and why, what a failover now
-would read twice or not find, the translated offsets).
+Pages: Overview (each link's health and since when, its paused partitions, replication lag, in-flight, throughput,
+canary latency and last probe, charts of lag and throughput over the monitor's history), Consumer groups (every group
+from one request, sorted by status, lag or lag growth, with a filter; drill-down to partitions, their offset window and
+the group's lag over time), Events (what changed, newest first, filtered by link, group or cluster), Canary (latency
+over time per partition, loss and duplicates), Topics (source vs target partition counts, the drift report), Failover
+(per standby group of each link with a checkpoint: section: ready or not and why, what a failover now would read twice
+or not find, the translated offsets).
 The page body is a fragment re-run every few seconds, so it refreshes without reloading the page.
 """
 
@@ -32,6 +32,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from dashboards.health import canary_of, link_health, seconds, worst
 from dashboards.prometheus import SPANS, Prometheus, PrometheusUnreachable
 from dashboards.shards import ShardedApi
 
@@ -113,46 +114,6 @@ def refresh_seconds() -> float:
     return float(os.environ.get("MIRRORWATCH_CONSOLE_REFRESH", "5"))
 
 
-# -- formatting -------------------------------------------------------------------------------------------------------
-
-
-def seconds(value: float | None) -> str:
-    if value is None:
-        return "n/a"
-    if value < 1:
-        return f"{value * 1000:.0f} ms"
-    if value < 120:
-        return f"{value:.1f} s"
-    return f"{value / 60:.1f} min"
-
-
-def link_health(link: dict[str, Any]) -> str:
-    if link.get("failure"):
-        return "🔴 failed"
-    if link.get("state") == "workers gone":
-        gone = link.get("workers_gone", 0)
-        return f"🔴 down: {gone} worker(s) dead or frozen, lag measured from their last acknowledged positions"
-    if not link.get("engine_running"):
-        # no worker mirrors it: records wait (MirrorwatchMirrorDown fires after 2 min), crashed or stopped alike
-        return "🔴 not running: no worker mirrors it (positions from the group's commits)"
-    lag_s = link.get("replication_lag_seconds")
-    if lag_s is None:
-        return f"⚪ running, lag in seconds not known: {link.get('reason') or 'not measured yet'}"
-    return "🟢 healthy" if lag_s < 60 else "🟠 lagging"
-
-
-def canary_of(canary: dict[str, Any] | None, link: str) -> dict[str, Any] | None:
-    for entry in (canary or {}).get("links", []):
-        if entry["link"] == link:
-            return dict(entry)
-    return None
-
-
-def worst(values: list[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return max(present) if present else None
-
-
 # -- pages ------------------------------------------------------------------------------------------------------------
 
 
@@ -182,6 +143,9 @@ def overview(api: MonitorApi, prometheus: Prometheus | None = None, span: str = 
         )
         if link.get("failure"):
             st.error(link["failure"])
+        paused = [f"{p['topic']}[{p['partition']}]" for p in link["partitions"] if p.get("paused")]
+        if paused and link.get("state") != "paused":
+            st.warning(f"paused by an operator: {', '.join(paused)}: they copy nothing, their lag grows")
         for gap in link.get("gaps") or []:  # records the link will never copy: said until they are out of the ledger
             st.error(gap["text"])
         if link.get("reason"):  # a figure the monitor does not know, and why
@@ -229,11 +193,12 @@ def history_charts(history: dict[str, list[list[float]]], source: str = "the mon
         return
 
     def frame(names: dict[str, str]) -> pd.DataFrame:
-        columns = {
-            label: pd.Series({pd.to_datetime(t, unit="ms"): v for t, v in history.get(name, [])}, dtype=float)
-            for name, label in names.items()
-        }
-        return pd.DataFrame(columns)
+        return pd.DataFrame(
+            {
+                label: pd.Series({pd.to_datetime(t, unit="ms"): v for t, v in history.get(name, [])}, dtype=float)
+                for name, label in names.items()
+            }
+        )
 
     charts = [
         ("lag (records)", {"replication_lag_records": "lag (records)"}),
@@ -270,8 +235,7 @@ def consumer_groups(api: MonitorApi) -> None:
     ]
     cols = st.columns(2)
     wanted = cols[0].text_input("Filter groups", placeholder="part of a group name")
-    order = cols[1].selectbox("Sort by", list(SORTS))
-    column = SORTS[order]
+    column = SORTS[cols[1].selectbox("Sort by", list(SORTS))]
     table = pd.DataFrame([r for r in rows if wanted.lower() in r["group"].lower()])
     if table.empty:
         st.info("No group matches the filter.")

@@ -35,6 +35,7 @@ THRESHOLDS: dict[str, tuple[str, str]] = {
         "checkpoint intervals without a good round after which a link's standby is stale",
     ),
     "checkpoint_stale_for": ("2m", "how long the standby must stay stale"),
+    "mirror_paused_for": ("1h", "partitions an operator paused (mirrorwatch link pause), for this long"),
     "records_lost_window": ("1h", "records a link lost (a gap) keep MirrorwatchRecordsLost firing this long"),
 }
 DEFAULT_THRESHOLDS: dict[str, str] = {name: default for name, (default, _meaning) in THRESHOLDS.items()}

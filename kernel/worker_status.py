@@ -32,6 +32,7 @@ class PartitionPosition:
     high_watermark: int | None = None  # the source high-watermark the worker's consumer saw last (None: unknown)
     last_record_timestamp_ms: int | None = None
     failed: str | None = None  # why the worker stopped mirroring this partition alone (the others go on)
+    paused: str | None = None  # why the operator paused it (`mirrorwatch link pause`; kernel.link_control)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +109,9 @@ class WorkerStatus:
     engine: str  # "python", "exactly-once" or "spark"
     observed_ms: int  # the moment every figure below describes
     publish_interval_ms: int  # the worker rewrites its status at least this often while it runs
-    state: str  # "running", "paused" or "failed"
+    # "running"; "paused" (the operator paused every partition it owns); "throttled" (back-pressure: the target
+    # takes records slower than the source gives them, and the worker reads nothing until it catches up); "failed"
+    state: str
     partitions: tuple[PartitionPosition, ...]
     failure: str | None = None
     host: str = ""

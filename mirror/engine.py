@@ -183,10 +183,11 @@ class LinkWorker(IdentityWorker):
                 consumer.incremental_assign(starts)
             else:
                 consumer.assign(starts)
+            held = set(self._hold.assigned((tp.topic, tp.partition) for tp in starts))  # paused by the operator
             stopped = [
                 tp
                 for tp in starts
-                if (tp.topic, tp.partition) in self._stopped or (tp.topic, tp.partition) in self._awaiting_target
+                if (key := (tp.topic, tp.partition)) in self._stopped or key in self._awaiting_target or key in held
             ]
             if stopped:
                 consumer.pause(stopped)
@@ -200,6 +201,16 @@ class LinkWorker(IdentityWorker):
         self._write_notes([(tp.topic, tp.partition) for tp in committed])
         log.info("link %s: assigned %s", self.name, _tps(partitions))
         self._topics_readable({tp.topic for tp in partitions})
+
+    def _held_alone(self, key: tuple[str, int]) -> bool:
+        """Whether the partition stays paused whatever back-pressure does: stopped alone, waiting for its target
+        topic, or paused by the operator."""
+        return key in self._stopped or key in self._awaiting_target or self._hold.holds(key)
+
+    def _held_otherwise(self, key: tuple[str, int]) -> bool:
+        """Whether the partition stays paused when the operator resumes it: back-pressure holds every partition, or
+        it is stopped alone or waiting for its target topic."""
+        return self._paused or key in self._stopped or key in self._awaiting_target
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Before another worker takes these partitions: get what we sent acknowledged, commit it, forget them."""
@@ -235,6 +246,7 @@ class LinkWorker(IdentityWorker):
             self._earlier_progress[key] = progress
         self._stopped.pop(key, None)  # its next owner finds the gap again (the ledger counts it once)
         self._awaiting_target.discard(key)
+        self._hold.forget(key)
         self._generations.forget(key)
         self._router.forget(key)
 
@@ -256,6 +268,8 @@ class LinkWorker(IdentityWorker):
                 delivery.refresh_wanted = False
                 self._request_refresh()
             self._take_survey()
+            if self._hold.held or self._hold.control.state != "active":  # `mirrorwatch link pause|resume`
+                self._hold.apply(consumer, self._progress, self._held_otherwise)
             delivery.drain()
             if delivery.outbox:
                 # Back-pressure: the producer is full. Read nothing more until it takes records again; pause the
@@ -271,15 +285,9 @@ class LinkWorker(IdentityWorker):
                     delivery.handle(consumer.consume(num_messages=500, timeout=0))
             else:
                 full_since = None
-                if self._paused:  # all but the partitions stopped alone, or waiting for their target topic
-                    consumer.resume(
-                        [
-                            tp
-                            for tp in consumer.assignment()
-                            if (tp.topic, tp.partition) not in self._stopped
-                            and (tp.topic, tp.partition) not in self._awaiting_target
-                        ]
-                    )
+                if self._paused:  # all but the partitions stopped alone, waiting for their target, or paused
+                    held = self._held_alone
+                    consumer.resume([tp for tp in consumer.assignment() if not held((tp.topic, tp.partition))])
                     self._paused = False
                 # What librdkafka already fetched, without waiting: consume() with a timeout waits until the batch is
                 # full, which at a low rate would hold every record for the whole timeout. Nothing there: wait for

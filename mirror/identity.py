@@ -191,8 +191,9 @@ class IdentityWorker(WorkerBase):
         if not ready:
             return
         self._awaiting_target.difference_update(ready)
-        if not self._paused:  # paused for back-pressure: resumed with the others
-            self._consumer.resume([TopicPartition(*key) for key in ready])
+        resumed = [TopicPartition(*key) for key in ready if not self._hold.holds(key)]  # paused: the operator's
+        if resumed and not self._paused:  # paused for back-pressure: resumed with the others
+            self._consumer.resume(resumed)
 
 
 def lost_target(

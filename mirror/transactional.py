@@ -149,11 +149,15 @@ class TransactionalLinkWorker(WorkerBase):
             for key in gone:
                 self._position.pop(key, None)
                 self._stopped.pop(key, None)
+                self._hold.forget(key)
         if new:
             default = OFFSET_BEGINNING if self.link.start_from == "earliest" else OFFSET_END
             self._consumer.incremental_assign(
                 [TopicPartition(t, p, self._stored.get((t, p), default)) for t, p in sorted(new)]
             )
+            held = self._hold.assigned(new)  # paused by the operator: from the start
+            if held:
+                self._consumer.pause([TopicPartition(*key) for key in sorted(held)])
             log.info("link %s: owns %s", self.name, ", ".join(f"{t}[{p}]" for t, p in sorted(new)))
             self._topics_readable({t for t, _ in new})
         self._assigned = owned
@@ -209,6 +213,8 @@ class TransactionalLinkWorker(WorkerBase):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
+                if self._hold.held or self._hold.control.state != "active":  # `mirrorwatch link pause|resume`
+                    self._hold.apply(consumer, self._assigned, lambda key: key in self._stopped)
                 for msg in consumer.consume(num_messages=2000, timeout=min(0.1, remaining)):
                     self._mirror_one(msg, advanced)
                 producer.poll(0)

@@ -12,7 +12,7 @@ import os
 import re
 import threading
 from collections.abc import Iterable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
@@ -31,6 +31,7 @@ from mirror.client_stats import ClientStats, summarize
 from mirror.failure import LinkFailure, MirrorFailure
 from mirror.gaps import TargetLost, out_of_range, recreated, target_lost, truncated_at
 from mirror.handler import load_handler
+from mirror.hold import OperatorHold
 from mirror.progress import PartitionProgress, vouched_highs
 from mirror.routes import Router
 from mirror.settings import PRODUCER_DEFAULTS, consumer_settings, producer_settings
@@ -103,6 +104,7 @@ class WorkerBase:
         self._denials = DenialLog(log, f"link {self.name}")  # a missing ACL: one line, not a warning per retry
         self._ledger = GapLedger(config.state_path / "lost", link.name)
         self._stopped: dict[tuple[str, int], str] = {}  # partitions this worker stopped mirroring alone, and why
+        self._hold = OperatorHold(config.state_path, link.name, self.name)  # `mirrorwatch link pause|resume`
         self._cooperative = True  # the group's rebalance protocol (its assignors: all cooperative-sticky)
         # `vouched_highs`: the cached high-watermarks at the last lost broker (`_highs_stale_ms`); the loop's noted ones
         self._stale_highs: dict[tuple[str, int], int] = {}
@@ -151,15 +153,19 @@ class WorkerBase:
 
     def worker_status(self) -> WorkerStatus:
         """Everything about this worker, at this moment (the worker-status contract the monitor reads)."""
-        router = self._router
+        router, hold = self._router, self._hold
+        partitions = tuple(replace(p, paused=hold.paused((p.topic, p.partition))) for p in self._partition_positions())
+        state = "throttled" if self._paused else "running"
+        if partitions and all(p.paused for p in partitions):
+            state = "paused"
         return WorkerStatus(
             link=self.link.name,
             worker=self.worker,
             engine=self.ENGINE,
             observed_ms=self._clock.now_ms(),
             publish_interval_ms=int(STATUS_EVERY_S * 1000),
-            state="failed" if self._failure else ("paused" if self._paused else "running"),
-            partitions=self._partition_positions(),
+            state="failed" if self._failure else state,
+            partitions=partitions,
             failure=self._failure,
             **writer_fields(self.link),
             source_cluster_id=(router.source_id.decode() or None) if router else None,
@@ -219,6 +225,7 @@ class WorkerBase:
         strategies = str(settings.get("partition.assignment.strategy", "")).split(",")
         self._cooperative = all(s.strip() == "cooperative-sticky" for s in strategies)
         self._consumer = new_consumer(config.clusters[link.source], link.source, link.consumer_group, settings)
+        self._hold.read()  # before the first assignment: a link paused before its start reads nothing
         heartbeat_stop = threading.Event()
         heartbeat = threading.Thread(
             target=self._heartbeat, args=(heartbeat_stop,), name=f"status-{self.name}", daemon=True
@@ -257,19 +264,9 @@ class WorkerBase:
     def _new_producer(self) -> Producer:
         assert self._keeper is not None
         overrides = self._producer_overrides()
-        # A batch larger than a target topic's max.message.bytes is refused whole, good records with the bad one.
-        # librdkafka sends a record larger than batch.size alone, so capping batch.size at the smallest limit makes
-        # the broker refuse exactly the records that are too large and nothing else.
-        configured = int(overrides.get("batch.size", PRODUCER_DEFAULTS["batch.size"]))
-        smallest = self._keeper.smallest_target_limit
-        if smallest is not None and smallest < configured:
-            overrides["batch.size"] = smallest
-            log.info(
-                "link %s: producer batch.size %d (the smallest max.message.bytes of the target topics)",
-                self.name,
-                smallest,
-            )
-        self._batch_bytes = int(overrides["batch.size"])
+        self._batch_bytes = overrides["batch.size"] = capped_batch(
+            overrides, self._keeper.smallest_target_limit, self.name
+        )
         return new_producer(self.config.clusters[self.link.target], self.link.target, overrides)
 
     def _loop(self) -> None:
@@ -334,9 +331,10 @@ class WorkerBase:
         """Publish the status every STATUS_EVERY_S from a thread of its own: the loop may block for a while (a
         topic refresh against a target that is down waits for its timeout) and is no less alive for it; a worker
         whose loop hangs shows as positions that stand still, and its lag grows. Only a process that is gone or
-        stopped stops publishing."""
+        stopped stops publishing. Each beat reads the link's control document too (`mirror.hold`)."""
         while True:
             try:
+                self._hold.read()
                 self._publish_status()
             except Exception:  # the loop changed what was being read (an assignment): the next beat reads again
                 log.debug("link %s: status not published this time", self.name, exc_info=True)
@@ -464,6 +462,19 @@ class WorkerBase:
         progress = self._progress.get(key)
         if progress is not None:
             progress.pass_to(to)
+
+
+def capped_batch(overrides: dict[str, Any], smallest: int | None, name: str) -> int:
+    """The producer's batch.size. A batch larger than a target topic's max.message.bytes is refused whole, good
+    records with the bad one. librdkafka sends a record larger than batch.size alone, so capping batch.size at the
+    smallest limit makes the broker refuse exactly the records that are too large and nothing else."""
+    configured = int(overrides.get("batch.size", PRODUCER_DEFAULTS["batch.size"]))
+    if smallest is not None and smallest < configured:
+        log.info(
+            "link %s: producer batch.size %d (the smallest max.message.bytes of the target topics)", name, smallest
+        )
+        return smallest
+    return configured
 
 
 def read_from(consumer: Consumer, at: TopicPartition) -> None:

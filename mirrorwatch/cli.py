@@ -558,9 +558,10 @@ from mirrorwatch.check import check  # noqa: E402
 from mirrorwatch.dashboards_cli import dashboards  # noqa: E402
 from mirrorwatch.drift_cli import drift  # noqa: E402
 from mirrorwatch.failover_cli import failover  # noqa: E402
+from mirrorwatch.link_cli import link  # noqa: E402
 from mirrorwatch.migrate_cli import migrate  # noqa: E402
 
-for _command in (acls, check, dashboards, drift, failover, migrate):
+for _command in (acls, check, dashboards, drift, failover, link, migrate):
     cli.add_command(_command)
 
 

@@ -21,7 +21,9 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import yaml
 from confluent_kafka import Consumer, Message, Producer
 
 from dashboards.launch import console_command
@@ -70,9 +72,10 @@ def _sample_order(n: int) -> tuple[bytes, bytes]:
     return key, value
 
 
-def demo_config(clusters_config: MirrorwatchConfig, topic: str, http_port: int = 8000) -> MirrorwatchConfig:
-    """The local clusters plus the demo link, as a user would write it in YAML."""
-    document = {
+def demo_config(clusters_config: MirrorwatchConfig, topic: str, written_to: Path | None = None) -> MirrorwatchConfig:
+    """The local clusters plus the demo link, as a user would write it in YAML (and with `written_to`, written there:
+    the commands an operator runs beside the demo, e.g. `mirrorwatch link pause`, read it)."""
+    document: dict[str, Any] = {
         "clusters": {
             alias: {"bootstrap_servers": c.bootstrap_servers} for alias, c in clusters_config.clusters.items()
         },
@@ -91,7 +94,11 @@ def demo_config(clusters_config: MirrorwatchConfig, topic: str, http_port: int =
         ],
         # signed probes: only this demo's canary can produce one it counts (a key new each run)
         "canary": {"interval_seconds": 5, "sla_seconds": 30, "signing_key": secrets.token_hex(16)},
+        "state_dir": str(clusters_config.state_path),  # the local clusters': status files, the link's control
     }
+    if written_to is not None:
+        written_to.write_text(yaml.safe_dump(document, sort_keys=False))
+        written_to.chmod(0o600)  # the probes' signing key is in it
     return parse_config(document, source="the demo", env={})
 
 
@@ -107,7 +114,8 @@ def run_demo(options: DemoOptions, stop: threading.Event, out: Callable[[str], N
 
         started.callback(clusters_down)
         clusters.up(tie_to_parent=True)
-        config = demo_config(load_config(clusters.config_path), options.topic)
+        written = options.state_dir / "demo.yaml"
+        config = demo_config(load_config(clusters.config_path), options.topic, written)
         source, target = config.clusters["source"], config.clusters["target"]
         create_topics(new_admin(source, "source"), {options.topic: options.partitions})
         # The wiring of `mirrorwatch run`: the link on a thread here, the canary, the monitor, the HTTP API. A link
@@ -122,6 +130,7 @@ def run_demo(options: DemoOptions, stop: threading.Event, out: Callable[[str], N
             f"{url}/mirror/groups  {url}/mirror/events"
         )
         out(f"console: {_start_console(url, options.state_dir, started)}  (Streamlit; open it in a browser)")
+        out(f"pause, resume, read the link: mirrorwatch link pause|resume|status --config {written} --link {LINK}")
         traffic = _Traffic(
             producer=new_producer(source, "source", {"acks": "all", "enable.idempotence": True, "linger.ms": 5}),
             reader=new_consumer(target, "target", "mirrorwatch-demo-reader", {"auto.offset.reset": "earliest"}),

@@ -12,12 +12,12 @@ never NaN.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 from kernel.histogram import Histogram
 from monitor.exposition import CounterFamily, Family, GaugeFamily, HistogramFamily
-from monitor.links import LinkView
+from monitor.link_families import drift_differences, link_lags, partition_states
 from monitor.service import MonitorService
 from monitor.snapshot import ClusterSnapshot, GroupInfo, Member
 from monitor.state import GroupView, MonitorState
@@ -117,6 +117,7 @@ OWN_NAMES = (
     "mirrorwatch_mirror_workers_gone",
     "mirrorwatch_mirror_records_lost_total",
     "mirrorwatch_mirror_partition_failed",
+    "mirrorwatch_mirror_partition_paused",
     "mirrorwatch_consumergroup_records_lost",
     *(name for name, _key, _help in _SPARK_GAUGES),
     *(f"mirrorwatch_client_{name}" for name, _key, _scale, _help in _CLIENT_GAUGES),
@@ -172,7 +173,7 @@ class MonitorCollector:
         """The link lag families from the links as served now (`MonitorService.served_links`: a stuck link's age
         grows between rounds, second by second, as a scrape sees it), and `mirrorwatch_exporter_series` counting
         them with the families rendered for the round."""
-        repl, repl_s = _link_lags(self._service.served_links())
+        repl, repl_s = link_lags(self._service.served_links())
         counts = dict(self._counts)
         counts["mirrorwatch"] = counts.get("mirrorwatch", 0) + repl.samples + repl_s.samples
         return repl.text() + repl_s.text() + series_exposition(counts)
@@ -481,11 +482,6 @@ class MonitorCollector:
             "truncated), each gap counted once",
             labels=[*part_labels, "reason"],
         )
-        failed = GaugeFamily(
-            "mirrorwatch_mirror_partition_failed",
-            "1 for a partition the link stopped mirroring alone (a gap under on_gap: stop)",
-            labels=part_labels,
-        )
         client_labels = ["link", "worker", "role"]
         client_gauges = {
             name: GaugeFamily(f"mirrorwatch_client_{name}", help_, labels=client_labels)
@@ -524,8 +520,6 @@ class MonitorCollector:
                 inflight.add_metric(labels, p.in_flight_records)
                 if p.committed_lag_records is not None:
                     committed.add_metric(labels, p.committed_lag_records)
-                if p.failed is not None:
-                    failed.add_metric(labels, 1)
             by_reason: dict[tuple[str, str, str], int] = {}
             for gap in view.gaps if view is not None else ():
                 where = (gap.topic, str(gap.partition), gap.reason)
@@ -534,24 +528,12 @@ class MonitorCollector:
                 lost.add_metric([link.name, topic, partition, reason], count)
             for d in view.config_drift if view is not None else ():
                 drift.add_metric([link.name, d["source_topic"], d["target_topic"], d["config"]], 1)
-        yield from (inflight, committed, records, bytes_, errors, latency, drift, workers, workers_gone, lost, failed)
-        yield _drift_differences(state)
+        yield from (inflight, committed, records, bytes_, errors, latency, drift, workers, workers_gone, lost)
+        yield from partition_states(state)
+        yield drift_differences(state)
         yield from client_gauges.values()
         yield from spark.values()
         yield from client_counters.values()
-
-
-def _drift_differences(state: MonitorState | None) -> Family:
-    differences = GaugeFamily(
-        "mirrorwatch_link_drift_differences",
-        "Differences between the link's source topics and their copies at its last topic refresh, by kind "
-        "(missing, partitions, config, extra, acl, problem); synced=true: that round made them the same",
-        labels=["link", "kind", "synced"],
-    )
-    for name, view in sorted(state.links.items()) if state is not None else ():
-        for c in view.drift_report.get("counts", ()):
-            differences.add_metric([name, str(c["kind"]), str(bool(c["synced"])).lower()], c["count"])
-    return differences
 
 
 def _group_losses(views: list[tuple[tuple[str, str], GroupView]]) -> Family:
@@ -570,26 +552,3 @@ def _group_losses(views: list[tuple[tuple[str, str], GroupView]]) -> Family:
             if p.records_lost:
                 lost.add_metric([alias, group, p.topic, str(p.partition)], p.records_lost)
     return lost
-
-
-def _link_lags(views: Mapping[str, LinkView]) -> tuple[GaugeFamily, GaugeFamily]:
-    """Replication lag per link partition, in records and in seconds (unknown ones left out)."""
-    part_labels = ["link", "topic", "partition"]
-    repl = GaugeFamily(
-        "mirrorwatch_mirror_replication_lag_records",
-        "Source high-watermark minus the offset the target acknowledged",
-        labels=part_labels,
-    )
-    repl_s = GaugeFamily(
-        "mirrorwatch_mirror_replication_lag_seconds",
-        "Age of the oldest record not yet acknowledged by the target, as of the scrape",
-        labels=part_labels,
-    )
-    for name, view in sorted(views.items()):
-        for p in view.partitions:
-            labels = [name, p.topic, str(p.partition)]
-            if p.replication_lag_records is not None:
-                repl.add_metric(labels, p.replication_lag_records)
-            if p.replication_lag_seconds is not None:
-                repl_s.add_metric(labels, p.replication_lag_seconds)
-    return repl, repl_s

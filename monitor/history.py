@@ -51,6 +51,11 @@ LINK_SERIES = (
     "in_flight_records",
     "workers",
     "canary_e2e_latency_p99_seconds",
+    "paused_partitions",  # partitions an operator paused (`mirrorwatch link pause`)
+    # the lag of the partitions not paused: what the lag alerts judge (a paused partition's lag grows, and that is
+    # no stall; none while every partition is paused)
+    "unpaused_lag_records",
+    "unpaused_lag_seconds",
 )
 GROUP_SERIES = ("total_lag", "status")
 _NAN = float("nan")
@@ -80,6 +85,7 @@ class History:
         links: dict[Key, float | None] = {}
         for name, view in state.links.items():
             before = previous.links.get(name) if previous is not None else None
+            unpaused = view.unpaused()
             for series, value in {
                 "replication_lag_records": None
                 if view.replication_lag_records is None
@@ -88,6 +94,11 @@ class History:
                 "in_flight_records": float(sum(p.in_flight_records or 0 for p in view.partitions)),
                 "workers": float(view.workers),
                 **_rates(before, view, seconds),
+                "paused_partitions": float(len(view.partitions) - len(unpaused.partitions)),
+                "unpaused_lag_records": None
+                if unpaused.replication_lag_records is None
+                else float(unpaused.replication_lag_records),
+                "unpaused_lag_seconds": unpaused.replication_lag_seconds,
             }.items():
                 links["link", name, series] = value
         for name, p99 in (canary_p99 or {}).items():
@@ -205,7 +216,7 @@ class CanaryReading:
 @dataclass(frozen=True, slots=True)
 class Event:
     at_ms: int
-    kind: str  # "cluster", "link", "workers", "drift", "sync", "loss", "canary" or "group"
+    kind: str  # "cluster", "link", "workers", "pause", "drift", "sync", "loss", "canary" or "group"
     subject: str  # the cluster, link or group it is about
     cluster: str  # the cluster it happened on ("" for a link's events: see `subject`)
     before: str
@@ -222,6 +233,20 @@ class Event:
             "after": self.after,
             "text": self.text,
         }
+
+
+def _pause_events(old: LinkView, view: LinkView, now: int) -> Iterator[Event]:
+    """Partitions an operator paused, and those a live worker reports resumed (one that no live worker reports is
+    not said resumed: its worker died or the group rebalances)."""
+    was = {(p.topic, p.partition) for p in old.partitions if p.paused}
+    paused = {(p.topic, p.partition): p.paused for p in view.partitions if p.paused}
+    live = {(p.topic, p.partition) for p in view.partitions if p.position_from == "worker"}
+    if new := sorted(set(paused) - was):
+        where = ", ".join(f"{t}[{p}]" for t, p in new)
+        yield Event(now, "pause", view.link, "", "active", "paused", f"link {view.link}: {where} {paused[new[0]]}")
+    if resumed := sorted(k for k in was - set(paused) if k in live):
+        where = ", ".join(f"{t}[{p}]" for t, p in resumed)
+        yield Event(now, "pause", view.link, "", "paused", "active", f"link {view.link}: {where} resumed")
 
 
 def _link_health(view: LinkView) -> str:
@@ -272,6 +297,7 @@ def _link_events(previous: MonitorState, current: MonitorState, now: int) -> Ite
                 what = "joined" if view.workers > old.workers else "left"
             text = f"link {name}: a worker {what} ({old.workers} -> {view.workers} live)"
             yield Event(now, "workers", name, "", str(old.workers), str(view.workers), text)
+        yield from _pause_events(old, view, now)
         drift_before = {(str(d["target_topic"]), str(d["config"])) for d in old.config_drift}
         drift_now = {(str(d["target_topic"]), str(d["config"])) for d in view.config_drift}
         for topic, config in sorted(drift_now - drift_before):
@@ -330,7 +356,7 @@ class Events:
         out: list[Event] = []
         for event in reversed(self._ring):
             if link is not None and not (
-                event.kind in ("link", "workers", "drift", "sync", "loss", "canary") and event.subject == link
+                event.kind in ("link", "workers", "pause", "drift", "sync", "loss", "canary") and event.subject == link
             ):
                 continue
             if group is not None and not (event.kind == "group" and event.subject == group):

@@ -71,6 +71,7 @@ class LinkPartitionView:
     reason: str | None = None  # why a figure is missing, or is only a floor
     records_lost: int = 0  # records the link will never copy (its gaps, see WorkerStatus.gaps), each counted once
     failed: str | None = None  # why its worker stopped mirroring it alone (a gap under `on_gap: stop`)
+    paused: str | None = None  # why it is paused (`mirrorwatch link pause`): its lag grows, and that is no stall
 
 
 @dataclass(frozen=True)
@@ -95,10 +96,18 @@ class LinkView:
 
     @property
     def state(self) -> str:
-        """ "running" (a live worker reports), "workers gone" (none live, but some were), or "not running"."""
+        """ "running" (a live worker reports), "paused" (and every partition it reports is paused: `mirrorwatch link
+        pause`), "workers gone" (none live, but some were), or "not running"."""
         if self.engine_running:
-            return "running"
+            live = [p for p in self.partitions if p.position_from == "worker"]
+            return "paused" if live and all(p.paused for p in live) else "running"
         return "workers gone" if self.workers_gone else "not running"
+
+    def unpaused(self) -> LinkView:
+        """The view without the partitions an operator paused (what the lag alerts judge)."""
+        if not any(p.paused for p in self.partitions):
+            return self
+        return replace(self, partitions=tuple(p for p in self.partitions if p.paused is None))
 
     @property
     def replication_lag_records(self) -> int | None:
@@ -337,6 +346,7 @@ def link_view(
             _partition_view(position, link.source, record_times, history(position.topic, position.partition)),
             records_lost=lost.get((position.topic, position.partition), 0),
             failed=position.live.failed if position.live is not None else None,
+            paused=position.live.paused if position.live is not None else None,
         )
         for position in positions.values()
     ]

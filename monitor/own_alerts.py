@@ -2,10 +2,10 @@
 (pure). Not Prometheus: a condition "holds for D" when every round of the last D met it and the history reaches back
 that far; the console labels these as the monitor's own evaluation, and says which rules it cannot judge.
 
-Judged here (same names and thresholds as alerts/mirrorwatch.rules.yml): MirrorwatchReplicationLagHigh,
-MirrorwatchMirrorStalled, MirrorwatchMirrorDown, MirrorwatchClusterDown, KafkaConsumerGroupError. Left to Prometheus:
-the canary's rules (the canary is not part of the monitor's rounds), consumer lag in seconds, topic drift and stale
-checkpoints.
+Judged here (same names and thresholds as alerts/mirrorwatch.rules.yml): MirrorwatchReplicationLagHigh and
+MirrorwatchMirrorStalled (both on the partitions no operator paused), MirrorwatchMirrorPaused, MirrorwatchMirrorDown,
+MirrorwatchClusterDown, KafkaConsumerGroupError. Left to Prometheus: the canary's rules (the canary is not part of the
+monitor's rounds), consumer lag in seconds, topic drift and stale checkpoints.
 """
 
 from __future__ import annotations
@@ -92,7 +92,8 @@ def firing(history: History, now_ms: int, thresholds: Mapping[str, str] | None =
     lag_limit = float(t["replication_lag_seconds"])
     for key in history.keys("link"):
         link, series, points = key[1], key[2], history.points(key)
-        if series == "replication_lag_seconds":
+        # the lag of the partitions not paused (`mirrorwatch link pause`): a paused one's lag grows by design
+        if series == "unpaused_lag_seconds":
             since = _run_start(points, [v > lag_limit for _, v in points])
             summary = f"link {link} is more than {lag_limit:g} s behind its source"
             fire(
@@ -102,6 +103,15 @@ def firing(history: History, now_ms: int, thresholds: Mapping[str, str] | None =
                 labels={"link": link},
                 severity="warning",
                 summary=summary,
+            )
+        elif series == "paused_partitions":
+            fire(
+                "MirrorwatchMirrorPaused",
+                _run_start(points, [v > 0 for _, v in points]),
+                "mirror_paused_for",
+                labels={"link": link},
+                severity="warning",
+                summary=f"link {link} has partitions an operator paused",
             )
         elif series == "workers":
             since = _run_start(points, [v == 0 for _, v in points])
@@ -113,7 +123,7 @@ def firing(history: History, now_ms: int, thresholds: Mapping[str, str] | None =
                 severity="critical",
                 summary=f"no worker of link {link} is running",
             )
-        elif series == "replication_lag_records":
+        elif series == "unpaused_lag_records":
             out_rate = dict(history.points(("link", link, "records_out_per_second")))
             since = _run_start(points, _stalled(points, out_rate, duration_ms(t["rate_window"])))
             fire(

@@ -91,13 +91,16 @@ def run(limit_s: float, name: str, directory: Path, command: list[str]) -> int:
     stacks.mkdir(exist_ok=True)
     env = {**os.environ, "MIRRORWATCH_TEST_PROGRESS": str(progress), "MIRRORWATCH_TEST_STACKS": str(stacks)}
     process = subprocess.Popen(command, env=env, start_new_session=True)
+    # The command runs in a session of its own (its group is ended as one): a phase interrupted or terminated (an
+    # interrupted scripts/flakiness.sh) ends it too, instead of leaving it to run on beside what comes next.
+    signal.signal(signal.SIGTERM, _interrupted)
     try:
         return process.wait(timeout=limit_s)
     except subprocess.TimeoutExpired:
         pass
     except KeyboardInterrupt:
         end_group(process)
-        raise
+        return 130
     for pidfile in stacks.glob("*.pid"):
         with contextlib.suppress(ValueError, ProcessLookupError, PermissionError):
             os.kill(int(pidfile.read_text()), signal.SIGUSR1)
@@ -107,6 +110,10 @@ def run(limit_s: float, name: str, directory: Path, command: list[str]) -> int:
     end_group(process)
     print(report, flush=True)
     return 124
+
+
+def _interrupted(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def end_group(process: subprocess.Popen[bytes]) -> None:

@@ -120,6 +120,22 @@ def test_a_phase_past_its_limit_is_ended_saying_what_ran_where_and_what_had_fail
     assert "main: no JUnit XML (the phase did not finish); tests that had ended: 1 failed, 1 passed" in report.stdout
 
 
+def test_a_phase_terminated_ends_its_command_with_it(tmp_path: Path) -> None:
+    """An interrupted scripts/flakiness.sh terminates the phase; the command (its own session) must not run on."""
+    child_pid = tmp_path / "child.pid"
+    command = f"import os, time; open({str(child_pid)!r}, 'w').write(str(os.getpid())); time.sleep(300)"
+    phase_command = [sys.executable, "scripts/phase.py", "--name", "main", "--limit", "600", "--dir", str(tmp_path)]
+    phase = subprocess.Popen([*phase_command, "--", sys.executable, "-c", command], cwd=REPO)
+    try:
+        wait_until(lambda: child_pid.exists() and child_pid.read_text(), timeout_s=30, description="the command's pid")
+        pid = int(child_pid.read_text())
+        phase.terminate()
+        assert phase.wait(timeout=90) == 130
+        assert not Path(f"/proc/{pid}").exists()
+    finally:
+        phase.kill()
+
+
 def test_the_closing_report_names_each_failed_test_with_its_message(tmp_path: Path) -> None:
     """CI keeps only part of a run's log: the failure's first line is printed beside its name at the very end."""
     (tmp_path / "main.xml").write_text(

@@ -107,9 +107,9 @@ def test_target_down_pauses_the_source_within_bounded_memory_and_resumes_without
         local_clusters.kill("target")
         produce(source, "source", topic, [Record(value=str(i).encode(), partition=i % 2) for i in range(3000)])
         wait_until(
-            lambda: worker.status()["state"] == "paused",
+            lambda: worker.status()["state"] == "throttled",
             timeout_s=60,
-            description="the worker to pause the source (producer full)",
+            description="the worker to pause the source (producer full: throttled)",
         )
         assert sum(p["in_flight_records"] for p in worker.positions()) <= 200 + 2000  # producer cap + one batch read
         committed_while_down = [p["committed"] for p in worker.positions()]

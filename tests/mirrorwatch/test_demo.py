@@ -77,6 +77,7 @@ def test_demo_mirrors_sample_traffic_and_stops_cleanly_on_ctrl_c(tmp_path: Path)
 
         wait_until(canary_came_back, timeout_s=90, description="a progress line with canary probes read back")
         _check_canary_and_drift(api)
+        _check_pause_and_resume(api, seen)
         _check_standby(api, seen, progress_shows_mirrored_records)
         _check_memory(api.replace("/mirror/links/demo", ""), config_group="mirrorwatch-demo")
         console = next(line for line in seen if line.startswith("console: ")).split()[1]
@@ -153,6 +154,29 @@ def _check_console_pages(console: str, tmp_path: Path) -> None:
 def _text_with(browser: Browser, tab: str, wanted: tuple[str, ...]) -> str | None:
     text = browser.text(tab)
     return text if all(w in text for w in wanted) else None
+
+
+def _check_pause_and_resume(api: str, seen: list[str]) -> None:
+    """The command the demo prints pauses its running link (the monitor says so) and resumes it; the demo's verdict
+    (every order produced arrived on the target) then covers the pause."""
+    printed = next(line for line in seen if line.startswith("pause, resume, read the link: "))
+    config = printed.split("--config ")[1].split()[0]
+
+    def link(command: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "mirrorwatch.cli", "link", command, "--config", config, "--link", "demo"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    assert "obeyed by 1 running worker(s) of link demo" in link("pause")
+    wait_until(lambda: get_json(api)["state"] == "paused", timeout_s=30, description="the monitor to say paused")
+    assert "obeyed by 1 running worker(s) of link demo" in link("resume")
+    wait_until(lambda: get_json(api)["state"] == "running", timeout_s=30, description="the monitor to say running")
 
 
 def _check_canary_and_drift(api: str) -> None:

@@ -56,8 +56,8 @@ def test_the_history_keeps_a_span_of_rounds_with_rates_from_the_counters() -> No
     # compact: one time per round, one float32 per round and series, whatever has been recorded
     assert history.points(("cluster", "source", "up"))[-1] == (T0 + 50_000, 1.0)
     assert history.link("dr")["workers"][-1] == (T0 + 50_000, 1.0)
-    assert (history.capacity, history.series) == (4, 6 + 2 + 1)  # link, group, cluster series
-    assert history.bytes == 4 * (8 + 4 * 9)
+    assert (history.capacity, history.series) == (4, 9 + 2 + 1)  # link, group, cluster series
+    assert history.bytes == 4 * (8 + 4 * 12)
 
 
 def test_a_first_round_has_no_rate_and_an_unknown_figure_no_point() -> None:
@@ -93,7 +93,7 @@ def test_series_of_a_group_that_is_gone_are_dropped_after_a_whole_ring() -> None
         history.record(replace(_state(T0 + i * 10_000, _link(0, 0), _group(Status.OK, 0)), groups={}))
         kept = {"total_lag": [(T0, 0.0)], "status": [(T0, float(int(Status.OK)))]}  # within the span still
         assert history.group("source", "billing") == ({} if i == 3 else kept)
-    assert history.keys("group") == [] and history.series == 6 + 1
+    assert history.keys("group") == [] and history.series == 9 + 1
 
 
 def test_transitions_between_two_rounds() -> None:
@@ -169,3 +169,31 @@ def test_a_canary_going_absent_and_coming_back_is_an_event_about_its_link() -> N
     events = Events()
     events.extend([gone, back])
     assert [e.after for e in events.query(link="dr")] == ["present", "absent"]
+
+
+def test_a_pause_is_an_event_a_link_all_paused_reads_paused_and_a_partition_no_worker_reports_is_not_resumed() -> None:
+    base = _link(10, 100)
+    p0 = replace(base.partitions[0], position_from="worker")
+    p1 = replace(p0, partition=1)
+    why = "paused by ops@h (mirrorwatch link pause): drill"
+    active = replace(base, partitions=(p0, p1))
+    one = replace(base, partitions=(replace(p0, paused=why), p1))
+    both = replace(base, partitions=(replace(p0, paused=why), replace(p1, paused=why)))
+    assert (active.state, one.state, both.state) == ("running", "running", "paused")
+    assert both.unpaused().partitions == () and one.unpaused().partitions == (p1,)
+
+    def said(before: LinkView, after: LinkView) -> list[tuple[str, str, str, str]]:
+        events = transitions(_state(T0, before, _group(Status.OK, 0)), _state(T0 + 1, after, _group(Status.OK, 0)))
+        return [(e.kind, e.before, e.after, e.text) for e in events]
+
+    assert said(active, one) == [("pause", "active", "paused", f"link dr: orders[0] {why}")]
+    assert said(one, both) == [
+        ("link", "running", "paused", "link dr: running -> paused"),
+        ("pause", "active", "paused", f"link dr: orders[1] {why}"),
+    ]
+    assert said(both, active) == [
+        ("link", "paused", "running", "link dr: paused -> running"),
+        ("pause", "paused", "active", "link dr: orders[0], orders[1] resumed"),
+    ]
+    gone = replace(base, partitions=(replace(p0, position_from="worker_gone"), p1))
+    assert said(one, gone) == []  # its worker died: not said resumed

@@ -3,6 +3,8 @@ held at every round for its `for` duration, and the history reaches back that fa
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from monitor.evaluator import Status
@@ -83,3 +85,19 @@ def test_prometheus_durations(text: str, ms: int) -> None:
 def test_what_is_not_a_duration_is_refused(text: str) -> None:
     with pytest.raises(ValueError, match="not a Prometheus duration"):
         duration_ms(text)
+
+
+def test_a_paused_partitions_growing_lag_fires_no_lag_alert_and_a_lasting_pause_is_said() -> None:
+    """Partition 0 paused by an operator, 200 s behind and growing (nothing written): not a lag, not a stall; the
+    partition beside it is judged as ever, and a pause of an hour is MirrorwatchMirrorPaused."""
+    history = History(span_ms=7_200_000, interval_ms=ROUND_MS)
+    rounds = 380  # 63 min
+    for i in range(rounds):
+        link = _link(2000 + 100 * i, 0)
+        paused = replace(link.partitions[0], paused="paused by ops@h (mirrorwatch link pause): drill")
+        behind = replace(link.partitions[0], partition=1, replication_lag_records=0, replication_lag_seconds=0.0)
+        history.record(_state(T0 + i * ROUND_MS, replace(link, partitions=(paused, behind)), _group(Status.OK, 0)))
+    assert _names(history, rounds) == {"MirrorwatchMirrorPaused"}
+    assert _names(history, 350) == set()  # 58 min: not yet an hour
+    assert history.link("dr")["replication_lag_seconds"][-1][1] > 200  # the chart keeps the real lag
+    assert history.link("dr")["unpaused_lag_seconds"][-1][1] == 0.0

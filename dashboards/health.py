@@ -1,0 +1,46 @@
+"""How the console says a link's health and a figure (pure: no Streamlit, no network)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["canary_of", "link_health", "seconds", "worst"]
+
+
+def seconds(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    if value < 1:
+        return f"{value * 1000:.0f} ms"
+    if value < 120:
+        return f"{value:.1f} s"
+    return f"{value / 60:.1f} min"
+
+
+def link_health(link: dict[str, Any]) -> str:
+    if link.get("failure"):
+        return "🔴 failed"
+    if link.get("state") == "workers gone":
+        gone = link.get("workers_gone", 0)
+        return f"🔴 down: {gone} worker(s) dead or frozen, lag measured from their last acknowledged positions"
+    if not link.get("engine_running"):
+        # no worker mirrors it: records wait (MirrorwatchMirrorDown fires after 2 min), crashed or stopped alike
+        return "🔴 not running: no worker mirrors it (positions from the group's commits)"
+    if link.get("state") == "paused":
+        return "⏸️ paused by an operator: copies nothing, its lag grows (mirrorwatch link status | resume)"
+    lag_s = link.get("replication_lag_seconds")
+    if lag_s is None:
+        return f"⚪ running, lag in seconds not known: {link.get('reason') or 'not measured yet'}"
+    return "🟢 healthy" if lag_s < 60 else "🟠 lagging"
+
+
+def canary_of(canary: dict[str, Any] | None, link: str) -> dict[str, Any] | None:
+    for entry in (canary or {}).get("links", []):
+        if entry["link"] == link:
+            return dict(entry)
+    return None
+
+
+def worst(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None

@@ -1,0 +1,141 @@
+"""What an operator asked of a link (`mirrorwatch link pause|resume`): the link's control document (the shared kernel;
+no Kafka).
+
+A link is `active` unless the operator paused it: the whole link, or some of its source topics alone. A paused
+partition consumes nothing and keeps its group and its position (what was read before the pause is still written
+and committed); it resumes where it stopped. The document lives under `<state_dir>/control/<link>.json`, written
+atomically (a temporary file renamed over the old one), so that it survives restarts and every worker of the link
+on this host reads it within a status interval (`mirror.worker`). A link with no document is active. A document that
+cannot be read is never taken as "active": the worker keeps what it obeyed last and says why (`ControlUnreadable`).
+
+The states a partition can be in beside `active`/`paused` come from the workers, not from here: `failed` (stopped
+alone with its reason, e.g. a gap under `on_gap: stop`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CONTROL_VERSION", "ControlUnreadable", "LinkControl", "control_path", "read_control", "write_control"]
+
+CONTROL_VERSION = 1
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+class ControlUnreadable(ValueError):
+    """The control document exists but is not one (a hand edit, a truncated copy): said, never taken as active."""
+
+
+@dataclass(frozen=True)
+class LinkControl:
+    link: str
+    paused: bool = False  # the whole link
+    paused_topics: tuple[str, ...] = ()  # source topics paused alone (the link otherwise active)
+    since_ms: int = 0  # when the operator last changed it
+    reason: str = ""  # the operator's words, if any
+    by: str = field(default="", compare=False)  # who changed it (user@host), for the log and the status
+
+    def holds(self, topic: str) -> bool:
+        """Whether the partitions of this source topic are paused."""
+        return self.paused or topic in self.paused_topics
+
+    @property
+    def state(self) -> str:
+        """`paused` (the whole link), `partly paused` (some topics) or `active`."""
+        if self.paused:
+            return "paused"
+        return "partly paused" if self.paused_topics else "active"
+
+    def describe(self) -> str:
+        """Why a partition is paused, as the status and the monitor say it."""
+        said = f": {self.reason}" if self.reason else ""
+        by = f" by {self.by}" if self.by else ""
+        return f"paused{by} (mirrorwatch link pause){said}"
+
+    def pause(self, topics: tuple[str, ...], now_ms: int, reason: str, by: str) -> LinkControl:
+        """The whole link (no topics) or these topics besides those paused already."""
+        if not topics:
+            return LinkControl(self.link, True, (), now_ms, reason, by)
+        merged = tuple(sorted({*self.paused_topics, *topics}))
+        return LinkControl(self.link, self.paused, merged, now_ms, reason or self.reason, by)
+
+    def resume(self, topics: tuple[str, ...], now_ms: int, by: str) -> LinkControl:
+        """The whole link (no topics: every pause lifted), or these topics. A topic cannot be resumed alone while the
+        whole link is paused (ValueError: resume the link, then pause what should stay paused)."""
+        if not topics:
+            return LinkControl(self.link, False, (), now_ms, "", by)
+        if self.paused:
+            raise ValueError(
+                f"link {self.link} is paused as a whole: resume the link (without --topic), then pause the topics "
+                "that should stay paused"
+            )
+        left = tuple(t for t in self.paused_topics if t not in topics)
+        return LinkControl(self.link, False, left, now_ms, self.reason if left else "", by)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "version": CONTROL_VERSION,
+            "link": self.link,
+            "state": self.state,
+            "paused": self.paused,
+            "paused_topics": list(self.paused_topics),
+            "since_ms": self.since_ms,
+            "reason": self.reason,
+            "by": self.by,
+        }
+
+    @classmethod
+    def from_json(cls, link: str, document: object) -> LinkControl:
+        """Raises ControlUnreadable naming what is wrong."""
+        if not isinstance(document, dict):
+            raise ControlUnreadable(f"expected a JSON object, got {type(document).__name__}")
+        if document.get("version") != CONTROL_VERSION:
+            raise ControlUnreadable(f"version {document.get('version')!r} is not {CONTROL_VERSION}")
+        if document.get("link") != link:
+            raise ControlUnreadable(f"it is link {document.get('link')!r}'s, not {link!r}'s")
+        paused, topics = document.get("paused"), document.get("paused_topics")
+        since, reason, by = document.get("since_ms"), document.get("reason", ""), document.get("by", "")
+        if not isinstance(paused, bool):
+            raise ControlUnreadable(f"paused: {paused!r} is not true or false")
+        if not isinstance(topics, list) or not all(isinstance(t, str) for t in topics):
+            raise ControlUnreadable(f"paused_topics: {topics!r} is not a list of topic names")
+        if not isinstance(since, int) or isinstance(since, bool):
+            raise ControlUnreadable(f"since_ms: {since!r} is not a time in milliseconds")
+        if not isinstance(reason, str) or not isinstance(by, str):
+            raise ControlUnreadable("reason and by must be text")
+        return cls(link, paused, tuple(sorted(set(topics))), since, reason, by)
+
+
+def control_path(state_dir: Path, link: str) -> Path:
+    return state_dir / "control" / f"{_UNSAFE.sub('_', link)}.json"
+
+
+def read_control(state_dir: Path, link: str) -> LinkControl:
+    """The link's control document; a link without one is active. Raises ControlUnreadable (naming the file)."""
+    path = control_path(state_dir, link)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return LinkControl(link)
+    except OSError as exc:
+        raise ControlUnreadable(f"{path}: {exc.strerror or exc}") from exc
+    try:
+        return LinkControl.from_json(link, json.loads(text))
+    except (ValueError, ControlUnreadable) as exc:
+        raise ControlUnreadable(f"{path}: {exc}") from exc
+
+
+def write_control(state_dir: Path, control: LinkControl) -> Path:
+    """Replace the link's control document atomically (readers never see half of one). Raises OSError."""
+    path = control_path(state_dir, control.link)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(json.dumps(control.as_json(), indent=1) + "\n")
+    tmp.replace(path)
+    return path

@@ -1,0 +1,222 @@
+"""`mirrorwatch link pause|resume|status`: an operator's hold on a link (or some of its topics), obeyed by its
+running workers within a second, without a restart, and kept across restarts.
+
+Part of the composition root (the CLI); the document is `kernel.link_control`'s, the workers' side `mirror.hold`. The
+control document lives in the config's state_dir, which every worker of the link on this host reads (workers on other
+hosts need the same state_dir: a shared directory). Exit 0 when done (and, with --wait, obeyed), 1 when a running
+worker did not obey within --wait, 2 for a bad config, an unknown link or topic, or a spark link.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kernel.config import LinkConfig, MirrorwatchConfig
+from kernel.worker_status import WorkerStatus
+
+__all__ = ["link"]
+
+CONFIG = click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False, path_type=Path))
+LINK = click.option("--link", "link_name", required=True, help="The link, by its name in the config.")
+TOPICS = click.option(
+    "--topic",
+    "topics",
+    multiple=True,
+    help="A source topic of the link (repeat for more); without it, the whole link.",
+)
+WAIT = click.option(
+    "--wait",
+    "wait_s",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    help="Seconds to wait for the link's running workers on this host to obey (0: do not wait).",
+)
+
+
+@click.group("link", context_settings={"max_content_width": 120})
+def link() -> None:
+    """Pause, resume and read the state of a link. A paused partition consumes nothing and keeps its group and its
+    position: what was read before the pause is still written and committed, and it resumes where it stopped. The
+    monitor says "paused" for it (its lag grows, and the alert rules do not page for it; MirrorwatchMirrorPaused says
+    a pause that lasts). The state is kept in the config's state_dir and survives restarts of the mirror.
+    """
+
+
+@link.command("pause")
+@CONFIG
+@LINK
+@TOPICS
+@click.option("--reason", default="", help="Why, in your words (in the status, the monitor's view and the log).")
+@WAIT
+def pause(config_path: Path, link_name: str, topics: tuple[str, ...], reason: str, wait_s: float) -> None:
+    """Pause the link (or the given topics of it)."""
+    from kernel.link_control import read_control, write_control
+
+    config, spec = _link_of(config_path, link_name, topics)
+    control = read_control(config.state_path, spec.name).pause(topics, _now_ms(), reason, _who())
+    write_control(config.state_path, control)
+    what = f"topics {', '.join(topics)} of link {spec.name}" if topics else f"link {spec.name}"
+    click.echo(f"{what}: paused (link state: {control.state})")
+    sys.exit(_await_workers(config, spec, control.holds, wait_s))
+
+
+@link.command("resume")
+@CONFIG
+@LINK
+@TOPICS
+@WAIT
+def resume(config_path: Path, link_name: str, topics: tuple[str, ...], wait_s: float) -> None:
+    """Resume the link (every pause lifted), or the given topics of it."""
+    from kernel.errors import ConfigError, ConfigProblem
+    from kernel.link_control import read_control, write_control
+
+    config, spec = _link_of(config_path, link_name, topics)
+    try:
+        control = read_control(config.state_path, spec.name).resume(topics, _now_ms(), _who())
+    except ValueError as exc:
+        raise ConfigError([ConfigProblem("--topic", str(exc))]) from exc
+    write_control(config.state_path, control)
+    what = f"topics {', '.join(topics)} of link {spec.name}" if topics else f"link {spec.name}"
+    click.echo(f"{what}: resumed (link state: {control.state})")
+    sys.exit(_await_workers(config, spec, control.holds, wait_s))
+
+
+@link.command("status")
+@CONFIG
+@click.option("--link", "link_name", default=None, help="One link (default: every link of the config).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document: per link, its control and its workers.")
+def status(config_path: Path, link_name: str | None, as_json: bool) -> None:
+    """Each link's state as asked (active, paused, partly paused: which topics, since when, by whom, why) and as its
+    running workers on this host report it (partitions owned, paused, failed with the reason)."""
+    from kernel.link_control import read_control
+
+    config = _config(config_path)
+    specs = [_link_of(config_path, link_name, ())[1]] if link_name else list(config.links)
+    out: list[dict[str, Any]] = []
+    for spec in specs:
+        control = read_control(config.state_path, spec.name)
+        workers = [
+            {
+                "worker": s.worker,
+                "host": s.host,
+                "pid": s.pid,
+                "state": s.state,
+                "partitions": len(s.partitions),
+                "paused": [f"{p.topic}[{p.partition}]" for p in s.partitions if p.paused],
+                "failed": {f"{p.topic}[{p.partition}]": p.failed for p in s.partitions if p.failed},
+            }
+            for s in _live_workers(config, spec.name)
+        ]
+        out.append({**control.as_json(), "engine": spec.engine, "workers": workers})
+    if as_json:
+        click.echo(json.dumps(out, indent=1))
+        return
+    for entry in out:
+        since = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(entry["since_ms"] / 1000)) if entry["since_ms"] else ""
+        said = (f" (topics {', '.join(entry['paused_topics'])})" if entry["paused_topics"] else "") + (
+            f" since {since} UTC by {entry['by']}" if entry["state"] != "active" and since else ""
+        )
+        why = f": {entry['reason']}" if entry["reason"] else ""
+        click.echo(f"link {entry['link']}: {entry['state']}{said}{why}")
+        if not entry["workers"]:
+            click.echo("  no worker of it runs on this host")
+        for w in entry["workers"]:
+            failed = "".join(f"\n    failed {where}: {why}" for where, why in sorted(w["failed"].items()))
+            click.echo(
+                f"  worker {w['worker']} (pid {w['pid']} on {w['host']}): {w['state']}, {w['partitions']} "
+                f"partition(s), {len(w['paused'])} paused{failed}"
+            )
+
+
+def _config(config_path: Path) -> MirrorwatchConfig:
+    from kernel.config import load_config
+
+    return load_config(config_path)
+
+
+def _link_of(config_path: Path, name: str, topics: tuple[str, ...]) -> tuple[MirrorwatchConfig, LinkConfig]:
+    """The config and its link `name`; ConfigError (exit 2) for an unknown link, a spark link, or a topic the link
+    does not mirror."""
+    from kernel.errors import ConfigError, ConfigProblem
+    from mirror.topics import select_topics
+
+    config = _config(config_path)
+    found = [(i, spec) for i, spec in enumerate(config.links) if spec.name == name]
+    if not found:
+        names = ", ".join(spec.name for spec in config.links) or "none"
+        raise ConfigError([ConfigProblem("--link", f"no link named {name!r} (links: {names})")])
+    index, spec = found[0]
+    if spec.engine == "spark":
+        raise ConfigError(
+            [
+                ConfigProblem(
+                    f"links[{index}].engine",
+                    "spark: a running Structured Streaming query cannot pause its partitions; stop the query (SIGTERM "
+                    "to `mirrorwatch mirror`) and start it again: it resumes from its checkpoint",
+                )
+            ]
+        )
+    always = (config.canary.topic,)
+    unknown = [t for t in topics if not select_topics([t], spec.topics, exclude_internal=False, always=always)]
+    if unknown:
+        raise ConfigError(
+            [ConfigProblem("--topic", f"{t!r} is not a topic link {name} mirrors (see its topics:)") for t in unknown]
+        )
+    return config, spec
+
+
+def _live_workers(config: MirrorwatchConfig, name: str) -> list[WorkerStatus]:
+    from kernel.status_board import StatusBoard
+
+    now = _now_ms()
+    documents = StatusBoard(config.state_path / "status").read("links", now).get(name, [])
+    found = [s for d in documents if (s := WorkerStatus.from_json(d)) is not None]
+    return [s for s in found if not s.is_stale(now) and s.state != "failed"]
+
+
+def _await_workers(config: MirrorwatchConfig, spec: LinkConfig, holds: Any, wait_s: float) -> int:
+    """Wait until every running worker of the link on this host reports each partition it owns paused exactly when
+    the control holds its topic: 0 when they do (or none runs: the link starts so), 1 when one did not in time."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        workers = _live_workers(config, spec.name)
+        late = [
+            s for s in workers if any(bool(p.paused) != bool(holds(p.topic)) and not p.failed for p in s.partitions)
+        ]
+        if not workers:
+            click.echo(f"no worker of link {spec.name} runs on this host: it starts so")
+            return 0
+        if not late:
+            click.echo(f"obeyed by {len(workers)} running worker(s) of link {spec.name} on this host")
+            return 0
+        if wait_s == 0:
+            return 0
+        if time.monotonic() >= deadline:
+            click.echo(
+                f"{len(late)} of {len(workers)} running worker(s) did not obey within {wait_s:g} s "
+                f"(worker(s) {', '.join(str(s.worker) for s in late)}): see their logs",
+                err=True,
+            )
+            return 1
+        time.sleep(0.2)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _who() -> str:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "?"
+    return f"{user}@{socket.gethostname()}"

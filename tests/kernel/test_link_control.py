@@ -1,0 +1,83 @@
+"""The link's control document (kernel.link_control): what pause and resume make of it, and documents that are not
+one (a hand edit, a forged or truncated file) refused with the reason, never taken as "active"."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kernel.link_control import ControlUnreadable, LinkControl, control_path, read_control, write_control
+
+
+def test_pause_and_resume_of_a_link_and_of_topics_alone() -> None:
+    active = LinkControl("dr")
+    assert (active.state, active.holds("orders")) == ("active", False)
+
+    some = active.pause(("orders", "billing"), 1_000, "reindex", "ops@h1").pause(("orders",), 2_000, "", "ops@h2")
+    assert (some.state, some.paused_topics, some.since_ms, some.reason) == (
+        "partly paused",
+        ("billing", "orders"),
+        2_000,
+        "reindex",
+    )
+    assert some.holds("orders") and not some.holds("payments")
+    left = some.resume(("orders",), 3_000, "ops@h1")
+    assert (left.state, left.paused_topics) == ("partly paused", ("billing",))
+    assert left.resume(("billing",), 4_000, "ops@h1") == LinkControl("dr", False, (), 4_000, "", "ops@h1")
+
+    whole = some.pause((), 5_000, "failover drill", "ops@h1")
+    assert (whole.state, whole.holds("anything"), whole.paused_topics) == ("paused", True, ())
+    assert "failover drill" in whole.describe() and "ops@h1" in whole.describe()
+    with pytest.raises(ValueError, match="paused as a whole"):
+        whole.resume(("orders",), 6_000, "ops@h1")
+    assert whole.resume((), 6_000, "ops@h1").state == "active"
+
+
+def test_the_document_is_written_atomically_and_read_back_the_same(tmp_path: Path) -> None:
+    assert read_control(tmp_path, "dr") == LinkControl("dr")  # no document: active
+    control = LinkControl("dr").pause(("orders",), 1_000, "why", "ops@h1")
+    path = write_control(tmp_path, control)
+    assert path == control_path(tmp_path, "dr") and read_control(tmp_path, "dr") == control
+    assert [p.name for p in path.parent.iterdir()] == ["dr.json"]  # no temporary file left beside it
+    assert control_path(tmp_path, "../etc/x") == tmp_path / "control" / ".._etc_x.json"  # a name is never a path
+
+
+@pytest.mark.parametrize(
+    ("document", "said"),
+    [
+        ("{", "Expecting"),  # truncated
+        ("[]", "expected a JSON object"),
+        ('{"version": 2, "link": "dr"}', "version 2"),
+        ('{"version": 1, "link": "other"}', "link 'other'"),
+        ('{"version": 1, "link": "dr", "paused": "yes", "paused_topics": [], "since_ms": 0}', "paused: 'yes'"),
+        ('{"version": 1, "link": "dr", "paused": false, "paused_topics": [1], "since_ms": 0}', "paused_topics"),
+        ('{"version": 1, "link": "dr", "paused": false, "paused_topics": [], "since_ms": true}', "since_ms"),
+        ('{"version": 1, "link": "dr", "paused": false, "paused_topics": [], "since_ms": 0, "by": 7}', "text"),
+    ],
+)
+def test_a_document_that_is_not_one_is_refused_naming_the_file_and_why(
+    tmp_path: Path, document: str, said: str
+) -> None:
+    path = control_path(tmp_path, "dr")
+    path.parent.mkdir(parents=True)
+    path.write_text(document)
+    with pytest.raises(ControlUnreadable) as refused:
+        read_control(tmp_path, "dr")
+    assert str(path) in str(refused.value) and said in str(refused.value)
+
+
+def test_as_json_says_the_state_for_readers_of_the_file(tmp_path: Path) -> None:
+    write_control(tmp_path, LinkControl("dr").pause(("t",), 7, "", "me@h"))
+    document = json.loads(control_path(tmp_path, "dr").read_text())
+    assert document == {
+        "version": 1,
+        "link": "dr",
+        "state": "partly paused",
+        "paused": False,
+        "paused_topics": ["t"],
+        "since_ms": 7,
+        "reason": "",
+        "by": "me@h",
+    }

@@ -1,0 +1,79 @@
+"""`mirrorwatch link pause|resume|status` without a running worker (no broker is asked): what it writes, what it says,
+and bad input refused with the path and the reason, exit 2, the control document unchanged. The running mirror's
+side is tests/mirror/test_pause.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from kernel.link_control import control_path, read_control
+from mirrorwatch.cli import cli
+
+CONFIG = """
+clusters:
+  source: {bootstrap_servers: "127.0.0.1:1"}
+  target: {bootstrap_servers: "127.0.0.1:2"}
+state_dir: STATE
+links:
+  - {name: dr, source: source, target: target, topics: {include: ["orders\\\\..*"]}}
+  - {name: big, source: source, target: target, topics: {include: [".*"]}, engine: spark}
+"""
+
+
+def config_file(tmp_path: Path) -> Path:
+    path = tmp_path / "mirrorwatch.yaml"
+    path.write_text(CONFIG.replace("STATE", str(tmp_path / "state")))
+    return path
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, ["link", *args], catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_pause_status_resume_of_a_link_that_no_worker_runs(tmp_path: Path) -> None:
+    config = str(config_file(tmp_path))
+    code, out, _ = run("pause", "--config", config, "--link", "dr", "--topic", "orders.eu", "--reason", "reindex")
+    assert code == 0
+    assert out.splitlines() == [
+        "topics orders.eu of link dr: paused (link state: partly paused)",
+        "no worker of link dr runs on this host: it starts so",
+    ]
+    code, out, _ = run("status", "--config", config)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("link dr: partly paused (topics orders.eu) since ") and lines[0].endswith(": reindex")
+    assert lines[1:] == [
+        "  no worker of it runs on this host",
+        "link big: active",
+        "  no worker of it runs on this host",
+    ]
+    code, out, _ = run("status", "--config", config, "--link", "dr", "--json")
+    [entry] = json.loads(out)
+    assert (entry["state"], entry["paused_topics"], entry["engine"], entry["workers"]) == (
+        "partly paused",
+        ["orders.eu"],
+        "python",
+        [],
+    )
+    assert run("resume", "--config", config, "--link", "dr", "--topic", "orders.eu")[0] == 0
+    assert read_control(tmp_path / "state", "dr").state == "active"
+
+
+def test_bad_input_is_refused_naming_what_and_changes_nothing(tmp_path: Path) -> None:
+    config = str(config_file(tmp_path))
+    assert run("pause", "--config", config, "--link", "dr")[0] == 0  # the whole link
+    before = control_path(tmp_path / "state", "dr").read_text()
+    for args, said in [
+        (("pause", "--link", "nope"), "--link: no link named 'nope' (links: dr, big)"),
+        (("pause", "--link", "big"), "links[1].engine: spark: a running Structured Streaming query cannot pause"),
+        (("pause", "--link", "dr", "--topic", "payments"), "--topic: 'payments' is not a topic link dr mirrors"),
+        (("resume", "--link", "dr", "--topic", "orders.eu"), "--topic: link dr is paused as a whole"),
+    ]:
+        code, out, err = run(*args, "--config", config)
+        assert (code, out) == (2, ""), (args, out, err)
+        assert said in err, (args, err)
+    assert control_path(tmp_path / "state", "dr").read_text() == before
