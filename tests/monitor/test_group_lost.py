@@ -86,7 +86,8 @@ def evaluation_of(
     """The group's evaluation from the first round that lists it (a group just committed may miss one listing) and,
     with `committed`, that saw partition 0 committed there at `after_ms` or later: the monitor follows commits in
     __consumer_offsets (a round right after a commit may predate its reading), and a round's collection that ran
-    over its wait joins the next round (its snapshot may predate the test's last change)."""
+    over its wait joins the next round (its snapshot may predate the test's last change). Up to 90 s: late in a
+    loaded run, the shared clusters hold every earlier test's groups."""
 
     def listed() -> GroupEvaluation | None:
         seen = service.collect().groups.get(("source", group))
@@ -99,5 +100,5 @@ def evaluation_of(
             return None
         return seen.evaluation
 
-    found: GroupEvaluation = wait_until(listed, timeout_s=30, description=f"the monitor to list {group}")
+    found: GroupEvaluation = wait_until(listed, timeout_s=90, description=f"the monitor to list {group}")
     return found
