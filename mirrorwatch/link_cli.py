@@ -14,12 +14,14 @@ import json
 import socket
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
 from kernel.config import LinkConfig, MirrorwatchConfig
+from kernel.link_control import LinkControl
 from kernel.worker_status import WorkerStatus
 
 __all__ = ["link"]
@@ -59,14 +61,11 @@ def link() -> None:
 @WAIT
 def pause(config_path: Path, link_name: str, topics: tuple[str, ...], reason: str, wait_s: float) -> None:
     """Pause the link (or the given topics of it)."""
-    from kernel.link_control import read_control, write_control
+    from kernel.link_control import read_control
 
     config, spec = _link_of(config_path, link_name, topics)
     control = read_control(config.state_path, spec.name).pause(topics, _now_ms(), reason, _who())
-    write_control(config.state_path, control)
-    what = f"topics {', '.join(topics)} of link {spec.name}" if topics else f"link {spec.name}"
-    click.echo(f"{what}: paused (link state: {control.state})")
-    sys.exit(_await_workers(config, spec, control.holds, wait_s))
+    sys.exit(_write_and_await(config, spec, control, topics, done="paused", wait_s=wait_s))
 
 
 @link.command("resume")
@@ -77,17 +76,14 @@ def pause(config_path: Path, link_name: str, topics: tuple[str, ...], reason: st
 def resume(config_path: Path, link_name: str, topics: tuple[str, ...], wait_s: float) -> None:
     """Resume the link (every pause lifted), or the given topics of it."""
     from kernel.errors import ConfigError, ConfigProblem
-    from kernel.link_control import read_control, write_control
+    from kernel.link_control import read_control
 
     config, spec = _link_of(config_path, link_name, topics)
     try:
         control = read_control(config.state_path, spec.name).resume(topics, _now_ms(), _who())
     except ValueError as exc:
         raise ConfigError([ConfigProblem("--topic", str(exc))]) from exc
-    write_control(config.state_path, control)
-    what = f"topics {', '.join(topics)} of link {spec.name}" if topics else f"link {spec.name}"
-    click.echo(f"{what}: resumed (link state: {control.state})")
-    sys.exit(_await_workers(config, spec, control.holds, wait_s))
+    sys.exit(_write_and_await(config, spec, control, topics, done="resumed", wait_s=wait_s))
 
 
 @link.command("status")
@@ -183,7 +179,25 @@ def _live_workers(config: MirrorwatchConfig, name: str) -> list[WorkerStatus]:
     return [s for s in found if not s.is_stale(now) and s.state != "failed"]
 
 
-def _await_workers(config: MirrorwatchConfig, spec: LinkConfig, holds: Any, wait_s: float) -> int:
+def _write_and_await(
+    config: MirrorwatchConfig,
+    spec: LinkConfig,
+    control: LinkControl,
+    topics: tuple[str, ...],
+    *,
+    done: str,
+    wait_s: float,
+) -> int:
+    """Write the link's new control document, say what changed, and wait for its running workers to obey."""
+    from kernel.link_control import write_control
+
+    write_control(config.state_path, control)
+    what = f"topics {', '.join(topics)} of link {spec.name}" if topics else f"link {spec.name}"
+    click.echo(f"{what}: {done} (link state: {control.state})")
+    return _await_workers(config, spec, control.holds, wait_s)
+
+
+def _await_workers(config: MirrorwatchConfig, spec: LinkConfig, holds: Callable[[str], bool], wait_s: float) -> int:
     """Wait until every running worker of the link on this host reports each partition it owns paused exactly when
     the control holds its topic: 0 when they do (or none runs: the link starts so), 1 when one did not in time."""
     deadline = time.monotonic() + wait_s
