@@ -24,7 +24,7 @@ from kernel.config import LinkConfig, MirrorwatchConfig
 from kernel.link_control import LinkControl
 from kernel.worker_status import WorkerStatus
 
-__all__ = ["link"]
+__all__ = ["checked_link", "link"]
 
 CONFIG = click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False, path_type=Path))
 LINK = click.option("--link", "link_name", required=True, help="The link, by its name in the config.")
@@ -140,12 +140,16 @@ def _config(config_path: Path) -> MirrorwatchConfig:
 
 
 def _link_of(config_path: Path, name: str, topics: tuple[str, ...]) -> tuple[MirrorwatchConfig, LinkConfig]:
-    """The config and its link `name`; ConfigError (exit 2) for an unknown link, a spark link, or a topic the link
-    does not mirror."""
+    config = _config(config_path)
+    return config, checked_link(config, name, topics)
+
+
+def checked_link(config: MirrorwatchConfig, name: str, topics: tuple[str, ...]) -> LinkConfig:
+    """The config's link `name`, whose state (or these topics') an operator may change; ConfigError (exit 2) for an
+    unknown link (path `--link`), a spark link, or a topic the link does not mirror (path `--topic`)."""
     from kernel.errors import ConfigError, ConfigProblem
     from mirror.topics import select_topics
 
-    config = _config(config_path)
     found = [(i, spec) for i, spec in enumerate(config.links) if spec.name == name]
     if not found:
         names = ", ".join(spec.name for spec in config.links) or "none"
@@ -167,7 +171,7 @@ def _link_of(config_path: Path, name: str, topics: tuple[str, ...]) -> tuple[Mir
         raise ConfigError(
             [ConfigProblem("--topic", f"{t!r} is not a topic link {name} mirrors (see its topics:)") for t in unknown]
         )
-    return config, spec
+    return spec
 
 
 def _live_workers(config: MirrorwatchConfig, name: str) -> list[WorkerStatus]:

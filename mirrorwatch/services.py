@@ -31,6 +31,7 @@ from kernel.web_config import load_web_config
 from kernel.worker_status import WorkerStatus
 from mirror.runner import python_links, run_links, tune_gc, worker_for
 from mirror.worker import WorkerBase
+from mirrorwatch.control_routes import control_routes
 from monitor.history import CanaryReading
 from monitor.http import HttpServer, create_app
 from monitor.service import LinkStatuses, MonitorService
@@ -70,8 +71,9 @@ def serve(
         collectors.append(CanaryCollector(canary.view))
     else:
         routes.append(Route("/canary", _json_route(lambda: _published_canary(config))))
-
     web = load_web_config(config.http.web_config_file) if config.http.web_config_file else None
+    if monitor is not None:  # pause and resume a link (POST: only behind the API's basic auth)
+        routes.extend(control_routes(config, web))
 
     def start(port: int) -> HttpServer:
         app = create_app(monitor, extra_routes=routes, collectors=collectors)

@@ -1,0 +1,115 @@
+"""The HTTP API's side of `mirrorwatch link pause|resume` (part of the composition root: it writes the link's control
+document, `kernel.link_control`, in the config's state_dir, which the link's workers on this host read):
+
+    GET  /mirror/links/{link}/control                           the state as asked (active, paused, partly paused)
+    POST /mirror/links/{link}/pause[?topic=T&topic=U][&reason=R] pause the link, or these source topics of it
+    POST /mirror/links/{link}/resume[?topic=T]                   resume the link (every pause lifted), or these topics
+
+A change of state needs the API's basic auth (`http.web_config_file` with `basic_auth_users`): without it every
+POST is refused (403), so that an API left open on a network reads but never stops a mirror. The answer is the new
+control document; the workers obey within a second (`mirrorwatch link status` and `/mirror/links/{link}` say when).
+The same checks as the CLI: an unknown link is 404; a spark link, a topic the link does not mirror, a topic resumed
+alone while the whole link is paused, or an oversized query is 400 with the reason, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import time
+from collections.abc import Awaitable, Callable
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from kernel.config import MirrorwatchConfig
+from kernel.errors import ConfigError
+from kernel.link_control import ControlUnreadable, LinkControl, read_control, write_control
+from kernel.web_config import WebConfig
+from mirrorwatch.link_cli import checked_link
+
+__all__ = ["control_routes"]
+
+MAX_TOPICS = 1000  # per request
+MAX_REASON = 1000  # characters
+
+
+def control_routes(config: MirrorwatchConfig, web: WebConfig | None) -> list[Route]:
+    protected = web is not None and bool(web.users)
+    names = {link.name for link in config.links}
+
+    async def show(request: Request) -> Response:
+        name = request.path_params["link"]
+        if name not in names:
+            return _error(404, f"no link named {name!r}")
+        try:
+            control = await run_in_threadpool(read_control, config.state_path, name)
+        except ControlUnreadable as exc:
+            return _error(503, str(exc))
+        return JSONResponse(control.as_json())
+
+    def change(action: str) -> Callable[[Request], Awaitable[Response]]:
+        async def respond(request: Request) -> Response:
+            name = request.path_params["link"]
+            if not protected:
+                return _error(
+                    403,
+                    "changing a link's state needs the API's basic auth (http.web_config_file with "
+                    "basic_auth_users); use `mirrorwatch link pause|resume` on a host that shares the state_dir",
+                )
+            if name not in names:
+                return _error(404, f"no link named {name!r}")
+            topics = tuple(request.query_params.getlist("topic"))
+            reason = request.query_params.get("reason", "")
+            if len(topics) > MAX_TOPICS or len(reason) > MAX_REASON:
+                return _error(400, f"at most {MAX_TOPICS} topics and a reason of {MAX_REASON} characters")
+            by = f"{_user(request.headers.get('authorization', ''))}@http"
+            try:
+                control = await run_in_threadpool(_changed, config, name, topics, action, reason, by)
+            except ConfigError as exc:
+                return _error(400, "; ".join(p.message for p in exc.problems))
+            except ControlUnreadable as exc:
+                return _error(503, str(exc))
+            return JSONResponse(control.as_json())
+
+        return respond
+
+    return [
+        Route("/mirror/links/{link}/control", show),
+        Route("/mirror/links/{link}/pause", change("pause"), methods=["POST"]),
+        Route("/mirror/links/{link}/resume", change("resume"), methods=["POST"]),
+    ]
+
+
+def _changed(  # noqa: PLR0917 -- the request's fields, in order
+    config: MirrorwatchConfig, name: str, topics: tuple[str, ...], action: str, reason: str, by: str
+) -> LinkControl:
+    from kernel.errors import ConfigProblem
+
+    checked_link(config, name, topics)
+    now_ms = int(time.time() * 1000)
+    current = read_control(config.state_path, name)
+    if action == "pause":
+        control = current.pause(topics, now_ms, reason, by)
+    else:
+        try:
+            control = current.resume(topics, now_ms, by)
+        except ValueError as exc:
+            raise ConfigError([ConfigProblem("topic", str(exc))]) from exc
+    write_control(config.state_path, control)
+    return control
+
+
+def _user(authorization: str) -> str:
+    """The basic-auth user of a request the API let in (its credentials were checked before the route)."""
+    try:
+        decoded = base64.b64decode(authorization[6:].strip(), validate=True)
+    except (binascii.Error, ValueError):
+        return "?"
+    return decoded.partition(b":")[0].decode("utf-8", "replace")[:100] or "?"
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": True, "message": message}, status_code=status)
