@@ -149,6 +149,25 @@ def test_records_a_link_lost_are_said_on_the_overview(api: str, monkeypatch: pyt
     ]
 
 
+def test_paused_partitions_are_said_on_the_overview_and_a_link_all_paused_reads_paused(
+    api: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    why = "paused by ops@h (mirrorwatch link pause): reindex"
+    view = fake_api.link_view()
+    view = replace(view, partitions=tuple(replace(p, position_from="worker") for p in view.partitions))  # live
+    one = replace(view, partitions=(replace(view.partitions[0], paused=why), view.partitions[1]))
+    monkeypatch.setattr(fake_api, "link_view", lambda *_args: one)
+    app = console()
+    assert [str(w.value) for w in app.warning] == [
+        "paused by an operator: orders[0]: they copy nothing, their lag grows"
+    ]
+    assert "healthy" in texts(app)  # the link's other partition is judged as ever
+    both = replace(view, partitions=tuple(replace(p, paused=why) for p in view.partitions))
+    monkeypatch.setattr(fake_api, "link_view", lambda *_args: both)
+    app = console()
+    assert "paused by an operator: copies nothing, its lag grows" in texts(app) and not app.warning
+
+
 def test_an_unreachable_monitor_is_said_plainly(monkeypatch: pytest.MonkeyPatch) -> None:
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     monkeypatch.setenv("MIRRORWATCH_API", url)
