@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import cast
@@ -249,7 +250,7 @@ def test_forged_probes_change_no_counter_and_create_no_series_with_a_signing_key
         # wrong key, and with no signature at all
         records.append(Record(key=real.key(), value=real.value(), partition=0, headers=signed(real.value(), wrong_key)))
         records.append(Record(key=real.key(), value=real.value(), partition=0))
-        before = link_view(canary)
+        before, forged_ns = link_view(canary), time.time_ns()
         produce(source, "source", topic, records)
         # Probes produced after the forged ones on the same partition arrive after them: then they were all read
         sent_after = before.partitions[0].sent + 2
@@ -261,8 +262,11 @@ def test_forged_probes_change_no_counter_and_create_no_series_with_a_signing_key
         )
         after = link_view(canary)
         assert [p.partition for p in after.partitions] == list(range(PARTITIONS))
-        assert (after.total("duplicated"), after.total("reordered"), after.total("late")) == (0, 0, 0)
-        assert all(r["counted_as"] == "received" for r in after.recent)
+        # the forged probes moved no counter (what the canary counted before them is not theirs: on a loaded run the
+        # first probe of each partition can wait out the 4 s SLA for the mirror to start, and be late)
+        counters = ("duplicated", "reordered", "late")
+        assert [after.total(c) - before.total(c) for c in counters] == [0, 0, 0]
+        assert all(r["counted_as"] == "received" for r in after.recent if r["received_ns"] >= forged_ns)
         assert "probe(s) on" in caplog.text and "without a valid signature ignored" in caplog.text
         registry = CollectorRegistry()
         registry.register(CanaryCollector(canary.view))
