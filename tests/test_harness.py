@@ -110,14 +110,14 @@ def test_a_phase_past_its_limit_is_ended_saying_what_ran_where_and_what_had_fail
     assert len(pids) == 3, pids  # the controller and two workers
     assert not [pid for pid in pids if Path(f"/proc/{pid}").exists()], pids
     # and the end-of-run report says how far the phase came, its tests left out of the totals
-    report = subprocess.run(
-        [sys.executable, "scripts/test_report.py", "durations", str(results)],
-        check=False,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-    )
+    report = closing_report(results)
     assert "main: no JUnit XML (the phase did not finish); tests that had ended: 1 failed, 1 passed" in report.stdout
+
+
+def closing_report(results: Path) -> subprocess.CompletedProcess[str]:
+    """What `make test` prints at its end for these phase results (scripts/test_report.py)."""
+    command = [sys.executable, "scripts/test_report.py", "durations", str(results)]
+    return subprocess.run(command, check=False, cwd=REPO, capture_output=True, text=True)
 
 
 def test_a_phase_terminated_ends_its_command_with_it(tmp_path: Path) -> None:
@@ -145,13 +145,7 @@ def test_the_closing_report_names_each_failed_test_with_its_message(tmp_path: Pa
         '<failure message="TimeoutError: timed out after 30 s waiting for the monitor to list g&#10;more">tb</failure>'
         "</testcase></testsuite></testsuites>"
     )
-    report = subprocess.run(
-        [sys.executable, "scripts/test_report.py", "durations", str(tmp_path)],
-        check=False,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-    )
+    report = closing_report(tmp_path)
     lines = report.stdout.splitlines()
     at = lines.index("  main      tests/monitor/test_x.py::test_waits  (31 s)")
     assert lines[at + 1].strip() == "TimeoutError: timed out after 30 s waiting for the monitor to list g", lines
