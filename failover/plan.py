@@ -216,8 +216,8 @@ def _describe_groups(cluster: ClusterConfig, alias: str, groups: list[str]) -> d
     while todo:
         try:
             described, _ = described_groups(cluster, alias, todo, min(TIMEOUT_S, max(1.0, deadline - time.monotonic())))
-        except GroupOffsetsUnknown as exc:  # the child crashed or gave no answer: all of them unknown this time
-            described = dict.fromkeys(todo, FetchError(str(exc), exc.code, True))
+        except GroupOffsetsUnknown as exc:  # the child crashed or gave no answer (ask again), or the process stops
+            described = dict.fromkeys(todo, FetchError(str(exc), exc.code, exc.retriable))
         again: list[str] = []
         for group in todo:
             found = described.get(group, FetchError("no answer", "_TIMED_OUT", True))

@@ -69,10 +69,11 @@ class FetchError:
 
 
 class GroupOffsetsUnknown(KafkaClientError):
-    """No answer at all for this ask: the child crashed (the librdkafka bug above) or did not answer in time."""
+    """No answer at all for this ask: the child crashed (the librdkafka bug above) or did not answer in time (ask
+    again), or this process is stopping (`stopping`: code _STOPPING, not retriable: no child will answer again)."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message, code="_CRASHED", retriable=True)
+    def __init__(self, message: str, *, stopping: bool = False) -> None:
+        super().__init__(message, code="_STOPPING" if stopping else "_CRASHED", retriable=not stopping)
 
 
 @dataclass(frozen=True)
@@ -258,7 +259,7 @@ class _Fetcher:
                     " coordinator moves or its connection drops)"
                 )
         if _stopping.is_set():  # ended by `end_children`: not a crash
-            return GroupOffsetsUnknown(f"cluster {self.alias!r}: this process is stopping")
+            return GroupOffsetsUnknown(f"cluster {self.alias!r}: this process is stopping", stopping=True)
         self.crashes += 1
         outcome = "a new one asks now" if idle else "consumer groups unknown this time; a new client asks next time"
         message = f"cluster {self.alias!r}: {why}; {outcome}"
@@ -277,7 +278,7 @@ class _Fetcher:
             return {kind: {} for kind in timeouts}
         timeout_s = max(timeouts.values())
         if _stopping.is_set():
-            raise GroupOffsetsUnknown(f"cluster {self.alias!r}: this process is stopping")
+            raise GroupOffsetsUnknown(f"cluster {self.alias!r}: this process is stopping", stopping=True)
         with self._lock:
             if self._process is not None and not self._process.is_alive():
                 self._lost("the child asking its consumer groups ended between two asks", idle=True)

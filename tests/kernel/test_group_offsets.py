@@ -135,11 +135,18 @@ print("OUTCOME", outcome)
 try:
     group_offsets.committed_offsets(nowhere, "nowhere", ["g"], timeout_s=1)
 except group_offsets.GroupOffsetsUnknown as exc:
-    print("LATER", exc, asking._process)
+    print("LATER", exc, asking._process, exc.code, exc.retriable)
+from failover.plan import _describe_groups  # its retries (up to 2 min) must not wait on a process that stops
+began = time.monotonic()
+try:
+    _describe_groups(nowhere, "nowhere", ["g"])
+except Exception as exc:
+    print("DESCRIBE", type(exc).__name__, exc.code, round(time.monotonic() - began) < 10)
 """
     result = subprocess.run([sys.executable, "-c", parent], check=False, capture_output=True, text=True, timeout=120)
     said = result.stdout + result.stderr
     assert "ALIVE False False" in said, said
     assert "OUTCOME [GroupOffsetsUnknown(\"cluster 'nowhere': this process is stopping\")]" in said, said
-    assert "LATER cluster 'nowhere': this process is stopping None" in said, said
+    assert "LATER cluster 'nowhere': this process is stopping None _STOPPING False" in said, said
+    assert "DESCRIBE KafkaClientError _STOPPING True" in said, said  # said at once, not asked again
     assert "LOG" not in said, said  # nothing said as a crash
