@@ -268,8 +268,7 @@ class LinkWorker(IdentityWorker):
                 delivery.refresh_wanted = False
                 self._request_refresh()
             self._take_survey()
-            if self._hold.held or self._hold.control.state != "active":  # `mirrorwatch link pause|resume`
-                self._hold.apply(consumer, self._progress, self._held_otherwise)
+            self._hold.apply(consumer, self._progress, self._held_otherwise)  # `mirrorwatch link pause|resume`
             delivery.drain()
             if delivery.outbox:
                 # Back-pressure: the producer is full. Read nothing more until it takes records again; pause the

@@ -55,9 +55,12 @@ class OperatorHold:
             self.control = control
 
     def apply(self, consumer: Consumer, owned: Iterable[Key], blocked: Callable[[Key], bool]) -> None:
-        """Pause the owned partitions the control holds and resume those it no longer holds (from the loop only);
-        `blocked`: a partition held for another reason stays paused."""
-        control, owned = self.control, set(owned)
+        """Pause the owned partitions the control holds and resume those it no longer holds (from the loop only, every
+        turn: nothing to do costs two reads); `blocked`: a partition held for another reason stays paused."""
+        control = self.control
+        if not self.held and not control.paused and not control.paused_topics:
+            return
+        owned = set(owned)
         wanted = {key for key in owned if control.holds(key[0])}
         newly = wanted - self.held
         freed = sorted(key for key in (self.held - wanted) & owned if not blocked(key))

@@ -213,8 +213,7 @@ class TransactionalLinkWorker(WorkerBase):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
-                if self._hold.held or self._hold.control.state != "active":  # `mirrorwatch link pause|resume`
-                    self._hold.apply(consumer, self._assigned, lambda key: key in self._stopped)
+                self._hold.apply(consumer, self._assigned, self._stopped.__contains__)  # `mirrorwatch link pause`
                 for msg in consumer.consume(num_messages=2000, timeout=min(0.1, remaining)):
                     self._mirror_one(msg, advanced)
                 producer.poll(0)

@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from kernel.config import MirrorwatchConfig
-from kernel.errors import ConfigError
+from kernel.errors import ConfigError, ConfigProblem
 from kernel.link_control import ControlUnreadable, LinkControl, read_control, write_control
 from kernel.web_config import WebConfig
 from mirrorwatch.link_cli import checked_link
@@ -86,8 +86,6 @@ def control_routes(config: MirrorwatchConfig, web: WebConfig | None) -> list[Rou
 def _changed(  # noqa: PLR0917 -- the request's fields, in order
     config: MirrorwatchConfig, name: str, topics: tuple[str, ...], action: str, reason: str, by: str
 ) -> LinkControl:
-    from kernel.errors import ConfigProblem
-
     checked_link(config, name, topics)
     now_ms = int(time.time() * 1000)
     current = read_control(config.state_path, name)
