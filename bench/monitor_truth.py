@@ -94,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
                 "observed_ms": x.observed_ms,
                 "seconds": x.seconds,
                 "truth_seconds": x.truth_seconds,
+                "truth_low_seconds": x.truth_low_seconds,
                 "served_truth_seconds": x.served_truth_seconds,
                 "positions_from": x.positions_from,
                 "partitions": x.served,

@@ -137,6 +137,28 @@ class TruthRun:
             and sample.seconds <= bound + self.tolerance_s(sample)
         )
 
+    def zero_while_behind(self, phase: Phase) -> list[Sample]:
+        """The samples of a phase reading 0 (in seconds or in records) while the truth's lower bound was more than
+        2 s behind."""
+        return [
+            s
+            for s in self.judged()
+            if self.phase_of(s.observed_ms) is phase and s.truth_low_seconds > 2 and (s.seconds == 0 or s.records == 0)
+        ]
+
+    def zero_while_behind_detail(self, name: str) -> str:
+        """Those samples of the phase called `name` as served, with the truth at each partition's moment: what a
+        failure must show to be understood."""
+        out = []
+        for phase in (p for p in self.phases if p.name == name):
+            for s in self.zero_while_behind(phase):
+                out.append(
+                    f"read at {s.poll_ms} for {s.observed_ms}: {s.seconds} s / {s.records} records, truth "
+                    f"{s.truth_low_seconds:.3f}-{s.truth_seconds:.3f} s / {s.truth_records} records; served "
+                    f"{s.served}"
+                )
+        return "\n".join(out)
+
     def report(self) -> list[dict[str, Any]]:
         rows = []
         for phase in self.phases:
@@ -160,9 +182,7 @@ class TruthRun:
                     "error_max_records": max(record_errors, default=None),
                     "outside_tolerance": sum(1 for s in known if self.is_outside(s)),
                     "held_by_running_batch": sum(1 for s in known if self.is_held_by_running_batch(s)),
-                    "zero_while_behind": sum(
-                        1 for s in mine if s.truth_low_seconds > 2 and (s.seconds == 0 or s.records == 0)
-                    ),
+                    "zero_while_behind": len(self.zero_while_behind(phase)),
                     "no_figure": len(mine) - len(known),
                     "unexplained": sum(1 for s in mine if s.unexplained),
                     "reasons": sorted({str(p.get("reason")) for s in mine for p in s.unknown}),

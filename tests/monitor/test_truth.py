@@ -53,7 +53,9 @@ def assert_truthful(run: TruthRun, phases: list[str]) -> None:
         assert row["unexplained"] == 0, f"{name}: samples without a figure or a reason ({row}): {unknown}"
         if not name.startswith("source"):
             assert row["no_figure"] == 0, f"{name}: samples without a figure ({row}): {unknown}"
-        assert row["zero_while_behind"] == 0, f"{name}: 0 lag read while the truth was above 2 s ({row})"
+        assert row["zero_while_behind"] == 0, (
+            f"{name}: 0 lag read while the truth was above 2 s ({row}):\n{run.zero_while_behind_detail(name)}"
+        )
     print_report(run)  # the errors, for whoever reads the log: B5 judges them
     for name, row in list(rows.items())[1:]:  # each fault really put the mirror behind (the harness waits for it)
         assert row["truth_peak_seconds"] >= HELD_S, f"{name}: the fault did not hold the mirror back ({row})"
