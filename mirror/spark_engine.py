@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from kernel.access import require_access
 from kernel.clock import SystemClock
@@ -72,6 +73,9 @@ STATUS_EVERY_S = 1.0  # the driver rewrites its status this often (the monitor's
 # ... and reads its checkpoint's commit log this often: a batch counts as written as soon as Spark committed it, not
 # when the listener bus gets round to telling (seen 1.5 s late while the query caught up after a target freeze)
 CHECKPOINT_POLL_S = 0.25
+# How long a status waits for the source's high-watermarks (a source not answering: the status goes out without them)
+HIGH_READ_TIMEOUT_S = 0.5
+_LATEST: OffsetSpec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
 _PROVENANCE = [PROVENANCE, SOURCE_CLUSTER, SOURCE_TOPIC, SOURCE_PARTITION, SOURCE_OFFSET, PATH, HOPS]
 
 
@@ -92,9 +96,15 @@ class _Progress:
     learnt of from whichever comes first: the query listener, or the checkpoint's commit log (`poll_checkpoint`)."""
 
     def __init__(
-        self, config: MirrorwatchConfig, link: LinkConfig, plan: SparkLinkPlan, keeper: TopicKeeper | None = None
+        self,
+        config: MirrorwatchConfig,
+        link: LinkConfig,
+        plan: SparkLinkPlan,
+        keeper: TopicKeeper | None = None,
+        source_admin: AdminClient | None = None,
     ) -> None:
         self.link, self.plan = link, plan
+        self._source_admin = source_admin  # for the high-watermarks each status states (`_read_highs`)
         self._committer: Consumer = new_consumer(
             config.clusters[link.source],
             link.source,
@@ -109,23 +119,13 @@ class _Progress:
         self.stats: dict[str, float] = {"records_in_total": 0, "records_out_total": 0}
         self.batches = 0
         self._batch_id = -1  # the newest batch whose end offsets are the positions
-        # the high-watermarks the listener's batch `_latest_batch` was planned against (the checkpoint has none)
-        self._latest: dict[tuple[str, int], int] = {}
-        self._latest_batch = -1
 
     def batch_done(self, progress: Any) -> None:
-        sources = [{"endOffset": s.endOffset, "latestOffset": s.latestOffset} for s in progress.sources]
-        offsets = parse_end_offsets(sources)
+        offsets = parse_end_offsets([{"endOffset": s.endOffset} for s in progress.sources])
         rows = int(progress.numInputRows or 0)
         batch_id = int(progress.batchId)
-        try:
-            latest = parse_end_offsets(sources, field="latestOffset")
-        except (ValueError, AttributeError, TypeError):
-            latest = {}
         with self._lock:
             self.batches += 1
-            if batch_id >= self._latest_batch:
-                self._latest, self._latest_batch = latest, batch_id
             self.stats["records_in_total"] += rows
             self.stats["records_out_total"] += rows  # the batch is committed: its rows are written
             self.stats["spark_batch_duration_seconds"] = float(progress.batchDuration or 0) / 1000
@@ -169,23 +169,34 @@ class _Progress:
                         self._positions.pop(tp, None)
         return True
 
+    def _read_highs(self, keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """The source's high-watermarks of these partitions, read now ({} for those the source did not tell within
+        HIGH_READ_TIMEOUT_S: the monitor then measures them against its own read)."""
+        if self._source_admin is None or not keys:
+            return {}
+        futures = self._source_admin.list_offsets(
+            {TopicPartition(t, p): _LATEST for t, p in keys}, request_timeout=HIGH_READ_TIMEOUT_S
+        )
+        highs: dict[tuple[str, int], int] = {}
+        for tp, future in futures.items():
+            try:
+                highs[(tp.topic, tp.partition)] = int(future.result(timeout=HIGH_READ_TIMEOUT_S).offset)
+            except (KafkaException, TimeoutError):
+                continue
+        return highs
+
     def status(self) -> WorkerStatus:
         """The end offsets of the last committed micro-batch: every record below them is on the target (the sink
-        wrote the batch with acks=all before the batch counts as done); as the high-watermark the worker saw, the one
-        that batch was planned against: its `latestOffset` when the listener told it, its end offsets when the
-        checkpoint did first and no `maxOffsetsPerTrigger` limits a batch (unknown otherwise)."""
+        wrote the batch with acks=all before the batch counts as done), at the status's moment; and as the
+        high-watermarks the worker saw, the source's read after that moment (an honest bound: what the source took
+        by then is below it). Not the high-watermarks a batch was planned against: those are as old as the batch
+        (seconds, while a frozen target holds it), and stated at the status's moment they read a link caught up
+        while records waited (issue #41, a CI run of the truth test)."""
         with self._lock:
             positions = sorted(self._positions.items())
-            if self._latest_batch == self._batch_id:
-                latest = self._latest
-            elif self.plan.max_offsets_per_trigger is None:
-                # learnt from the checkpoint before the listener: without a read limit a batch reads up to the
-                # high-watermarks it was planned against, so its end offsets are those
-                latest = dict(self._positions)
-            else:
-                latest = {}
             now_ms = self._clock.now_ms()
             stats = dict(self.stats)
+        latest = self._read_highs([key for key, _ in positions])
         return WorkerStatus(
             link=self.link.name,
             worker=0,
@@ -364,7 +375,7 @@ def run_spark_link(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
-    progress = _Progress(config, link, plan, keeper)
+    progress = _Progress(config, link, plan, keeper, source_admin)
     spark.streams.addListener(_listener(progress))
     plan.checkpoint.mkdir(parents=True, exist_ok=True)
     target = config.clusters[link.target]

@@ -220,14 +220,12 @@ def _escape(topic: str) -> str:
     return "".join("\\" + c if c in ".-+*?[](){}^$|\\" else c for c in topic)
 
 
-def parse_end_offsets(sources: Sequence[Mapping[str, object]], field: str = "endOffset") -> dict[tuple[str, int], int]:
+def parse_end_offsets(sources: Sequence[Mapping[str, object]]) -> dict[tuple[str, int], int]:
     """The end offsets of a micro-batch's Kafka sources (StreamingQueryProgress.sources[*].endOffset, JSON text
-    like {"orders": {"0": 120, "1": 98}}): the next offset to read per partition, i.e. everything below is written.
-    With `field="latestOffset"`: the partitions' high-watermarks the batch was planned against (Spark 3.4+; the end
-    offsets are lower only under `maxOffsetsPerTrigger`)."""
+    like {"orders": {"0": 120, "1": 98}}): the next offset to read per partition, i.e. everything below is written."""
     offsets: dict[tuple[str, int], int] = {}
     for source in sources:
-        end = source.get(field)
+        end = source.get("endOffset")
         if not isinstance(end, str) or not end.startswith("{"):
             continue
         for topic, partitions in json.loads(end).items():

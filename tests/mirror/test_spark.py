@@ -118,8 +118,8 @@ def test_fifty_thousand_records_keep_partition_key_value_and_headers_and_the_mon
     # lag in the Burrow view (the collector's own rounds).
     lag = monitor_sees_link_caught_up(base, "sparked", group, topic, PARTITIONS)
     assert lag["partition_count"] == PARTITIONS and lag["totallag"] == 0 and lag["status"] == "OK"
-    # The driver's status: every partition at the end of what was produced, and the high-watermark its last batch was
-    # planned against (the batch's latestOffset) with it, the proof a gone driver was caught up when it last spoke.
+    # The driver's status: every partition at the end of what was produced, and the source's high-watermark it read
+    # with it, the proof a gone driver was caught up when it last spoke.
     (status_file,) = (tmp_path / "state" / "status" / "links").glob("sparked.*.json")
     status = WorkerStatus.from_json(json.loads(status_file.read_text()))
     assert status is not None

@@ -138,16 +138,6 @@ def test_batch_end_offsets_are_read_from_the_progress_json() -> None:
     assert parse_end_offsets(sources) == {("orders", 0): 120, ("orders", 1): 98, ("payments", 0): 5}
 
 
-def test_the_high_watermarks_a_batch_was_planned_against_are_read_from_its_latest_offsets() -> None:
-    """Under maxOffsetsPerTrigger a batch ends below the partition's end: its latestOffset says how far below."""
-    source: dict[str, object] = {
-        "endOffset": '{"orders": {"0": 100, "1": 98}}',
-        "latestOffset": '{"orders": {"0": 250, "1": 98}}',
-    }
-    assert parse_end_offsets([source], field="latestOffset") == {("orders", 0): 250, ("orders", 1): 98}
-    assert parse_end_offsets([{"latestOffset": None}], field="latestOffset") == {}
-
-
 def test_an_offset_log_entry_gives_the_batch_end_offsets_and_nothing_when_not_in_that_form() -> None:
     """The driver reads its checkpoint's offset log for a batch the commit log says is done (as Spark 4 writes it)."""
     entry = (
