@@ -71,12 +71,12 @@ class LinkWorker(IdentityWorker):
     # -- positions --------------------------------------------------------------------------------------------------
 
     def _note_high_watermarks(self) -> None:
-        """The high-watermarks the consumer saw, noted by the loop for the status (`_cached_high_watermarks`)."""
-        self._seen_high = self._cached_high_watermarks(self._progress)
+        """The high-watermarks the consumer saw, noted by the loop for the status (`mirror.highs`)."""
+        self._note_highs(self._progress)
 
     def _partition_positions(self) -> tuple[PartitionPosition, ...]:
         return owned_positions(
-            self._progress, self._earlier_progress, self._seen_high, self._stopped, self._target_topic
+            self._progress, self._earlier_progress, self._stated_highs(), self._stopped, self._target_topic
         )
 
     def _released_positions(self) -> tuple[PartitionPosition, ...]:
@@ -206,6 +206,9 @@ class LinkWorker(IdentityWorker):
         """Whether the partition stays paused whatever back-pressure does: stopped alone, waiting for its target
         topic, or paused by the operator."""
         return key in self._stopped or key in self._awaiting_target or self._hold.holds(key)
+
+    def _fetching(self, key: tuple[str, int]) -> bool:
+        return not (self._paused or self._held_alone(key))
 
     def _held_otherwise(self, key: tuple[str, int]) -> bool:
         """Whether the partition stays paused when the operator resumes it: back-pressure holds every partition, or

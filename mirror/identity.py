@@ -49,7 +49,7 @@ class IdentityWorker(WorkerBase):
     def _write_notes(self, keys: list[tuple[str, int]]) -> None:
         assert self._keeper is not None
         targets = {t: self._keeper.target_ids.get(self._keeper.target_topic(t), "") for t, _p in keys}
-        self._generations.write(keys, self._progress, self._seen_high, self._stopped, targets)
+        self._generations.write(keys, self._progress, self._highs.noted, self._stopped, targets)
 
     def _topic_recreated(self, topic: str, partition: int) -> bool:
         """A refused position may be the old topic's (deleted and created again faster than a rebalance or a refresh):
@@ -70,7 +70,7 @@ class IdentityWorker(WorkerBase):
         for key in self._generations.changed(self._progress, self._keeper.topic_ids, self._stopped):
             progress = self._progress[key]
             position = progress.acked if progress.acked is not None else progress.committed
-            if self._recreated(key[0], key[1], position, self._seen_high.get(key)) != "restart":
+            if self._recreated(key[0], key[1], position, self._highs.noted.get(key)) != "restart":
                 self._consumer.pause([TopicPartition(*key)])
                 continue
             self._delivery.forget({key})

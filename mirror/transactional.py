@@ -171,7 +171,7 @@ class TransactionalLinkWorker(WorkerBase):
         if now < self._next_high:
             return
         self._next_high = now + STATUS_EVERY_S
-        self._seen_high = self._cached_high_watermarks(self._assigned)
+        self._note_highs(self._assigned)
 
     def _skipped(self, key: tuple[str, int], to: int) -> None:
         """Records below `to` given up: the next transaction commits from there on (with its next record)."""
@@ -179,7 +179,7 @@ class TransactionalLinkWorker(WorkerBase):
 
     def _partition_positions(self) -> tuple[PartitionPosition, ...]:
         """Records count as acknowledged only when their transaction committed."""
-        seen_high = self._seen_high
+        seen_high = self._stated_highs()
         return tuple(
             PartitionPosition(
                 topic=t,

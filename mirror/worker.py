@@ -7,6 +7,7 @@ the two loops on top; both compose the same parts: the topic keeper, the router 
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -31,8 +32,9 @@ from mirror.client_stats import ClientStats, summarize
 from mirror.failure import LinkFailure, MirrorFailure
 from mirror.gaps import TargetLost, out_of_range, recreated, target_lost, truncated_at
 from mirror.handler import load_handler
+from mirror.highs import SeenHighs
 from mirror.hold import OperatorHold
-from mirror.progress import PartitionProgress, vouched_highs
+from mirror.progress import PartitionProgress
 from mirror.routes import Router
 from mirror.settings import PRODUCER_DEFAULTS, consumer_settings, producer_settings
 from mirror.stats import LinkStats
@@ -106,10 +108,7 @@ class WorkerBase:
         self._stopped: dict[tuple[str, int], str] = {}  # partitions this worker stopped mirroring alone, and why
         self._hold = OperatorHold(config.state_path, link.name, self.name)  # `mirrorwatch link pause|resume`
         self._cooperative = True  # the group's rebalance protocol (its assignors: all cooperative-sticky)
-        # `vouched_highs`: the cached high-watermarks at the last lost broker (`_highs_stale_ms`); the loop's noted ones
-        self._stale_highs: dict[tuple[str, int], int] = {}
-        self._seen_high: dict[tuple[str, int], int] = {}
-        self._highs_stale_ms: int | None = None
+        self._highs = SeenHighs()  # what the consumer saw of the high-watermarks, and what a status states
 
     # -- public view ------------------------------------------------------------------------------------------------
 
@@ -132,18 +131,23 @@ class WorkerBase:
         """Partitions no longer owned, with what was acknowledged of them (see WorkerStatus.released)."""
         return ()
 
-    def _cached_high_watermarks(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        """The consumer's cached high-watermarks less those not fetched since it last lost the source (`vouched_highs`).
-        From the loop only: the consumer is the loop's alone (from another thread its calls wait for consume())."""
-        return vouched_highs(_raw_highs(self._consumer, partitions), self._stale_highs)
+    def _fetching(self, key: tuple[str, int]) -> bool:
+        """Whether the consumer fetches the partition: not paused for back-pressure, by the operator or alone."""
+        return not (self._paused or key in self._stopped or self._hold.holds(key))
+
+    def _stated_highs(self) -> dict[tuple[str, int], int]:
+        """The high-watermarks a status states as of its own moment (`mirror.highs`)."""
+        return self._highs.stated(self._fetching, self._clock.now_ms())
+
+    def _note_highs(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """From the loop only (the consumer is the loop's alone: from another thread its calls wait for consume())."""
+        self._highs.note(functools.partial(_raw_highs, self._consumer), partitions, self._clock.now_ms())
 
     def _on_consumer_error(self, error: KafkaError) -> None:
         """A source broker lost (served in consume(); librdkafka's lines say it) stales the cached high-watermarks."""
         log.debug("link %s: source consumer error: %s", self.name, error.str())
         if error.code() in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN):
-            self._highs_stale_ms = self._clock.now_ms()
-            self._stale_highs = _raw_highs(self._consumer, {*self._stale_highs, *self._progress, *self._seen_high})
-            self._seen_high = vouched_highs(self._seen_high, self._stale_highs)
+            self._highs.lost(functools.partial(_raw_highs, self._consumer), self._progress, self._clock.now_ms())
 
     def _target_topic(self, topic: str) -> str:
         return self._keeper.topic_map.get(topic, self._rename.target_topic(topic)) if self._keeper else topic
@@ -177,7 +181,7 @@ class WorkerBase:
             released=self._released_positions(),
             gaps=self._ledger.gaps(),
             drift_report=self._keeper.drift_report if self._keeper is not None else {},
-            highs_stale_since_ms=self._highs_stale_ms if self._stale_highs else None,
+            highs_stale_since_ms=self._highs.stale_since_ms,
         )
 
     def status(self) -> dict[str, Any]:
@@ -187,8 +191,7 @@ class WorkerBase:
     def _on_client_stats(self, stats_json: str) -> None:
         summary = summarize(stats_json)
         self._client_stats[summary.role] = summary
-        if _up_since(summary, self._highs_stale_ms, self._clock.now_ms()):
-            self._stale_highs = {}
+        self._highs.seen_again(summary, self._clock.now_ms())
 
     # -- run --------------------------------------------------------------------------------------------------------
 
@@ -514,10 +517,3 @@ def _raw_highs(consumer: Consumer | None, partitions: Iterable[tuple[str, int]])
         if cached >= 0:
             seen[(topic, partition)] = cached
     return seen
-
-
-def _up_since(summary: ClientStats, lost_ms: int | None, now_ms: int) -> bool:
-    """Every broker leading one of the consumer's partitions has been up again since `lost_ms`: it has fetched them
-    since, whether records came or not (the producer's statistics say nothing of the source)."""
-    up_for = summary.leaders_up_for_ms
-    return summary.role == "consumer" and up_for is not None and lost_ms is not None and now_ms - up_for > lost_ms

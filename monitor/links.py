@@ -480,7 +480,8 @@ def served_link(
     - it moved: measured at the fresh status, the oldest waiting record dated between the high-watermarks observed
       (the group's window, the round's and the fresh one): "interpolated" until the next round reads its time;
     - caught up at the round and still at the same position: caught up at the fresh moment unless the source grew,
-      and then dated the same way.
+      and then dated the same way — provided its live worker states the high-watermark it saw (else the round's read
+      is the only proof, and the round's figure stands at its own moment).
     A figure not known at the round for want of its record's time is dated the same way; one not known for want of
     the source stays unknown until a round sees it; one caught up by the round is unknown once the source stopped
     answering since (the fresh positions say so: `SafePosition.high_floor`)."""
@@ -545,6 +546,11 @@ def _served_partition(
         return p
     waiting, method = None, None
     if records == 0:
+        if live is not None and live.high_watermark is None:
+            # caught up only by the round's read of the source, seconds older than the fresh status: records the
+            # source took since wait unseen (seen: 13 records 2 s behind read as 0 at the statuses of a worker whose
+            # consumer had lost the source's broker and stated none). The round's figure stands, at its moment.
+            return p
         seconds: float | None = 0.0
     else:  # dated between the high-watermarks observed (the group's window, the round's, the fresh one)
         points = sorted(

@@ -52,6 +52,8 @@ PURE = {
     "monitor.moments",
     "mirror.drift",
     "mirror.progress",
+    "mirror.highs",
+    "mirror.client_stats",
     "mirror.gaps",
     "mirror.topics",
     "mirror.spark_plan",

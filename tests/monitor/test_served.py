@@ -37,7 +37,7 @@ def source(at_ms: int, high: int, *, committed: int = 80, up: bool = True) -> Cl
     )
 
 
-def status(at_ms: int, acked: int, high: int) -> WorkerStatus:
+def status(at_ms: int, acked: int, high: int | None) -> WorkerStatus:
     document = {
         "link": "l",
         "worker": 0,
@@ -131,6 +131,25 @@ def test_a_partition_that_moved_since_the_round_is_measured_at_its_fresh_status(
     caught_up = [WorkerSighting(status(T0 + 900, 200, 200), True)]
     (served,) = served_link(view, now, fresh(caught_up, now), lambda _t, _p: history).partitions
     assert (served.replication_lag_records, served.replication_lag_seconds) == (0, 0.0)
+
+
+@pytest.mark.parametrize("round_acked", [200, 190])
+def test_caught_up_is_served_at_a_fresh_status_only_on_the_high_watermark_its_worker_saw(round_acked: int) -> None:
+    """The round read 200 at T0 and measured the worker then (caught up, or 10 behind). 2.5 s later its fresh status
+    says 200 acknowledged but states no high-watermark of its own (its consumer lost the source's broker): only the
+    round's read says caught up, and the source may have taken records since — the round's figure stands, at its
+    moment (seen: 13 records 2 s behind read as 0). Stating the high-watermark it saw, the worker is caught up at its
+    fresh status."""
+    view = round_view([WorkerSighting(status(T0 - 200, round_acked, 200), True)])
+    (at_round,) = view.partitions
+    now = T0 + 2_600
+    blind = [WorkerSighting(status(T0 + 2_500, 200, None), True)]
+    (served,) = served_link(view, now, fresh(blind, now)).partitions
+    assert served == at_round
+    assert (served.observed_ms, served.replication_lag_records) == (T0 - 200, 200 - round_acked)
+    seeing = [WorkerSighting(status(T0 + 2_500, 200, 200), True)]
+    (served,) = served_link(view, now, fresh(seeing, now)).partitions
+    assert (served.observed_ms, served.replication_lag_records, served.replication_lag_seconds) == (T0 + 2_500, 0, 0.0)
 
 
 def test_without_fresh_statuses_or_a_known_figure_the_round_stands() -> None:

@@ -1,0 +1,69 @@
+"""What a worker's consumer saw of its partitions' high-watermarks, and which of them its status may state as of its
+own moment (issue #41): the monitor measures a live worker's partition against the high-watermark it states, and
+claims it caught up at the status's moment on it — so a value that may be older than that moment is left out (the
+monitor then measures against its own read of the source, at that read's moment).
+
+Left out: a value not fetched since the consumer last lost the source's broker (`vouched_highs`), one the loop noted
+more than HIGHS_FRESH_MS ago (a loop held up), and one of a partition the consumer does not fetch (paused for
+back-pressure, by the operator, or stopped alone: its value is as old as its pause).
+
+Pure: the worker hands in how to read its consumer's cache (`Cache`, no broker request) and the time."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+from mirror.client_stats import ClientStats
+from mirror.progress import vouched_highs
+
+__all__ = ["HIGHS_FRESH_MS", "SeenHighs"]
+
+Key = tuple[str, int]
+Cache = Callable[[Iterable[Key]], Mapping[Key, int]]  # the consumer's cached high-watermarks of these partitions
+
+# A status states only the high-watermarks the loop noted this recently: a loop held up longer leaves them as old as
+# its last turn, and stated at the status's moment they would read records waiting as none.
+HIGHS_FRESH_MS = 1_000
+
+
+class SeenHighs:
+    """The high-watermarks a worker's consumer saw: noted by the loop (the consumer is the loop's alone: from another
+    thread its calls wait for consume()), read by the status."""
+
+    def __init__(self) -> None:
+        self.noted: dict[Key, int] = {}  # the loop's, every status interval
+        self._noted_ms = 0
+        self._stale: dict[Key, int] = {}  # the cached values at the last lost broker (`vouched_highs`)
+        self._lost_ms: int | None = None
+
+    @property
+    def stale_since_ms(self) -> int | None:
+        """When the consumer lost the source, while values cached then are still not fetched again."""
+        return self._lost_ms if self._stale else None
+
+    def note(self, cache: Cache, partitions: Iterable[Key], now_ms: int) -> None:
+        """From the loop, every status interval: what the consumer's last fetch responses said, and when."""
+        self.noted = vouched_highs(cache(partitions), self._stale)
+        self._noted_ms = now_ms
+
+    def lost(self, cache: Cache, partitions: Iterable[Key], now_ms: int) -> None:
+        """A source broker lost (served in consume()): every value cached now is stale until fetched again."""
+        self._lost_ms = now_ms
+        self._stale = dict(cache({*self._stale, *partitions, *self.noted}))
+        self.noted = vouched_highs(self.noted, self._stale)
+
+    def seen_again(self, summary: ClientStats, now_ms: int) -> None:
+        """The consumer's statistics: every broker leading one of its partitions has been up since the loss (it has
+        fetched them since, whether records came or not; the producer's statistics say nothing of the source)."""
+        up_for = summary.leaders_up_for_ms
+        lost_ms = self._lost_ms
+        if summary.role != "consumer" or up_for is None or lost_ms is None:
+            return
+        if now_ms - up_for > lost_ms:
+            self._stale = {}
+
+    def stated(self, fetching: Callable[[Key], bool], now_ms: int) -> dict[Key, int]:
+        """What a status states as of its own moment (see the module docstring)."""
+        if now_ms - self._noted_ms > HIGHS_FRESH_MS:
+            return {}
+        return {key: high for key, high in self.noted.items() if fetching(key)}

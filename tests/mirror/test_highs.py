@@ -1,0 +1,53 @@
+"""Which of the high-watermarks a worker's consumer saw its status states as of its own moment (pure
+`mirror.highs.SeenHighs`): the monitor claims a partition caught up at the status's moment on them, so a value that
+may be older than that moment is left out (issue #41: a CI run read 13 records 2 s behind as 0)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+from mirror.client_stats import ClientStats
+from mirror.highs import HIGHS_FRESH_MS, SeenHighs
+
+A, B = ("t", 0), ("t", 1)
+
+
+def cache(values: Mapping[tuple[str, int], int]) -> Callable[[Iterable[tuple[str, int]]], dict[tuple[str, int], int]]:
+    """The consumer's cache as the worker reads it: what its last fetch responses said of these partitions."""
+
+    def read(partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        return {key: values[key] for key in partitions if key in values}
+
+    return read
+
+
+def consumer_stats(leaders_up_for_ms: int | None) -> ClientStats:
+    return ClientStats("consumer", 0, 0, 0, 0, None, None, None, 0, None, 0, leaders_up_for_ms)
+
+
+def test_a_status_states_what_the_loop_noted_lately_of_the_partitions_it_fetches() -> None:
+    highs = SeenHighs()
+    highs.note(cache({A: 120, B: 50}), [A, B], now_ms=10_000)
+    assert highs.stated(lambda _key: True, now_ms=10_400) == {A: 120, B: 50}
+    # B paused (back-pressure, the operator, stopped alone): not fetched, its value is as old as its pause
+    assert highs.stated(lambda key: key != B, now_ms=10_400) == {A: 120}
+    # the loop held up (a status every 0.5 s, the loop's last note over a second ago): nothing it noted stands
+    assert highs.stated(lambda _key: True, now_ms=10_000 + HIGHS_FRESH_MS) == {A: 120, B: 50}
+    assert highs.stated(lambda _key: True, now_ms=10_001 + HIGHS_FRESH_MS) == {}
+    assert SeenHighs().stated(lambda _key: True, now_ms=10_000) == {}  # never noted
+
+
+def test_a_value_cached_when_the_source_was_lost_is_stated_only_once_fetched_again() -> None:
+    highs = SeenHighs()
+    highs.note(cache({A: 120, B: 50}), [A, B], now_ms=10_000)
+    highs.lost(cache({A: 120, B: 50}), [A, B], now_ms=10_200)
+    assert highs.stale_since_ms == 10_200
+    assert highs.noted == {}
+    highs.note(cache({A: 130, B: 50}), [A, B], now_ms=10_500)  # A fetched since; B still says what it said
+    assert highs.stated(lambda _key: True, now_ms=10_600) == {A: 130}
+    highs.seen_again(consumer_stats(leaders_up_for_ms=500), now_ms=10_600)  # up since 10,100: before the loss
+    assert highs.stale_since_ms == 10_200
+    highs.seen_again(consumer_stats(leaders_up_for_ms=300), now_ms=10_600)  # up again since 10,300
+    assert highs.stale_since_ms is None
+    highs.note(cache({A: 130, B: 50}), [A, B], now_ms=11_000)
+    assert highs.stated(lambda _key: True, now_ms=11_000) == {A: 130, B: 50}
