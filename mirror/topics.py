@@ -14,13 +14,13 @@ Partition counts, with `partitioning: preserve` (target partition = source parti
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from kernel.config import SyncOptions, TopicSelection
+from kernel.config import SyncOptions
 from kernel.rename import RenamePolicy
+from kernel.selection import INTERNAL_TOPIC_PATTERNS, is_internal_topic, select_topics
 
 __all__ = [
     "INTERNAL_TOPIC_PATTERNS",
@@ -38,16 +38,6 @@ __all__ = [
     "plan_topics",
     "select_topics",
 ]
-
-# Never mirrored unless a link says `exclude_internal_topics: false`: Kafka's own (__consumer_offsets,
-# __transaction_state), Kafka Streams and MirrorMaker 2 internals (*-internal, *.internal), Confluent Platform's, and
-# mirrorwatch's own state topics (its canary topic is added back explicitly by the canary).
-INTERNAL_TOPIC_PATTERNS = (
-    re.compile(r"__.*"),
-    re.compile(r".*[.-]internal"),
-    re.compile(r"_confluent.*"),
-    re.compile(r"mirrorwatch[._-].*"),
-)
 
 # Topic configs that describe the source cluster rather than the data (MirrorMaker 2 leaves out the same ones):
 # throttles and ISR settings depend on the target's brokers; timestamp rules would make the target refuse or rewrite
@@ -130,20 +120,6 @@ class TopicPlan:
     @property
     def changes_target(self) -> bool:
         return bool(self.create or self.add_partitions or self.alter_configs)
-
-
-def is_internal_topic(topic: str) -> bool:
-    return any(p.fullmatch(topic) for p in INTERNAL_TOPIC_PATTERNS)
-
-
-def select_topics(
-    topics: Iterable[str], selection: TopicSelection, *, exclude_internal: bool = True, always: Iterable[str] = ()
-) -> list[str]:
-    """Source topics the link mirrors, sorted. Topics in `always` (the canary topic) are in whenever they exist."""
-    wanted = set(always)
-    return sorted(
-        t for t in topics if t in wanted or (selection.matches(t) and not (exclude_internal and is_internal_topic(t)))
-    )
 
 
 def copyable_configs(configs: Mapping[str, str]) -> dict[str, str]:

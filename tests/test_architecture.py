@@ -38,6 +38,7 @@ PURE = {
     "kernel.patterns",
     "kernel.acl",
     "kernel.link_control",
+    "kernel.selection",
     "dashboards.shards",
     "dashboards.health",
     "monitor.evaluator",
