@@ -8,6 +8,10 @@ atomically (a temporary file renamed over the old one), so that it survives rest
 on this host reads it within a status interval (`mirror.worker`). A link with no document is active. A document that
 cannot be read is never taken as "active": the worker keeps what it obeyed last and says why (`ControlUnreadable`).
 
+A link promoted (`mirrorwatch failover promote`: its target took over) is stopped: it copies nothing until it is
+reversed, and no resume lifts that. The promotion records where the link stood: per source partition the last offset
+copied (every record below it is on the target), the point a failback starts from.
+
 The states a partition can be in beside `active`/`paused` come from the workers, not from here: `failed` (stopped
 alone with its reason, e.g. a gap under `on_gap: stop`).
 """
@@ -22,7 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CONTROL_VERSION", "ControlUnreadable", "LinkControl", "control_path", "read_control", "write_control"]
+__all__ = [
+    "CONTROL_VERSION",
+    "ControlUnreadable",
+    "LinkControl",
+    "Promotion",
+    "control_path",
+    "read_control",
+    "write_control",
+]
 
 CONTROL_VERSION = 1
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -33,6 +45,43 @@ class ControlUnreadable(ValueError):
 
 
 @dataclass(frozen=True)
+class Promotion:
+    """The link's target took over (`mirrorwatch failover promote`): when, by whom, and per source partition the
+    offset the link had copied up to (every record below it is on the target)."""
+
+    at_ms: int
+    by: str
+    offsets: tuple[tuple[str, int, int], ...]  # (source topic, partition, offset), sorted
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "at_ms": self.at_ms,
+            "by": self.by,
+            "offsets": [{"topic": t, "partition": p, "offset": o} for t, p, o in self.offsets],
+        }
+
+    @classmethod
+    def from_json(cls, document: object) -> Promotion:
+        """Raises ControlUnreadable naming what is wrong."""
+        if not isinstance(document, dict):
+            raise ControlUnreadable(f"promoted: expected an object, got {type(document).__name__}")
+        at, by, offsets = document.get("at_ms"), document.get("by", ""), document.get("offsets")
+        if not isinstance(at, int) or isinstance(at, bool) or not isinstance(by, str) or not isinstance(offsets, list):
+            raise ControlUnreadable("promoted: at_ms (milliseconds), by (text) and offsets (a list) are required")
+        parsed = []
+        for entry in offsets:
+            fields = [entry.get(k) for k in ("topic", "partition", "offset")] if isinstance(entry, dict) else []
+            match fields:
+                case [str(topic), int(partition), int(offset)] if min(partition, offset) >= 0 and not any(
+                    isinstance(n, bool) for n in fields
+                ):
+                    parsed.append((topic, partition, offset))
+                case _:
+                    raise ControlUnreadable(f"promoted: offsets: {entry!r} is not a topic, partition and offset")
+        return cls(at, by, tuple(sorted(parsed)))
+
+
+@dataclass(frozen=True)
 class LinkControl:
     link: str
     paused: bool = False  # the whole link
@@ -40,26 +89,38 @@ class LinkControl:
     since_ms: int = 0  # when the operator last changed it
     reason: str = ""  # the operator's words, if any
     by: str = field(default="", compare=False)  # who changed it (user@host), for the log and the status
+    promoted: Promotion | None = None  # the target took over: the link copies nothing until it is reversed
 
     def holds(self, topic: str) -> bool:
-        """Whether the partitions of this source topic are paused."""
-        return self.paused or topic in self.paused_topics
+        """Whether the partitions of this source topic are paused (all of them, once the link is promoted)."""
+        return self.paused or self.promoted is not None or topic in self.paused_topics
+
+    @property
+    def holding(self) -> bool:
+        """Whether it holds anything: the link, some of its topics, or all of it promoted."""
+        return self.paused or bool(self.paused_topics) or self.promoted is not None
 
     @property
     def state(self) -> str:
-        """`paused` (the whole link), `partly paused` (some topics) or `active`."""
+        """`promoted` (stopped for good), `paused` (the whole link), `partly paused` (some topics) or `active`."""
+        if self.promoted is not None:
+            return "promoted"
         if self.paused:
             return "paused"
         return "partly paused" if self.paused_topics else "active"
 
     def describe(self) -> str:
         """Why a partition is paused, as the status and the monitor say it."""
+        if self.promoted is not None:
+            by = f" by {self.promoted.by}" if self.promoted.by else ""
+            return f"promoted{by} (mirrorwatch failover promote): its target took over"
         said = f": {self.reason}" if self.reason else ""
         by = f" by {self.by}" if self.by else ""
         return f"paused{by} (mirrorwatch link pause){said}"
 
     def pause(self, topics: tuple[str, ...], now_ms: int, reason: str, by: str) -> LinkControl:
-        """The whole link (no topics) or these topics besides those paused already."""
+        """The whole link (no topics) or these topics besides those paused already (ValueError: it is promoted)."""
+        self._not_promoted()
         if not topics:
             return LinkControl(self.link, True, (), now_ms, reason, by)
         merged = tuple(sorted({*self.paused_topics, *topics}))
@@ -67,7 +128,9 @@ class LinkControl:
 
     def resume(self, topics: tuple[str, ...], now_ms: int, by: str) -> LinkControl:
         """The whole link (no topics: every pause lifted), or these topics. A topic cannot be resumed alone while the
-        whole link is paused (ValueError: resume the link, then pause what should stay paused)."""
+        whole link is paused (ValueError: resume the link, then pause what should stay paused), nor anything of a
+        promoted link (ValueError: it is reversed, not resumed)."""
+        self._not_promoted()
         if not topics:
             return LinkControl(self.link, False, (), now_ms, "", by)
         if self.paused:
@@ -77,6 +140,17 @@ class LinkControl:
             )
         left = tuple(t for t in self.paused_topics if t not in topics)
         return LinkControl(self.link, False, left, now_ms, self.reason if left else "", by)
+
+    def promote(self, promotion: Promotion) -> LinkControl:
+        return LinkControl(self.link, self.paused, self.paused_topics, promotion.at_ms, self.reason, promotion.by,
+                           promotion)  # fmt: skip
+
+    def _not_promoted(self) -> None:
+        if self.promoted is not None:
+            raise ValueError(
+                f"link {self.link} was promoted by {self.promoted.by or '?'}: its target took over, and it copies "
+                "nothing until it is reversed (mirrorwatch failover failback)"
+            )
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -88,6 +162,7 @@ class LinkControl:
             "since_ms": self.since_ms,
             "reason": self.reason,
             "by": self.by,
+            "promoted": self.promoted.as_json() if self.promoted is not None else None,
         }
 
     @classmethod
@@ -109,7 +184,16 @@ class LinkControl:
             raise ControlUnreadable(f"since_ms: {since!r} is not a time in milliseconds")
         if not isinstance(reason, str) or not isinstance(by, str):
             raise ControlUnreadable("reason and by must be text")
-        return cls(link, paused, tuple(sorted(set(topics))), since, reason, by)
+        promoted = document.get("promoted")
+        return cls(
+            link,
+            paused,
+            tuple(sorted(set(topics))),
+            since,
+            reason,
+            by,
+            Promotion.from_json(promoted) if promoted is not None else None,
+        )
 
 
 def control_path(state_dir: Path, link: str) -> Path:

@@ -58,7 +58,7 @@ class OperatorHold:
         """Pause the owned partitions the control holds and resume those it no longer holds (from the loop only, every
         turn: nothing to do costs two reads); `blocked`: a partition held for another reason stays paused."""
         control = self.control
-        if not self.held and not control.paused and not control.paused_topics:
+        if not self.held and not control.holding:
             return
         owned = set(owned)
         wanted = {key for key in owned if control.holds(key[0])}

@@ -89,13 +89,10 @@ def _changed(  # noqa: PLR0917 -- the request's fields, in order
     checked_link(config, name, topics)
     now_ms = int(time.time() * 1000)
     current = read_control(config.state_path, name)
-    if action == "pause":
-        control = current.pause(topics, now_ms, reason, by)
-    else:
-        try:
-            control = current.resume(topics, now_ms, by)
-        except ValueError as exc:
-            raise ConfigError([ConfigProblem("topic", str(exc))]) from exc
+    try:
+        control = current.pause(topics, now_ms, reason, by) if action == "pause" else current.resume(topics, now_ms, by)
+    except ValueError as exc:  # a topic resumed alone in a paused link, anything of a promoted one
+        raise ConfigError([ConfigProblem("link" if current.promoted else "topic", str(exc))]) from exc
     write_control(config.state_path, control)
     return control
 

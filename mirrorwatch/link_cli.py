@@ -64,7 +64,8 @@ def pause(config_path: Path, link_name: str, topics: tuple[str, ...], reason: st
     from kernel.link_control import read_control
 
     config, spec = _link_of(config_path, link_name, topics)
-    control = read_control(config.state_path, spec.name).pause(topics, _now_ms(), reason, _who())
+    current = read_control(config.state_path, spec.name)
+    control = _changed(current, lambda: current.pause(topics, _now_ms(), reason, who()))
     sys.exit(_write_and_await(config, spec, control, topics, done="paused", wait_s=wait_s))
 
 
@@ -75,14 +76,11 @@ def pause(config_path: Path, link_name: str, topics: tuple[str, ...], reason: st
 @WAIT
 def resume(config_path: Path, link_name: str, topics: tuple[str, ...], wait_s: float) -> None:
     """Resume the link (every pause lifted), or the given topics of it."""
-    from kernel.errors import ConfigError, ConfigProblem
     from kernel.link_control import read_control
 
     config, spec = _link_of(config_path, link_name, topics)
-    try:
-        control = read_control(config.state_path, spec.name).resume(topics, _now_ms(), _who())
-    except ValueError as exc:
-        raise ConfigError([ConfigProblem("--topic", str(exc))]) from exc
+    current = read_control(config.state_path, spec.name)
+    control = _changed(current, lambda: current.resume(topics, _now_ms(), who()))
     sys.exit(_write_and_await(config, spec, control, topics, done="resumed", wait_s=wait_s))
 
 
@@ -131,6 +129,17 @@ def status(config_path: Path, link_name: str | None, as_json: bool) -> None:
                 f"  worker {w['worker']} (pid {w['pid']} on {w['host']}): {w['state']}, {w['partitions']} "
                 f"partition(s), {len(w['paused'])} paused{failed}"
             )
+
+
+def _changed(current: LinkControl, change: Callable[[], LinkControl]) -> LinkControl:
+    """The control changed as asked, or a ConfigError (exit 2, nothing written) saying why it cannot be: a topic
+    resumed alone while the whole link is paused, or anything of a promoted link."""
+    from kernel.errors import ConfigError, ConfigProblem
+
+    try:
+        return change()
+    except ValueError as exc:
+        raise ConfigError([ConfigProblem("--link" if current.promoted else "--topic", str(exc))]) from exc
 
 
 def _config(config_path: Path) -> MirrorwatchConfig:
@@ -232,7 +241,7 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _who() -> str:
+def who() -> str:
     try:
         user = getpass.getuser()
     except (KeyError, OSError):

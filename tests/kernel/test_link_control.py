@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from kernel.link_control import ControlUnreadable, LinkControl, control_path, read_control, write_control
+from kernel.link_control import (
+    ControlUnreadable,
+    LinkControl,
+    Promotion,
+    control_path,
+    read_control,
+    write_control,
+)
 
 
 def test_pause_and_resume_of_a_link_and_of_topics_alone() -> None:
@@ -80,4 +87,47 @@ def test_as_json_says_the_state_for_readers_of_the_file(tmp_path: Path) -> None:
         "since_ms": 7,
         "reason": "",
         "by": "me@h",
+        "promoted": None,
     }
+
+
+def test_a_promoted_link_holds_every_topic_and_is_never_resumed_or_paused_again(tmp_path: Path) -> None:
+    """Its target took over: the link copies nothing (whatever was paused before), no resume lifts that, and the
+    document keeps where the link stood, read back the same."""
+    promotion = Promotion(9_000, "ops@h1", (("billing", 0, 12), ("orders", 0, 340), ("orders", 1, 338)))
+    promoted = LinkControl("dr").pause(("orders",), 1_000, "", "ops@h1").promote(promotion)
+    assert (promoted.state, promoted.holds("payments"), promoted.since_ms, promoted.by) == (
+        "promoted",
+        True,
+        9_000,
+        "ops@h1",
+    )
+    assert promoted.describe().startswith("promoted by ops@h1 (mirrorwatch failover promote)")
+    with pytest.raises(ValueError, match=r"was promoted by ops@h1.*failover failback"):
+        promoted.resume((), 10_000, "x")
+    with pytest.raises(ValueError, match=r"was promoted by ops@h1"):
+        promoted.pause(("t",), 10_000, "", "x")
+    write_control(tmp_path, promoted)
+    assert read_control(tmp_path, "dr") == promoted
+    document = json.loads(control_path(tmp_path, "dr").read_text())
+    assert document["state"] == "promoted"
+    assert document["promoted"]["offsets"][1] == {"topic": "orders", "partition": 0, "offset": 340}
+
+
+@pytest.mark.parametrize(
+    "promoted",
+    [
+        "[]",
+        '{"at_ms": "now", "by": "", "offsets": []}',
+        '{"at_ms": 1, "by": "", "offsets": [{"topic": "t", "partition": -1, "offset": 3}]}',
+        '{"at_ms": 1, "by": "", "offsets": [{"topic": "t", "partition": true, "offset": 3}]}',
+        '{"at_ms": 1, "by": "", "offsets": [["t", 0, 3]]}',
+    ],
+)
+def test_a_promotion_that_is_not_one_is_refused(tmp_path: Path, promoted: str) -> None:
+    path = control_path(tmp_path, "dr")
+    path.parent.mkdir(parents=True)
+    document = {"version": 1, "link": "dr", "paused": False, "paused_topics": [], "since_ms": 0}
+    path.write_text(json.dumps(document)[:-1] + f', "promoted": {promoted}}}')
+    with pytest.raises(ControlUnreadable, match="promoted"):
+        read_control(tmp_path, "dr")
