@@ -23,7 +23,15 @@ from kernel.errors import MirrorwatchError
 from kernel.group_offsets import FetchError, GroupOffsetsUnknown, commit_offsets
 from kernel.wait import WaitTimeout, wait_until
 
-__all__ = ["GroupCheck", "GroupOutcome", "apply_plan", "mirror_behind", "verify_plan", "wait_for_mirror"]
+__all__ = [
+    "GroupCheck",
+    "GroupOutcome",
+    "apply_plan",
+    "mirror_behind",
+    "preview_plan",
+    "verify_plan",
+    "wait_for_mirror",
+]
 
 TIMEOUT_S = 30.0
 Change = tuple[str, int, int | None, int]  # topic, partition, committed before (None: none), committed now
@@ -33,7 +41,7 @@ Change = tuple[str, int, int | None, int]  # topic, partition, committed before 
 class GroupOutcome:
     group: str
     target_group: str
-    outcome: Literal["committed", "unchanged", "refused"]
+    outcome: Literal["committed", "unchanged", "refused", "would commit"]
     reason: str = ""
     changes: list[Change] = field(default_factory=list)
 
@@ -130,6 +138,23 @@ def wait_for_mirror(
     except MirrorwatchError as exc:  # not readable (no Describe on it, say): plan again and let apply decide
         progress(f"not waiting: the commits of the link's group {link.consumer_group!r} are unknown: {exc}")
         return False
+
+
+def preview_plan(plan: FailoverPlan) -> list[GroupOutcome]:
+    """What `apply_plan` would do, committing nothing (`failover promote --dry-run`)."""
+    outcomes = []
+    for group_plan in plan.groups:
+        decided = _decide(group_plan, force=False)
+        if isinstance(decided, GroupOutcome):
+            outcomes.append(decided)
+        else:
+            target = group_plan.target.group
+            outcomes.append(
+                GroupOutcome(group_plan.group, target, "would commit", changes=decided)
+                if decided
+                else GroupOutcome(group_plan.group, target, "unchanged")
+            )
+    return outcomes
 
 
 def apply_plan(

@@ -85,7 +85,7 @@ def outcome_lines(outcomes: list[GroupOutcome]) -> list[str]:
         elif o.outcome == "unchanged":
             lines.append(f"{name}: unchanged (the target group is already there)")
         else:
-            lines.append(f"{name}: committed")
+            lines.append(f"{name}: {o.outcome}")
             for topic, partition, before, after in o.changes:
                 lines.append(f"  {topic}[{partition}]: {'none' if before is None else before} -> {after}")
     return lines

@@ -79,6 +79,22 @@ def _selection(f: Callable[..., Any]) -> Callable[..., Any]:
 
 def _plan(selection: _Selection) -> Any:
     from failover.plan import make_plan
+
+    config, group_map = _config(selection)
+    plan = make_plan(
+        config,
+        selection.link_name,
+        groups=selection.groups,
+        pattern=selection.pattern,
+        group_map=group_map,
+        mm2_checkpoints=selection.mm2_checkpoints,
+        progress=_progress,
+    )
+    return config, plan
+
+
+def _config(selection: _Selection) -> tuple[Any, dict[str, str]]:
+    """The config as the failover's clients (both of the link's clusters asked first) and the --map group ids."""
     from kernel.access import require_access
     from kernel.config import load_config
 
@@ -92,18 +108,13 @@ def _plan(selection: _Selection) -> Any:
         group_map[source] = target
     config = load_config(selection.config_path).as_client("failover")
     link = next((known for known in config.links if known.name == selection.link_name), None)
-    if link is not None:  # an unknown link is make_plan's to say
+    if link is not None:  # an unknown link is the failover's to say
         require_access(config, (link.source, link.target))
-    plan = make_plan(
-        config,
-        selection.link_name,
-        groups=selection.groups,
-        pattern=selection.pattern,
-        group_map=group_map,
-        mm2_checkpoints=selection.mm2_checkpoints,
-        progress=lambda line: click.echo(f"mirrorwatch: {line}", err=True),
-    )
-    return config, plan
+    return config, group_map
+
+
+def _progress(line: str) -> None:
+    click.echo(f"mirrorwatch: {line}", err=True)
 
 
 @click.group()
@@ -114,6 +125,7 @@ def failover() -> None:
     mirrorwatch failover plan   --config F --link L [--group G ... | --groups REGEX] [--json]
     mirrorwatch failover apply  --config F --link L [--group G ...] [--map SRC=DST] [--force] [--wait-seconds S]
     mirrorwatch failover verify --config F --link L [--group G ...] [--map SRC=DST]
+    mirrorwatch failover promote --config F --link L [--groups REGEX] [--settle-seconds S] [--dry-run]
 
     Translation is exact for topics mirrorwatch mirrored: every record carries its source partition and offset
     (provenance), so the target offset is the first one at which a consumer reads every record it has not read on
@@ -184,3 +196,53 @@ def verify_command(selection: _Selection) -> None:
     for line in check_lines(checks):
         click.echo(line)
     sys.exit(0 if checks and all(c.exact for c in checks) else 1)
+
+
+@failover.command("promote")
+@_selection
+@click.option(
+    "--settle-seconds",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    help="How long the link's topics must take no record: the source's producers are stopped.",
+)
+@click.option(
+    "--wait-seconds",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="How long to wait for the link to copy what is left (its group commits what the target acknowledged).",
+)
+@click.option("--dry-run", is_flag=True, help="Run every check; say what would be committed and recorded. No change.")
+def promote_command(selection: _Selection, settle_seconds: float, wait_seconds: float, dry_run: bool) -> None:
+    """The whole cutover of a link, step by step, each saying what it checked: (1) the source's producers are quiet
+    (no record on the link's topics for --settle-seconds), (2) the link copied everything (its group committed every
+    high-watermark), (3) the canary's probes come back, (4) every group (default: every group committed on the link's
+    topics) translated exactly and committed on the target (apply's rules), (5) the link promoted: stopped for good,
+    where it stood recorded on the target (mirrorwatch.promotions) and in its control document. A step that fails
+    stops with its reason (exit 1); run it again to continue. A paused or promoted link is refused (exit 1)."""
+    from failover.promote import Options, promote
+    from mirrorwatch.link_cli import who
+    from mirrorwatch.services import published_canary
+
+    config, group_map = _config(selection)
+    options = Options(
+        selection.groups,
+        selection.pattern,
+        group_map,
+        settle_s=settle_seconds,
+        wait_s=wait_seconds,
+        dry_run=dry_run,
+        by=who(),
+        mm2_checkpoints=selection.mm2_checkpoints,
+    )
+    steps = promote(config, selection.link_name, options, canary=lambda: published_canary(config), progress=_progress)
+    for number, step in enumerate(steps, 1):
+        click.echo(f"step {number}/5 {step.name}: {'ok' if step.ok else 'REFUSED'}: {step.said}")
+        for line in step.lines:
+            click.echo(f"  {line}")
+    done = len(steps) == 5 and all(step.ok for step in steps)
+    if done and dry_run:
+        click.echo("dry run: nothing was changed")
+    sys.exit(0 if done else 1)

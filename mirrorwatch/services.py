@@ -70,7 +70,7 @@ def serve(
         routes.append(Route("/canary", _json_route(canary.as_json)))
         collectors.append(CanaryCollector(canary.view))
     else:
-        routes.append(Route("/canary", _json_route(lambda: _published_canary(config))))
+        routes.append(Route("/canary", _json_route(lambda: published_canary(config))))
     web = load_web_config(config.http.web_config_file) if config.http.web_config_file else None
     if monitor is not None:  # pause and resume a link (POST: only behind the API's basic auth)
         routes.extend(control_routes(config, web))
@@ -132,7 +132,7 @@ def standbys_running(config: MirrorwatchConfig) -> Iterator[list[Standby]]:
             standby.stop()
 
 
-def _published_canary(config: MirrorwatchConfig) -> Mapping[str, Any] | None:
+def published_canary(config: MirrorwatchConfig) -> Mapping[str, Any] | None:
     max_age_ms = int(config.canary.interval_seconds * 3000) + STATUS_MAX_AGE_MS  # it publishes once per round
     found = StatusBoard(config.state_path / "status").read("canary", SystemClock().now_ms(), max_age_ms)
     documents = sorted((d for ds in found.values() for d in ds), key=lambda d: d["updated_ms"])
@@ -199,7 +199,7 @@ def _monitoring(
     clusters = config.as_client("monitor").clusters
     service = MonitorService(config.monitor, clusters, config.links, link_statuses=link_statuses)
     if config.canary.enabled and config.links:  # its latency joins the monitor's history, in this process or not
-        service.canary = lambda: canary_readings(canary.as_json() if canary is not None else _published_canary(config))
+        service.canary = lambda: canary_readings(canary.as_json() if canary is not None else published_canary(config))
     service.start()
     with standbys_running(config) as standbys:
         try:

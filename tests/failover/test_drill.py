@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
-from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, Producer, TopicPartition
 
 from failover.plan import TargetGroup, target_groups
 from kernel.config import ClusterConfig, MirrorwatchConfig
@@ -65,12 +65,22 @@ def failover(command: str, config: Path, *args: str) -> subprocess.CompletedProc
     )
 
 
+# a group coordinator loading or moving (librdkafka says so non-retriable in an admin answer): asked again
+_MOVING = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE)
+
+
 def commit_source_group(cluster: ClusterConfig, group: str, topic: str, offsets: dict[int, int]) -> None:
     """The group's commits on the source, set as a consumer that read exactly the records below them would."""
     request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p, o) for p, o in offsets.items()])
     admin = new_admin(cluster, "source")  # held until the answer is in: a collected client never completes its futures
-    result = admin.alter_consumer_group_offsets([request])[group].result(timeout=30)
-    assert all(tp.error is None for tp in result.topic_partitions)
+
+    def committed() -> bool:  # a coordinator still loading (a cluster just started) is asked again
+        result = admin.alter_consumer_group_offsets([request])[group].result(timeout=30)
+        errors = [tp.error for tp in result.topic_partitions if tp.error is not None]
+        assert all(e.retriable() or e.code() in _MOVING for e in errors), errors
+        return not errors
+
+    wait_until(committed, timeout_s=60, interval_s=0.5, description=f"group {group}'s commits on the source")
 
 
 def source_truth(cluster: ClusterConfig, topic: str, partitions: int) -> dict[bytes, tuple[int, int]]:
