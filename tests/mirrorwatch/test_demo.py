@@ -158,7 +158,7 @@ def _text_with(browser: Browser, tab: str, wanted: tuple[str, ...]) -> str | Non
 
 def _check_pause_and_resume(api: str, seen: list[str]) -> None:
     """The command the demo prints pauses its running link (the monitor says so) and resumes it; the demo's verdict
-    (every order produced arrived on the target) then covers the pause."""
+    (every order produced arrived on the target) then covers the pause. Its cutover check refuses: producers write."""
     printed = next(line for line in seen if line.startswith("pause, resume, read the link: "))
     config = printed.split("--config ")[1].split()[0]
 
@@ -173,6 +173,19 @@ def _check_pause_and_resume(api: str, seen: list[str]) -> None:
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
 
+    # the cutover check it prints: not safe while the demo's producer writes, and it says so at the first step
+    cutover = next(line for line in seen if line.startswith("is a cutover safe now: ")).split(": ", 1)[1].split()
+    assert cutover[:4] == ["mirrorwatch", "failover", "promote", "--config"] and cutover[-1] == "--dry-run"
+    refused = subprocess.run(
+        [sys.executable, "-m", "mirrorwatch.cli", *cutover[1:], "--settle-seconds", "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert refused.returncode == 1 and "step 1/5 quiet: REFUSED: producers still write" in refused.stdout, (
+        refused.stdout + refused.stderr
+    )
     assert "obeyed by 1 running worker(s) of link demo" in link("pause")
     wait_until(lambda: get_json(api)["state"] == "paused", timeout_s=30, description="the monitor to say paused")
     assert "obeyed by 1 running worker(s) of link demo" in link("resume")
