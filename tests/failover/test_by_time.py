@@ -18,7 +18,7 @@ from failover.mm2 import read_checkpoints
 from kernel.config import ClusterConfig, MirrorwatchConfig
 from kernel.kafka import new_consumer
 from kernel.wait import wait_until
-from tests.failover.test_drill import (
+from tests.failover.drills import (
     apply_and_read,
     commit_source_group,
     failover,

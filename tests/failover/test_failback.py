@@ -11,7 +11,7 @@ import pytest
 
 from kernel.config import ClusterConfig, MirrorwatchConfig
 from kernel.kafka import new_consumer
-from tests.failover.test_drill import consume_as_group, failover, keyed, link
+from tests.failover.drills import consume_as_group, failover, keyed, link
 from tests.kafka_helpers import Record, end_offsets, produce, wait_for_records
 from tests.processes import MirrorProcess
 

@@ -21,7 +21,7 @@ from failover.promote import PROMOTIONS_TOPIC
 from kernel.config import ClusterConfig, MirrorwatchConfig
 from kernel.kafka import new_consumer
 from kernel.wait import wait_until
-from tests.failover.test_drill import commit_source_group, consume_as_group, failover, judge, keyed, link, source_truth
+from tests.failover.drills import commit_source_group, consume_as_group, failover, judge, keyed, link, source_truth
 from tests.kafka_helpers import end_offsets, produce, wait_for_commits
 from tests.mirror.test_pause import link_command
 from tests.processes import MirrorProcess

@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from kernel.config import MirrorwatchConfig
 from kernel.kafka import new_consumer
 from kernel.wait import wait_until
-from tests.failover.test_drill import consume_as_group, judge, keyed, link, source_truth
+from tests.failover.drills import consume_as_group, judge, keyed, link, source_truth
 from tests.kafka_helpers import produce
 from tests.processes import MirrorProcess
 from tests.prometheus import get_json
