@@ -31,12 +31,13 @@ from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from failover.apply import apply_plan, preview_plan
-from failover.plan import committed_offsets, find_link, make_plan
+from failover.plan import FailoverUsageError, committed_offsets, find_link, make_plan
 from failover.report import outcome_lines
 from kernel.config import LinkConfig, MirrorwatchConfig
 from kernel.errors import MirrorwatchError
 from kernel.kafka import create_topics, kafka_error, new_admin, new_producer
 from kernel.link_control import LinkControl, Promotion, read_control, write_control
+from kernel.rename import rename_policy
 from kernel.selection import select_topics
 from kernel.wait import WaitTimeout, wait_until
 
@@ -46,6 +47,7 @@ PROMOTIONS_TOPIC = "mirrorwatch.promotions"
 TIMEOUT_S = 30.0
 _LATEST: OffsetSpec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
 Key = tuple[str, int]
+Offset = tuple[str, int, int]  # topic, partition, offset
 
 
 class PromoteRefused(MirrorwatchError):
@@ -83,6 +85,11 @@ def promote(
     """The steps run, in order; the last one is the first that failed (or the fifth). Raises PromoteRefused (exit
     1) for a link that cannot be promoted as it stands, FailoverUsageError (exit 2) for an unknown link or group."""
     link = find_link(config, link_name)
+    if link.engine == "spark":  # its driver does not read the link's control: promoted, a restart would copy again
+        raise FailoverUsageError(
+            f"link {link.name} runs on the spark engine, whose query does not obey a link's control yet: promoting it "
+            "is not built (stop its query, then move the groups with failover apply); nothing changed"
+        )
     control = read_control(config.state_path, link.name)
     if control.promoted is not None:
         raise PromoteRefused(f"link {link.name} is already promoted ({control.describe()}): nothing changed")
@@ -205,7 +212,7 @@ def _stop(
     found = committed_offsets(config.clusters[link.source], link.source, [link.consumer_group])
     committed = found.get(link.consumer_group, {})
     offsets = tuple(sorted((t, p, committed.get((t, p), 0)) for t, p in partitions))
-    promotion = Promotion(int(time.time() * 1000), options.by, offsets)
+    promotion = Promotion(int(time.time() * 1000), options.by, offsets, _target_ends(config, link, partitions))
     if options.dry_run:
         return Step("stop", True, f"would promote link {link.name} at the offsets of {len(offsets)} partition(s)")
     failed = _record_on_target(config, link, promotion)
@@ -218,6 +225,21 @@ def _stop(
         f"link {link.name} promoted: it copies nothing more; where each of {len(offsets)} partition(s) stood is on "
         f"{link.target}:{PROMOTIONS_TOPIC} and in {config.state_path}/control",
     )
+
+
+def _target_ends(
+    config: MirrorwatchConfig, link: LinkConfig, partitions: list[Key]
+) -> tuple[tuple[str, int, int], ...]:
+    """Each partition of the link's target topics at its end: where the records the target takes on its own begin."""
+    policy = rename_policy(link.rename, link.source)
+    admin = new_admin(config.clusters[link.target], link.target)
+    try:
+        listing = admin.list_topics(timeout=TIMEOUT_S).topics
+    except KafkaException as exc:
+        raise kafka_error(exc, f"listing the topics of {link.target}") from None
+    topics = {policy.target_topic(t) for t, _ in partitions} & set(listing)
+    ends = _highs(admin, sorted((t, p) for t in topics for p in listing[t].partitions))
+    return tuple(sorted((t, p, o) for (t, p), o in ends.items()))
 
 
 def _record_on_target(config: MirrorwatchConfig, link: LinkConfig, promotion: Promotion) -> str | None:

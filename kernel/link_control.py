@@ -52,12 +52,16 @@ class Promotion:
     at_ms: int
     by: str
     offsets: tuple[tuple[str, int, int], ...]  # (source topic, partition, offset), sorted
+    # (target topic, partition, end offset) when promoted, sorted: where the records the target took on its own begin
+    # (the reverse link's start: `mirrorwatch failover failback`); () when not recorded
+    target_offsets: tuple[tuple[str, int, int], ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         return {
             "at_ms": self.at_ms,
             "by": self.by,
             "offsets": [{"topic": t, "partition": p, "offset": o} for t, p, o in self.offsets],
+            "target_offsets": [{"topic": t, "partition": p, "offset": o} for t, p, o in self.target_offsets],
         }
 
     @classmethod
@@ -68,17 +72,24 @@ class Promotion:
         at, by, offsets = document.get("at_ms"), document.get("by", ""), document.get("offsets")
         if not isinstance(at, int) or isinstance(at, bool) or not isinstance(by, str) or not isinstance(offsets, list):
             raise ControlUnreadable("promoted: at_ms (milliseconds), by (text) and offsets (a list) are required")
-        parsed = []
-        for entry in offsets:
-            fields = [entry.get(k) for k in ("topic", "partition", "offset")] if isinstance(entry, dict) else []
-            match fields:
-                case [str(topic), int(partition), int(offset)] if min(partition, offset) >= 0 and not any(
-                    isinstance(n, bool) for n in fields
-                ):
-                    parsed.append((topic, partition, offset))
-                case _:
-                    raise ControlUnreadable(f"promoted: offsets: {entry!r} is not a topic, partition and offset")
-        return cls(at, by, tuple(sorted(parsed)))
+        targets = document.get("target_offsets", [])
+        if not isinstance(targets, list):
+            raise ControlUnreadable("promoted: target_offsets must be a list")
+        return cls(at, by, _offsets("offsets", offsets), _offsets("target_offsets", targets))
+
+
+def _offsets(name: str, entries: list[Any]) -> tuple[tuple[str, int, int], ...]:
+    parsed = []
+    for entry in entries:
+        fields = [entry.get(k) for k in ("topic", "partition", "offset")] if isinstance(entry, dict) else []
+        match fields:
+            case [str(topic), int(partition), int(offset)] if min(partition, offset) >= 0 and not any(
+                isinstance(n, bool) for n in fields
+            ):
+                parsed.append((topic, partition, offset))
+            case _:
+                raise ControlUnreadable(f"promoted: {name}: {entry!r} is not a topic, partition and offset")
+    return tuple(sorted(parsed))
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,11 @@ or a check found a difference, 2 bad usage (unknown link or group, a group witho
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,6 +128,8 @@ def failover() -> None:
     mirrorwatch failover apply  --config F --link L [--group G ...] [--map SRC=DST] [--force] [--wait-seconds S]
     mirrorwatch failover verify --config F --link L [--group G ...] [--map SRC=DST]
     mirrorwatch failover promote --config F --link L [--groups REGEX] [--settle-seconds S] [--dry-run]
+    mirrorwatch failover diverged --config F --link L [--to-file F | --to-topic ALIAS:TOPIC] [--json]
+    mirrorwatch failover failback --config F --link L [--reverse R] [--dry-run]
 
     Translation is exact for topics mirrorwatch mirrored: every record carries its source partition and offset
     (provenance), so the target offset is the first one at which a consumer reads every record it has not read on
@@ -246,3 +250,99 @@ def promote_command(selection: _Selection, settle_seconds: float, wait_seconds: 
     if done and dry_run:
         click.echo("dry run: nothing was changed")
     sys.exit(0 if done else 1)
+
+
+@failover.command("diverged")
+@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--link", "link_name", required=True, help="A promoted link (mirrorwatch failover promote).")
+@click.option(
+    "--to-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Export every such record as a JSON line (topic, partition, offset, timestamp, key, value, headers; bytes "
+    "in base64). The file must not exist.",
+)
+@click.option("--to-topic", metavar="ALIAS:TOPIC", help="Copy every such record into a new or empty topic.")
+@click.option("--json", "as_json", is_flag=True, help="Print the promotion and the partitions as JSON.")
+def diverged_command(
+    config_path: Path, link_name: str, to_file: Path | None, to_topic: str | None, as_json: bool
+) -> None:
+    """What the old source of a promoted link took that the link never copied: per partition the records at or after
+    where the promotion recorded the link had copied up to (the disaster's tail, or what was written to it after the
+    cutover), counted with their offsets, and exported with --to-file or --to-topic so that nothing taken is lost
+    unseen. Read-only on the source. A link never promoted: exit 2."""
+    from failover.diverged import TopicExport, diverged, file_export, topic_export
+    from kernel.config import load_config
+
+    if to_file is not None and to_topic is not None:
+        raise click.UsageError("give --to-file or --to-topic, not both")
+    config = load_config(config_path).as_client("failover")
+    made: list[TopicExport] = []
+    with contextlib.ExitStack() as stack:
+
+        def to_file_export(partitions: int) -> Any:  # opened once the promotion is found: a refusal leaves no file
+            assert to_file is not None
+            try:
+                return file_export(stack.enter_context(to_file.open("x", encoding="utf-8")))(partitions)
+            except FileExistsError:
+                raise click.UsageError(f"--to-file {to_file} exists: give a new file") from None
+
+        export: Callable[[int], Any] | None = to_file_export if to_file is not None else None
+        if to_topic is not None:
+            export = topic_export(config, to_topic, made)
+        promotion, tails = diverged(config, link_name, export=export, progress=_progress)
+    failed = next((why for e in made if (why := e.close()) is not None), None)
+    total = sum(t.records for t in tails)
+    if as_json:
+        document = {"promotion": promotion.as_json(), "records": total, "partitions": [t.as_json() for t in tails]}
+        click.echo(json.dumps(document, indent=2))
+    else:
+        at = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(promotion.at_ms / 1000))
+        by = promotion.by or "?"
+        click.echo(f"link {link_name} promoted at {at} UTC by {by}: its old source took {total} record(s) after it")
+        for t in tails:
+            where = f"offsets {t.first}..{t.last}" if t.records else "none"
+            since = "a partition added since" if t.promoted_at is None else f"promoted at {t.promoted_at}"
+            gone = f"; {t.gone} removed by retention" if t.gone else ""
+            click.echo(f"  {t.topic}[{t.partition}]: {t.records} record(s), {where} ({since}, end {t.end}{gone})")
+    if to_file is not None:
+        click.echo(f"exported {total} record(s) to {to_file}", err=True)
+    for e in made:
+        click.echo(f"exported {e.written} record(s) to {e.alias}:{e.topic}", err=True)
+    if failed is not None:
+        click.echo(f"mirrorwatch: the export to a topic failed: {failed}", err=True)
+        sys.exit(1)
+
+
+@failover.command("failback")
+@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--link", "link_name", required=True, help="The promoted link (A -> B).")
+@click.option("--reverse", help="The link from B back to A (default: the config's only such link).")
+@click.option("--dry-run", is_flag=True, help="Say where the reverse link would start; commit nothing.")
+def failback_command(config_path: Path, link_name: str, reverse: str | None, dry_run: bool) -> None:
+    """Set the reverse link (B -> A) to start where B began to take records of its own when the link was promoted:
+    its group on B committed there (only forward), so that, run, it copies every record written on B since and none
+    of A's own. A's diverged tail stays below what it appends (see failover diverged). Then run the reverse link, and
+    once B's producers have stopped, `failover promote --link REVERSE` moves the groups back to A."""
+    from failover.failback import failback
+    from kernel.config import load_config
+
+    config = load_config(config_path).as_client("failover")
+    done = failback(config, link_name, reverse=reverse, dry_run=dry_run)
+    verb = "would commit" if dry_run else "committed"
+    click.echo(
+        f"reverse link {done.reverse}: its group {done.group} {verb} at the promotion point on {len(done.changes)} "
+        f"partition(s), {done.unchanged} already there or past it"
+    )
+    for topic, partition, before, after in done.changes:
+        click.echo(f"  {topic}[{partition}]: {'none' if before is None else before} -> {after}")
+    if done.armed:
+        click.echo(f"link {done.reverse} was promoted in an earlier cycle: it copies again")
+    if done.refused is not None:
+        click.echo(f"mirrorwatch: refused, nothing committed: {done.refused}", err=True)
+        sys.exit(1)
+    if not dry_run:
+        click.echo(
+            f"next: run it (mirrorwatch mirror --config {config_path} --link {done.reverse}); once the producers on "
+            f"the promoted cluster have stopped, mirrorwatch failover promote --config {config_path} --link "
+            f"{done.reverse} moves the groups back"
+        )

@@ -7,6 +7,7 @@ read directly, the target's end offsets and what the group reads there."""
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import time
@@ -22,7 +23,7 @@ from kernel.config import ClusterConfig, MirrorwatchConfig
 from kernel.kafka import new_consumer
 from kernel.wait import wait_until
 from tests.failover.drills import commit_source_group, consume_as_group, failover, judge, keyed, link, source_truth
-from tests.kafka_helpers import end_offsets, produce, wait_for_commits
+from tests.kafka_helpers import end_offsets, produce, read_all, read_to_end, wait_for_commits
 from tests.mirror.test_pause import link_command
 from tests.processes import MirrorProcess
 
@@ -96,7 +97,9 @@ def test_promote_refuses_while_producers_write_or_the_link_lags_then_commits_the
 ) -> None:
     source = clusters_config.clusters["source"]
     topic, name, app = make_topic("source", PARTITIONS), unique("link"), unique("app")
-    config = write_config([link(name, topic)], canary={"enabled": False}, state_dir=str(tmp_path / "state"))
+    back = unique("back")  # the way home (failback): from the target to the source, not running until then
+    links = [link(name, topic), link(back, topic, source="target", target="source")]
+    config = write_config(links, canary={"enabled": False}, state_dir=str(tmp_path / "state"))
     groups = ("--groups", f"{app}.*")
     produce(source, "source", topic, keyed(0, 300, PARTITIONS))
     commit_source_group(source, app, topic, dict.fromkeys(range(PARTITIONS), 40))  # the application read 40 of 100
@@ -134,10 +137,13 @@ def test_promote_refuses_while_producers_write_or_the_link_lags_then_commits_the
     assert "dry run: nothing was changed" in said, said
     assert target_commits(clusters_config, app, topic) == [-1001] * PARTITIONS  # the truth: nothing committed
     assert promotions(clusters_config, name) == [] and "promoted" not in link_command(config, "status").stdout
+    never = failover("diverged", config, "--link", name)
+    assert never.returncode == 2 and "was never promoted" in never.stderr, never.stdout + never.stderr
 
-    # 5. the promotion, then 6. promoted once
+    # 5. the promotion, then 6. promoted once, 7. the way home
     promoted_and_final(clusters_config, config, name, app, topic)
     assert mirror.stop() == 0
+    failed_back(clusters_config, config, (name, back), topic, start_mirror)
 
 
 def promoted_and_final(clusters_config: MirrorwatchConfig, config: Path, name: str, app: str, topic: str) -> None:
@@ -151,6 +157,7 @@ def promoted_and_final(clusters_config: MirrorwatchConfig, config: Path, name: s
     assert f"{app}: committed" in said and f"link {name} promoted" in said, said
     (record,) = promotions(clusters_config, name)
     assert [o["offset"] for o in record["offsets"]] == ends and record["link"] == name, record
+    assert [o["offset"] for o in record["target_offsets"]] == ends, record  # each copied once: the same offsets
     status = json.loads(link_command(config, "status", "--link", name, "--json").stdout)
     assert status[0]["state"] == "promoted" and status[0]["promoted"]["offsets"] == record["offsets"], status
     wait_until(
@@ -164,6 +171,7 @@ def promoted_and_final(clusters_config: MirrorwatchConfig, config: Path, name: s
     produce(source, "source", topic, keyed(20_000, 30, PARTITIONS))  # the old source, written to after the cutover
     time.sleep(3)  # a running link copies 30 records many times over in 3 s: a promoted one none
     assert end_offsets(target, "target", topic, PARTITIONS) == ends
+    what_diverged(clusters_config, config, name, topic, ends)
 
     commits = dict.fromkeys(range(PARTITIONS), 40)
     unread = {v for v, (p, o) in truth.items() if o >= commits[p]}
@@ -176,3 +184,67 @@ def promoted_and_final(clusters_config: MirrorwatchConfig, config: Path, name: s
         refused = link_command(config, change, "--link", name)
         assert refused.returncode == 2 and "failover failback" in refused.stderr, refused.stdout + refused.stderr
     assert promotions(clusters_config, name) == [record]
+
+
+def what_diverged(clusters_config: MirrorwatchConfig, config: Path, name: str, topic: str, ends: list[int]) -> None:
+    """`failover diverged` lists exactly the 30 records the old source took after the promotion point, and exports
+    them to a file and to a new topic of the target, each the same as produced; an export into a topic that holds
+    records, and a link never promoted, are refused with the reason, nothing written."""
+    produced = {r.value or b"": r for r in keyed(20_000, 30, PARTITIONS)}
+    out = config.parent / "tail.jsonl"
+    listed = failover("diverged", config, "--link", name, "--to-file", str(out))
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert "its old source took 30 record(s) after it" in listed.stdout, listed.stdout
+    for p in range(PARTITIONS):
+        assert f"{topic}[{p}]: 10 record(s), offsets {ends[p]}..{ends[p] + 9} (promoted at {ends[p]}" in listed.stdout
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(base64.b64decode(r["value"]) for r in lines) == sorted(produced)
+    assert all(base64.b64decode(r["key"]) == produced[base64.b64decode(r["value"])].key for r in lines)
+    assert {(r["partition"], r["offset"]) for r in lines} == {
+        (p, ends[p] + i) for p in range(PARTITIONS) for i in range(10)
+    }
+
+    copies = f"{topic}.diverged"
+    exported = failover("diverged", config, "--link", name, "--to-topic", f"target:{copies}")
+    assert exported.returncode == 0 and f"exported 30 record(s) to target:{copies}" in exported.stderr, exported.stderr
+    copied = read_all(clusters_config.clusters["target"], "target", copies, 30, partitions=PARTITIONS)
+    assert sorted((r.partition, r.key, r.value) for r in copied) == sorted(
+        (r.partition, r.key, r.value) for r in produced.values()
+    )
+    again = failover("diverged", config, "--link", name, "--to-topic", f"target:{copies}")
+    assert again.returncode == 2 and "holds 30 record(s)" in again.stderr, again.stdout + again.stderr
+    assert sum(end_offsets(clusters_config.clusters["target"], "target", copies, PARTITIONS)) == 30
+    assert failover("diverged", config, "--link", name, "--to-file", str(out)).returncode == 2  # the file exists
+
+
+def failed_back(
+    clusters_config: MirrorwatchConfig,
+    config: Path,
+    links: tuple[str, str],
+    topic: str,
+    start_mirror: Callable[..., MirrorProcess],
+) -> None:
+    """`failover failback` sets the reverse link to start where the target began to take records of its own: run, it
+    copies to the old source exactly the 20 records written on the target after the promotion, once each, and none
+    of the old source's own records; run again, it changes nothing."""
+    (name, back), (source, target) = links, (clusters_config.clusters["source"], clusters_config.clusters["target"])
+    written = keyed(30_000, 20, PARTITIONS)
+    produce(target, "target", topic, written)  # the applications, moved to the target, write there
+    before = end_offsets(source, "source", topic, PARTITIONS)
+    done = failover("failback", config, "--link", name)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"reverse link {back}: its group mirrorwatch-{back} committed at the promotion point on 3" in done.stdout
+    mirror = start_mirror("--config", str(config), "--link", back)
+    home_ends = [b + sum(1 for r in written if r.partition == p) for p, b in enumerate(before)]
+    wait_until(
+        lambda: end_offsets(source, "source", topic, PARTITIONS) == home_ends,
+        timeout_s=90,
+        description="the reverse link to copy the target's own records",
+    )
+    time.sleep(2)  # anything more it would copy (the old source's own records, back) has time to arrive: none does
+    assert end_offsets(source, "source", topic, PARTITIONS) == home_ends
+    home = [r for r in read_to_end(source, "source", topic, PARTITIONS) if r.offset >= before[r.partition]]
+    assert sorted((r.partition, r.value) for r in home) == sorted((r.partition, r.value) for r in written)
+    again = failover("failback", config, "--link", name)
+    assert again.returncode == 0 and "on 0 partition(s), 3 already there or past it" in again.stdout, again.stdout
+    assert mirror.stop() == 0

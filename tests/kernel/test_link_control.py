@@ -94,7 +94,9 @@ def test_as_json_says_the_state_for_readers_of_the_file(tmp_path: Path) -> None:
 def test_a_promoted_link_holds_every_topic_and_is_never_resumed_or_paused_again(tmp_path: Path) -> None:
     """Its target took over: the link copies nothing (whatever was paused before), no resume lifts that, and the
     document keeps where the link stood, read back the same."""
-    promotion = Promotion(9_000, "ops@h1", (("billing", 0, 12), ("orders", 0, 340), ("orders", 1, 338)))
+    promotion = Promotion(
+        9_000, "ops@h1", (("billing", 0, 12), ("orders", 0, 340), ("orders", 1, 338)), (("dr.orders", 0, 341),)
+    )
     promoted = LinkControl("dr").pause(("orders",), 1_000, "", "ops@h1").promote(promotion)
     assert (promoted.state, promoted.holds("payments"), promoted.since_ms, promoted.by) == (
         "promoted",
@@ -112,6 +114,7 @@ def test_a_promoted_link_holds_every_topic_and_is_never_resumed_or_paused_again(
     document = json.loads(control_path(tmp_path, "dr").read_text())
     assert document["state"] == "promoted"
     assert document["promoted"]["offsets"][1] == {"topic": "orders", "partition": 0, "offset": 340}
+    assert document["promoted"]["target_offsets"] == [{"topic": "dr.orders", "partition": 0, "offset": 341}]
 
 
 @pytest.mark.parametrize(
@@ -122,6 +125,8 @@ def test_a_promoted_link_holds_every_topic_and_is_never_resumed_or_paused_again(
         '{"at_ms": 1, "by": "", "offsets": [{"topic": "t", "partition": -1, "offset": 3}]}',
         '{"at_ms": 1, "by": "", "offsets": [{"topic": "t", "partition": true, "offset": 3}]}',
         '{"at_ms": 1, "by": "", "offsets": [["t", 0, 3]]}',
+        '{"at_ms": 1, "by": "", "offsets": [], "target_offsets": {"t": 3}}',
+        '{"at_ms": 1, "by": "", "offsets": [], "target_offsets": [{"topic": "t", "partition": 0}]}',
     ],
 )
 def test_a_promotion_that_is_not_one_is_refused(tmp_path: Path, promoted: str) -> None:
