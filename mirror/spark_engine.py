@@ -116,6 +116,7 @@ class _Progress:
         self.keeper = keeper  # the link's topic keeper, for the drift in the status
         self._positions: dict[tuple[str, int], int] = {}
         self._lock = threading.Lock()
+        self._publishing = threading.Lock()
         self.stats: dict[str, float] = {"records_in_total": 0, "records_out_total": 0}
         self.batches = 0
         self._batch_id = -1  # the newest batch whose end offsets are the positions
@@ -225,8 +226,11 @@ class _Progress:
         )
 
     def publish(self) -> None:
-        status = self.status()
-        self._board.publish("links", self.link.name, 0, status.as_json(), status.observed_ms)
+        """From the listener (a batch done) and the driver's heartbeat: one at a time, so that a status (which waits
+        for the source's high-watermarks) never overwrites a newer one."""
+        with self._publishing:
+            status = self.status()
+            self._board.publish("links", self.link.name, 0, status.as_json(), status.observed_ms)
 
     def close(self) -> None:
         self._board.withdraw("links", self.link.name, 0)
