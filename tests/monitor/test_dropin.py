@@ -208,8 +208,15 @@ def test_community_dashboards_and_rules_get_data_from_mirrorwatch(
             interval_s=1,
             description="Prometheus to hold three scrapes of the lagging group",
         )
-        _every_asset_gets_data(url, group, topic)
-        _values_agree_with_the_cluster(url, group, topic, written_ms, clusters_config)
+        try:
+            _every_asset_gets_data(url, group, topic)
+            _values_agree_with_the_cluster(url, group, topic, written_ms, clusters_config)
+        except AssertionError as exc:  # seen twice late in a run, cause not known: what a failure needs to show
+            rounds = _query(url, "mirrorwatch_cluster_up[1m]")
+            raise AssertionError(
+                f"{exc}\nthe group's series over the last minute: {_query(url, f'{lag_of_group}[1m]')}\nthe "
+                f"clusters' up over the last minute: {rounds}\nthe monitor's log, its end: {monitor.log()[-4000:]}"
+            ) from exc
     finally:
         consumer.close()
     assert monitor.stop() == 0
