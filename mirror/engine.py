@@ -207,9 +207,6 @@ class LinkWorker(IdentityWorker):
         topic, or paused by the operator."""
         return key in self._stopped or key in self._awaiting_target or self._hold.holds(key)
 
-    def _fetching(self, key: tuple[str, int]) -> bool:
-        return not (self._paused or self._held_alone(key))
-
     def _held_otherwise(self, key: tuple[str, int]) -> bool:
         """Whether the partition stays paused when the operator resumes it: back-pressure holds every partition, or
         it is stopped alone or waiting for its target topic."""

@@ -3,9 +3,13 @@ own moment (issue #41): the monitor measures a live worker's partition against t
 claims it caught up at the status's moment on it — so a value that may be older than that moment is left out (the
 monitor then measures against its own read of the source, at that read's moment).
 
-Left out: a value not fetched since the consumer last lost the source's broker (`vouched_highs`), one the loop noted
-more than HIGHS_FRESH_MS ago (a loop held up), and one of a partition the consumer does not fetch (paused for
-back-pressure, by the operator, or stopped alone: its value is as old as its pause).
+Left out: a value not fetched since the consumer last lost the source's broker (`vouched_highs`). Kept, though it
+may be older than the status: the value of a partition the consumer does not fetch now (paused for back-pressure or
+by the operator) and the loop's last note however old: no proof of caught up, but a floor that proves a partition
+behind. Tried and measured wrong: leaving out a paused partition's value (a back-pressured worker with records in
+flight then read 0 against the monitor's older read of the source while its target was down: a clean clone's run of
+the truth test) and values noted over a second ago (a frozen worker's first status after its thaw then stated none).
+The monitor does not claim caught up at a fresh status without one (`monitor.links._served_partition`).
 
 Pure: the worker hands in how to read its consumer's cache (`Cache`, no broker request) and the time."""
 
@@ -16,14 +20,10 @@ from collections.abc import Callable, Iterable, Mapping
 from mirror.client_stats import ClientStats
 from mirror.progress import vouched_highs
 
-__all__ = ["HIGHS_FRESH_MS", "SeenHighs"]
+__all__ = ["SeenHighs"]
 
 Key = tuple[str, int]
 Cache = Callable[[Iterable[Key]], Mapping[Key, int]]  # the consumer's cached high-watermarks of these partitions
-
-# A status states only the high-watermarks the loop noted this recently: a loop held up longer leaves them as old as
-# its last turn, and stated at the status's moment they would read records waiting as none.
-HIGHS_FRESH_MS = 1_000
 
 
 class SeenHighs:
@@ -32,7 +32,7 @@ class SeenHighs:
 
     def __init__(self) -> None:
         self.noted: dict[Key, int] = {}  # the loop's, every status interval
-        self._noted_ms = 0
+        self.noted_ms = 0
         self._stale: dict[Key, int] = {}  # the cached values at the last lost broker (`vouched_highs`)
         self._lost_ms: int | None = None
 
@@ -44,7 +44,7 @@ class SeenHighs:
     def note(self, cache: Cache, partitions: Iterable[Key], now_ms: int) -> None:
         """From the loop, every status interval: what the consumer's last fetch responses said, and when."""
         self.noted = vouched_highs(cache(partitions), self._stale)
-        self._noted_ms = now_ms
+        self.noted_ms = now_ms
 
     def lost(self, cache: Cache, partitions: Iterable[Key], now_ms: int) -> None:
         """A source broker lost (served in consume()): every value cached now is stale until fetched again."""
@@ -62,8 +62,6 @@ class SeenHighs:
         if now_ms - up_for > lost_ms:
             self._stale = {}
 
-    def stated(self, fetching: Callable[[Key], bool], now_ms: int) -> dict[Key, int]:
-        """What a status states as of its own moment (see the module docstring)."""
-        if now_ms - self._noted_ms > HIGHS_FRESH_MS:
-            return {}
-        return {key: high for key, high in self.noted.items() if fetching(key)}
+    def stated(self) -> dict[Key, int]:
+        """What a status states (see the module docstring)."""
+        return dict(self.noted)

@@ -131,13 +131,9 @@ class WorkerBase:
         """Partitions no longer owned, with what was acknowledged of them (see WorkerStatus.released)."""
         return ()
 
-    def _fetching(self, key: tuple[str, int]) -> bool:
-        """Whether the consumer fetches the partition: not paused for back-pressure, by the operator or alone."""
-        return not (self._paused or key in self._stopped or self._hold.holds(key))
-
     def _stated_highs(self) -> dict[tuple[str, int], int]:
         """The high-watermarks a status states as of its own moment (`mirror.highs`)."""
-        return self._highs.stated(self._fetching, self._clock.now_ms())
+        return self._highs.stated()
 
     def _note_highs(self, partitions: Iterable[tuple[str, int]]) -> None:
         """From the loop only (the consumer is the loop's alone: from another thread its calls wait for consume())."""

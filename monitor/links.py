@@ -34,7 +34,7 @@ from kernel.config import LinkConfig
 from kernel.worker_status import Gap, PartitionPosition, WorkerStatus
 from monitor.dating import RecordTimes, age_seconds, appeared, interpolated_high, record_time
 from monitor.evaluator import OffsetSample
-from monitor.moments import stale_high, unowned_moment
+from monitor.moments import stale_high, unowned_high, unowned_moment
 from monitor.snapshot import ClusterSnapshot
 
 __all__ = [
@@ -274,15 +274,16 @@ def safe_positions(
             )
         else:
             from_worker = best_acked is not None and best_acked >= (group_committed or 0)
+            proven = proof.get(key) if from_worker else None
             moment, floor = unowned_moment(
-                safe, now_high, observed_hwm_ms, unowned_ms, proof.get(key) if from_worker else None
+                safe, high := unowned_high(now_high, observed_hwm_ms, proven), observed_hwm_ms, unowned_ms, proven
             )
             out[key] = SafePosition(
                 key[0],
                 key[1],
                 safe,
                 moment,
-                now_high,
+                high,
                 "worker_gone" if from_worker else ("log_start" if from_start else "committed"),
                 None,
                 best_acked,

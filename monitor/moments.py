@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from kernel.worker_status import PartitionPosition, WorkerStatus
 
-__all__ = ["stale_high", "unowned_moment"]
+__all__ = ["stale_high", "unowned_high", "unowned_moment"]
+
+
+def unowned_high(high: int | None, high_ms: int | None, proof: tuple[int, int | None] | None) -> int | None:
+    """The high-watermark a partition nobody mirrors is measured against: the monitor's read (`high` at `high_ms`),
+    or what its last worker saw when that worker reported after the read and saw further (`proof`: when, and the
+    high-watermark it saw) — records it had read and not had acknowledged wait, and nobody mirrors them (a mirror
+    SIGKILLed with records in flight: its partitions read "not known" while provably behind)."""
+    if proof is None or proof[1] is None or high_ms is None or proof[0] <= high_ms:
+        return high
+    return proof[1] if high is None or proof[1] > high else high
 
 
 def unowned_moment(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from mirror.client_stats import ClientStats
-from mirror.highs import HIGHS_FRESH_MS, SeenHighs
+from mirror.highs import SeenHighs
 
 A, B = ("t", 0), ("t", 1)
 
@@ -25,16 +25,11 @@ def consumer_stats(leaders_up_for_ms: int | None) -> ClientStats:
     return ClientStats("consumer", 0, 0, 0, 0, None, None, None, 0, None, 0, leaders_up_for_ms)
 
 
-def test_a_status_states_what_the_loop_noted_lately_of_the_partitions_it_fetches() -> None:
+def test_a_status_states_what_the_loop_noted_last() -> None:
     highs = SeenHighs()
+    assert highs.stated() == {}  # never noted
     highs.note(cache({A: 120, B: 50}), [A, B], now_ms=10_000)
-    assert highs.stated(lambda _key: True, now_ms=10_400) == {A: 120, B: 50}
-    # B paused (back-pressure, the operator, stopped alone): not fetched, its value is as old as its pause
-    assert highs.stated(lambda key: key != B, now_ms=10_400) == {A: 120}
-    # the loop held up (a status every 0.5 s, the loop's last note over a second ago): nothing it noted stands
-    assert highs.stated(lambda _key: True, now_ms=10_000 + HIGHS_FRESH_MS) == {A: 120, B: 50}
-    assert highs.stated(lambda _key: True, now_ms=10_001 + HIGHS_FRESH_MS) == {}
-    assert SeenHighs().stated(lambda _key: True, now_ms=10_000) == {}  # never noted
+    assert (highs.stated(), highs.noted_ms) == ({A: 120, B: 50}, 10_000)
 
 
 def test_a_value_cached_when_the_source_was_lost_is_stated_only_once_fetched_again() -> None:
@@ -44,10 +39,10 @@ def test_a_value_cached_when_the_source_was_lost_is_stated_only_once_fetched_aga
     assert highs.stale_since_ms == 10_200
     assert highs.noted == {}
     highs.note(cache({A: 130, B: 50}), [A, B], now_ms=10_500)  # A fetched since; B still says what it said
-    assert highs.stated(lambda _key: True, now_ms=10_600) == {A: 130}
+    assert highs.stated() == {A: 130}
     highs.seen_again(consumer_stats(leaders_up_for_ms=500), now_ms=10_600)  # up since 10,100: before the loss
     assert highs.stale_since_ms == 10_200
     highs.seen_again(consumer_stats(leaders_up_for_ms=300), now_ms=10_600)  # up again since 10,300
     assert highs.stale_since_ms is None
     highs.note(cache({A: 130, B: 50}), [A, B], now_ms=11_000)
-    assert highs.stated(lambda _key: True, now_ms=11_000) == {A: 130, B: 50}
+    assert highs.stated() == {A: 130, B: 50}
