@@ -32,7 +32,6 @@ class SeenHighs:
 
     def __init__(self) -> None:
         self.noted: dict[Key, int] = {}  # the loop's, every status interval
-        self.noted_ms = 0
         self._stale: dict[Key, int] = {}  # the cached values at the last lost broker (`vouched_highs`)
         self._lost_ms: int | None = None
 
@@ -41,10 +40,9 @@ class SeenHighs:
         """When the consumer lost the source, while values cached then are still not fetched again."""
         return self._lost_ms if self._stale else None
 
-    def note(self, cache: Cache, partitions: Iterable[Key], now_ms: int) -> None:
-        """From the loop, every status interval: what the consumer's last fetch responses said, and when."""
+    def note(self, cache: Cache, partitions: Iterable[Key]) -> None:
+        """From the loop, every status interval: what the consumer's last fetch responses said."""
         self.noted = vouched_highs(cache(partitions), self._stale)
-        self.noted_ms = now_ms
 
     def lost(self, cache: Cache, partitions: Iterable[Key], now_ms: int) -> None:
         """A source broker lost (served in consume()): every value cached now is stale until fetched again."""

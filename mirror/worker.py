@@ -137,7 +137,7 @@ class WorkerBase:
 
     def _note_highs(self, partitions: Iterable[tuple[str, int]]) -> None:
         """From the loop only (the consumer is the loop's alone: from another thread its calls wait for consume())."""
-        self._highs.note(functools.partial(_raw_highs, self._consumer), partitions, self._clock.now_ms())
+        self._highs.note(functools.partial(_raw_highs, self._consumer), partitions)
 
     def _on_consumer_error(self, error: KafkaError) -> None:
         """A source broker lost (served in consume(); librdkafka's lines say it) stales the cached high-watermarks."""

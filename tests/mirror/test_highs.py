@@ -28,21 +28,21 @@ def consumer_stats(leaders_up_for_ms: int | None) -> ClientStats:
 def test_a_status_states_what_the_loop_noted_last() -> None:
     highs = SeenHighs()
     assert highs.stated() == {}  # never noted
-    highs.note(cache({A: 120, B: 50}), [A, B], now_ms=10_000)
-    assert (highs.stated(), highs.noted_ms) == ({A: 120, B: 50}, 10_000)
+    highs.note(cache({A: 120, B: 50}), [A, B])
+    assert highs.stated() == {A: 120, B: 50}
 
 
 def test_a_value_cached_when_the_source_was_lost_is_stated_only_once_fetched_again() -> None:
     highs = SeenHighs()
-    highs.note(cache({A: 120, B: 50}), [A, B], now_ms=10_000)
+    highs.note(cache({A: 120, B: 50}), [A, B])
     highs.lost(cache({A: 120, B: 50}), [A, B], now_ms=10_200)
     assert highs.stale_since_ms == 10_200
     assert highs.noted == {}
-    highs.note(cache({A: 130, B: 50}), [A, B], now_ms=10_500)  # A fetched since; B still says what it said
+    highs.note(cache({A: 130, B: 50}), [A, B])  # A fetched since; B still says what it said
     assert highs.stated() == {A: 130}
     highs.seen_again(consumer_stats(leaders_up_for_ms=500), now_ms=10_600)  # up since 10,100: before the loss
     assert highs.stale_since_ms == 10_200
     highs.seen_again(consumer_stats(leaders_up_for_ms=300), now_ms=10_600)  # up again since 10,300
     assert highs.stale_since_ms is None
-    highs.note(cache({A: 130, B: 50}), [A, B], now_ms=11_000)
+    highs.note(cache({A: 130, B: 50}), [A, B])
     assert highs.stated() == {A: 130, B: 50}
