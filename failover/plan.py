@@ -147,7 +147,7 @@ def find_link(config: MirrorwatchConfig, name: str) -> LinkConfig:
     raise FailoverUsageError(f"no link {name!r} in the config (links: {known})")
 
 
-def _cluster_id(admin: AdminClient, alias: str) -> str:
+def cluster_id_of(admin: AdminClient, alias: str) -> str:
     try:
         cluster_id = admin.list_topics(timeout=TIMEOUT_S).cluster_id
     except KafkaException as exc:
@@ -284,7 +284,7 @@ def make_plan(
     clusters = _Clusters(link, source_cluster, target_cluster, checkpoints)
     source_admin = new_admin(source_cluster, link.source)
     target_admin = new_admin(target_cluster, link.target)
-    source_id = _cluster_id(source_admin, link.source)
+    source_id = cluster_id_of(source_admin, link.source)
     own = {ln.consumer_group for ln in config.links}
     selected = select_groups(source_admin, link.source, groups, pattern, own, select=select)
     # the link's own group says how far the mirror has got where the target cannot (see `source_progress`)
@@ -319,7 +319,7 @@ def make_plan(
         if any(ln.source == link.target and ln.target == link.source for ln in config.links):
             # a link the other way (failback, active-active): records written on the target first, whose copies
             # the groups read on the source, count as those copies
-            echo = echo_offsets(source_cluster, link.source, source_ends, _cluster_id(target_admin, link.target))
+            echo = echo_offsets(source_cluster, link.source, source_ends, cluster_id_of(target_admin, link.target))
         logs = scan_target(target_cluster, link.target, ends, source_id, floors, progress=progress, echo=echo)
 
     mapping = group_map or {}

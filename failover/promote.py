@@ -13,6 +13,12 @@
    document, which every worker obeys within a status interval (`kernel.link_control`: it copies nothing more, and no
    resume lifts that).
 
+With the source lost (`source_lost`: it cannot be read), steps 1-3 cannot be judged and say so; where each
+partition was copied up to is read off the copies on the target (their provenance, `failover.copied`), and step 4
+keeps the groups' positions on the target (a link's standby with `checkpoint.sync_group_offsets` keeps them there;
+a group named that has none is refused). What the source took after the last copy is its tail: `failover diverged`
+lists it once the source is back.
+
 A step that fails stops the promotion with its reason (exit 1); run again, it starts over and goes as far as it can
 (a group already committed is unchanged). `dry_run` runs the checks and says what step 4 would commit and step 5
 record, changing nothing. A promoted link is refused (it is reversed, not promoted twice), and so is a paused one (it
@@ -31,8 +37,10 @@ from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from failover.apply import apply_plan, preview_plan
-from failover.plan import FailoverUsageError, committed_offsets, find_link, make_plan
+from failover.copied import AmbiguousSource, copied_up_to
+from failover.plan import FailoverUsageError, cluster_id_of, committed_offsets, find_link, make_plan, select_groups
 from failover.report import outcome_lines
+from failover.scan import last_copies, watermarks
 from kernel.config import LinkConfig, MirrorwatchConfig
 from kernel.errors import MirrorwatchError
 from kernel.kafka import create_topics, kafka_error, new_admin, new_producer
@@ -72,6 +80,7 @@ class Options:
     dry_run: bool = False
     by: str = ""
     mm2_checkpoints: str | None = None
+    source_lost: bool = False  # the source cannot be read: steps 1-3 not judged, the copies say where the link stood
 
 
 def promote(
@@ -98,6 +107,8 @@ def promote(
             f"link {link.name} is {control.state} ({control.describe()}): resume it so that it copies what is left "
             "first (mirrorwatch link resume); nothing changed"
         )
+    if options.source_lost:
+        return _promote_lost(config, link, control, options, progress)
     admin = new_admin(config.clusters[link.source], link.source)
     partitions = _partitions(admin, link)
     steps = [_quiet(admin, partitions, options.settle_s, progress)]
@@ -212,7 +223,20 @@ def _stop(
     found = committed_offsets(config.clusters[link.source], link.source, [link.consumer_group])
     committed = found.get(link.consumer_group, {})
     offsets = tuple(sorted((t, p, committed.get((t, p), 0)) for t, p in partitions))
-    promotion = Promotion(int(time.time() * 1000), options.by, offsets, _target_ends(config, link, partitions))
+    return _promoted(config, link, control, options, offsets)
+
+
+def _promoted(
+    config: MirrorwatchConfig,
+    link: LinkConfig,
+    control: LinkControl,
+    options: Options,
+    offsets: tuple[Offset, ...],
+) -> Step:
+    partitions = [(t, p) for t, p, _ in offsets]
+    promotion = Promotion(
+        int(time.time() * 1000), options.by, offsets, _target_ends(config, link, partitions), options.source_lost
+    )
     if options.dry_run:
         return Step("stop", True, f"would promote link {link.name} at the offsets of {len(offsets)} partition(s)")
     failed = _record_on_target(config, link, promotion)
@@ -258,3 +282,95 @@ def _record_on_target(config: MirrorwatchConfig, link: LinkConfig, promotion: Pr
     if producer.flush(TIMEOUT_S):
         return "no answer within 30 s"
     return "; ".join(failed) or None
+
+
+def _promote_lost(
+    config: MirrorwatchConfig,
+    link: LinkConfig,
+    control: LinkControl,
+    options: Options,
+    progress: Callable[[str], None],
+) -> list[Step]:
+    """The steps with the source lost: where the link stood is read off its copies on the target."""
+    lost = "not judged: the source is lost (--source-lost)"
+    tail = "what its producers wrote after the last copy is its tail (failover diverged)"
+    steps = [Step("quiet", True, f"{lost}; {tail}")]
+    copied, lines = _copied_lost(config, link, progress)
+    if copied is None:
+        return [*steps, Step("copied", False, lines[0])]
+    steps.append(
+        Step(
+            "copied",
+            True,
+            f"{lost}: the link had copied {sum(o for _, _, o in copied)} offset(s) of {len(copied)} partition(s), "
+            f"by the provenance of its last copies on {link.target}",
+            tuple(lines),
+        )
+    )
+    steps.append(Step("canary", True, lost))
+    steps.append(_target_groups(config, link, options, {t for t, _, _ in copied}))
+    if steps[-1].ok:
+        steps.append(_promoted(config, link, control, options, copied))
+    return steps
+
+
+def _copied_lost(
+    config: MirrorwatchConfig, link: LinkConfig, progress: Callable[[str], None]
+) -> tuple[tuple[Offset, ...] | None, list[str]]:
+    """Per source partition the offset the link had copied up to, from the copies' provenance, and a line each (or
+    None and why not)."""
+    policy = rename_policy(link.rename, link.source)
+    target = config.clusters[link.target]
+    admin = new_admin(target, link.target)
+    try:
+        listing = admin.list_topics(timeout=TIMEOUT_S).topics
+    except KafkaException as exc:
+        raise kafka_error(exc, f"listing the topics of {link.target}") from None
+    origin = {t: s for t in listing if (s := policy.source_topic(t)) is not None}
+    chosen = set(select_topics(origin.values(), link.topics, exclude_internal=link.exclude_internal_topics))
+    partitions = sorted((t, p) for t, s in origin.items() if s in chosen for p in listing[t].partitions)
+    if not partitions:
+        return None, [f"no copy of the link's topics on {link.target}: nothing was mirrored to promote"]
+    progress(f"reading where the copies on {len(partitions)} partition(s) of {link.target} end")
+    found = last_copies(target, link.target, watermarks(admin, partitions))
+    try:
+        _source, copied = copied_up_to(found, cluster_id_of(admin, link.target).encode())
+    except AmbiguousSource as exc:
+        raise FailoverUsageError(f"{exc}: which is the lost source cannot be told; nothing changed") from None
+    if not copied:
+        return None, [f"no record on the link's topics of {link.target} is a copy: nothing was mirrored to promote"]
+    mirrored = {t for t, _ in copied}
+    for t, p in partitions:  # a partition of a copy without a copy of its own (none written, all expired): its start
+        if origin[t] in mirrored:
+            copied.setdefault((origin[t], p), 0)
+    lines = [f"{t}[{p}]: copied up to offset {o}" for (t, p), o in sorted(copied.items())]
+    return tuple(sorted((t, p, o) for (t, p), o in copied.items())), lines
+
+
+def _target_groups(config: MirrorwatchConfig, link: LinkConfig, options: Options, topics: set[str]) -> Step:
+    """With the source lost, the groups' positions on the target stand as they are: said per group; a group named
+    that has none there is refused (nothing can translate it now)."""
+    policy = rename_policy(link.rename, link.source)
+    copies = {policy.target_topic(t) for t in topics}
+    named = tuple((options.group_map or {}).get(g, g) for g in options.groups)
+    target = config.clusters[link.target]
+    own = {ln.consumer_group for ln in config.links}
+    keeps = "a standby (checkpoint.sync_group_offsets) keeps a group's position there while the source lives"
+    try:
+        groups = select_groups(new_admin(target, link.target), link.target, named, options.pattern, own)
+    except FailoverUsageError as exc:
+        return Step("groups", False, f"{exc}: with the source lost its position cannot be read; {keeps}")
+    found = committed_offsets(target, link.target, groups)
+    lines, missing = [], []
+    for group in groups:
+        on_copies = {k: o for k, o in found.get(group, {}).items() if k[0] in copies}
+        if not on_copies:
+            missing.append(group)
+            continue
+        where = ", ".join(f"{t}[{p}] {o}" for (t, p), o in sorted(on_copies.items())[:10])
+        lines.append(f"{group}: its position on {link.target} stands ({where})")
+    if named and missing:
+        said = f"{', '.join(missing)} ha{'s' if len(missing) == 1 else 've'} no position on the link's copies"
+        return Step("groups", False, f"{said}: with the source lost it cannot be read; {keeps}", tuple(lines))
+    said = f"{len(lines)} group(s) keep their position on {link.target} (the source's commits cannot be read)"
+    return Step("groups", True, said, tuple(lines))

@@ -31,6 +31,7 @@ __all__ = [
     "Watermarks",
     "copies_below",
     "echo_offsets",
+    "last_copies",
     "read_partitions",
     "scan_target",
     "watermarks",
@@ -144,6 +145,30 @@ def echo_offsets(
     starts = dict.fromkeys(ends, OFFSET_BEGINNING)
     read_partitions(cluster, alias, ends, starts, on_record=on_record, on_done=lambda _tp: None, progress=None)
     return echo
+
+
+def last_copies(
+    cluster: ClusterConfig, alias: str, ends: Mapping[tuple[str, int], Watermarks], window: int = 1000
+) -> dict[tuple[str, int], dict[bytes, tuple[str, int, int]]]:
+    """Per partition, per last-hop cluster id, the source (topic, partition, offset) of the last copy on it (by
+    provenance; `failover.copied` reads the source's from it). Read from the end backwards, `window` offsets first and
+    four times as many each time a stretch holds no copy, down to the log start: the cost is the partition's tail
+    unless the target took many records of its own since the last copy."""
+    found: dict[tuple[str, int], dict[bytes, tuple[str, int, int]]] = {tp: {} for tp in ends}
+    upto = {tp: w.end for tp, w in ends.items() if w.end > w.start}
+
+    def on_record(tp: tuple[str, int], _offset: int, msg: Message) -> None:
+        source = _source_of(msg)
+        if source is not None:  # in offset order: the last one read is the last copy
+            found[tp][source[0]] = (source[1], source[2], source[3])
+
+    while upto:
+        starts = {tp: max(ends[tp].start, end - window) for tp, end in upto.items()}
+        stretch = {tp: Watermarks(ends[tp].start, end) for tp, end in upto.items()}
+        read_partitions(cluster, alias, stretch, starts, on_record=on_record, on_done=lambda _tp: None, progress=None)
+        upto = {tp: starts[tp] for tp in upto if not found[tp] and starts[tp] > ends[tp].start}
+        window *= 4
+    return found
 
 
 def read_partitions(

@@ -55,6 +55,9 @@ class Promotion:
     # (target topic, partition, end offset) when promoted, sorted: where the records the target took on its own begin
     # (the reverse link's start: `mirrorwatch failover failback`); () when not recorded
     target_offsets: tuple[tuple[str, int, int], ...] = ()
+    # promoted without reading the source (`--source-lost`): `offsets` are where the copies on the target end (their
+    # provenance), not the link's commits checked against the source's high-watermarks
+    source_lost: bool = False
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -62,6 +65,7 @@ class Promotion:
             "by": self.by,
             "offsets": [{"topic": t, "partition": p, "offset": o} for t, p, o in self.offsets],
             "target_offsets": [{"topic": t, "partition": p, "offset": o} for t, p, o in self.target_offsets],
+            "source_lost": self.source_lost,
         }
 
     @classmethod
@@ -75,7 +79,10 @@ class Promotion:
         targets = document.get("target_offsets", [])
         if not isinstance(targets, list):
             raise ControlUnreadable("promoted: target_offsets must be a list")
-        return cls(at, by, _offsets("offsets", offsets), _offsets("target_offsets", targets))
+        lost = document.get("source_lost", False)
+        if not isinstance(lost, bool):
+            raise ControlUnreadable("promoted: source_lost must be true or false")
+        return cls(at, by, _offsets("offsets", offsets), _offsets("target_offsets", targets), lost)
 
 
 def _offsets(name: str, entries: list[Any]) -> tuple[tuple[str, int, int], ...]:
@@ -124,7 +131,8 @@ class LinkControl:
         """Why a partition is paused, as the status and the monitor say it."""
         if self.promoted is not None:
             by = f" by {self.promoted.by}" if self.promoted.by else ""
-            return f"promoted{by} (mirrorwatch failover promote): its target took over"
+            lost = " with its source lost" if self.promoted.source_lost else ""
+            return f"promoted{by}{lost} (mirrorwatch failover promote): its target took over"
         said = f": {self.reason}" if self.reason else ""
         by = f" by {self.by}" if self.by else ""
         return f"paused{by} (mirrorwatch link pause){said}"

@@ -127,7 +127,7 @@ def failover() -> None:
     mirrorwatch failover plan   --config F --link L [--group G ... | --groups REGEX] [--json]
     mirrorwatch failover apply  --config F --link L [--group G ...] [--map SRC=DST] [--force] [--wait-seconds S]
     mirrorwatch failover verify --config F --link L [--group G ...] [--map SRC=DST]
-    mirrorwatch failover promote --config F --link L [--groups REGEX] [--settle-seconds S] [--dry-run]
+    mirrorwatch failover promote --config F --link L [--groups REGEX] [--settle-seconds S] [--source-lost] [--dry-run]
     mirrorwatch failover diverged --config F --link L [--to-file F | --to-topic ALIAS:TOPIC] [--json]
     mirrorwatch failover failback --config F --link L [--reverse R] [--dry-run]
 
@@ -218,14 +218,23 @@ def verify_command(selection: _Selection) -> None:
     show_default=True,
     help="How long to wait for the link to copy what is left (its group commits what the target acknowledged).",
 )
+@click.option(
+    "--source-lost",
+    is_flag=True,
+    help="The source cannot be read: steps 1-3 are not judged, where the link stood is read off its copies on the "
+    "target, and the groups keep their positions there (a standby with checkpoint.sync_group_offsets keeps them).",
+)
 @click.option("--dry-run", is_flag=True, help="Run every check; say what would be committed and recorded. No change.")
-def promote_command(selection: _Selection, settle_seconds: float, wait_seconds: float, dry_run: bool) -> None:
+def promote_command(
+    selection: _Selection, settle_seconds: float, wait_seconds: float, source_lost: bool, dry_run: bool
+) -> None:
     """The whole cutover of a link, step by step, each saying what it checked: (1) the source's producers are quiet
     (no record on the link's topics for --settle-seconds), (2) the link copied everything (its group committed every
     high-watermark), (3) the canary's probes come back, (4) every group (default: every group committed on the link's
     topics) translated exactly and committed on the target (apply's rules), (5) the link promoted: stopped for good,
     where it stood recorded on the target (mirrorwatch.promotions) and in its control document. A step that fails
-    stops with its reason (exit 1); run it again to continue. A paused or promoted link is refused (exit 1)."""
+    stops with its reason (exit 1); run it again to continue. A paused or promoted link is refused (exit 1). With
+    --source-lost, what the source took after the last copy is its tail: failover diverged lists it once it is back."""
     from failover.promote import Options, promote
     from mirrorwatch.link_cli import who
     from mirrorwatch.services import published_canary
@@ -240,6 +249,7 @@ def promote_command(selection: _Selection, settle_seconds: float, wait_seconds: 
         dry_run=dry_run,
         by=who(),
         mm2_checkpoints=selection.mm2_checkpoints,
+        source_lost=source_lost,
     )
     steps = promote(config, selection.link_name, options, canary=lambda: published_canary(config), progress=_progress)
     for number, step in enumerate(steps, 1):

@@ -39,6 +39,7 @@ PURE = {
     "kernel.acl",
     "kernel.link_control",
     "kernel.selection",
+    "failover.copied",
     "dashboards.shards",
     "dashboards.health",
     "monitor.evaluator",

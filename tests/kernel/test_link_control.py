@@ -115,6 +115,15 @@ def test_a_promoted_link_holds_every_topic_and_is_never_resumed_or_paused_again(
     assert document["state"] == "promoted"
     assert document["promoted"]["offsets"][1] == {"topic": "orders", "partition": 0, "offset": 340}
     assert document["promoted"]["target_offsets"] == [{"topic": "dr.orders", "partition": 0, "offset": 341}]
+    assert document["promoted"]["source_lost"] is False
+
+
+def test_a_promotion_with_the_source_lost_says_so_and_reads_back_the_same(tmp_path: Path) -> None:
+    promoted = LinkControl("dr").promote(Promotion(9_000, "ops@h1", (("orders", 0, 40),), (), source_lost=True))
+    assert promoted.describe().startswith("promoted by ops@h1 with its source lost (mirrorwatch failover promote)")
+    write_control(tmp_path, promoted)
+    assert read_control(tmp_path, "dr") == promoted
+    assert json.loads(control_path(tmp_path, "dr").read_text())["promoted"]["source_lost"] is True
 
 
 @pytest.mark.parametrize(
@@ -127,6 +136,7 @@ def test_a_promoted_link_holds_every_topic_and_is_never_resumed_or_paused_again(
         '{"at_ms": 1, "by": "", "offsets": [["t", 0, 3]]}',
         '{"at_ms": 1, "by": "", "offsets": [], "target_offsets": {"t": 3}}',
         '{"at_ms": 1, "by": "", "offsets": [], "target_offsets": [{"topic": "t", "partition": 0}]}',
+        '{"at_ms": 1, "by": "", "offsets": [], "source_lost": "yes"}',
     ],
 )
 def test_a_promotion_that_is_not_one_is_refused(tmp_path: Path, promoted: str) -> None:
