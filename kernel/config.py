@@ -326,7 +326,8 @@ class LinkConfig(_Model):
     provenance: Literal["compact", "full"] = "compact"
     offset_commit_interval_ms: Annotated[int, Field(ge=100, le=3_600_000)] = 5000
     refresh_topics_interval_seconds: Annotated[float, Field(gt=0)] = 30
-    # Where records the target refuses go (on the target cluster). Unset: such a record stops the link.
+    # Where records the target refuses go (on the target cluster). Unset: such a record stops its partition alone
+    # (the exactly-once engine: the link).
     dead_letter_topic: TopicName | None = None
     handler: HandlerRef | None = None
     handler_args: str | None = None

@@ -26,7 +26,7 @@ from mirror.progress import PartitionProgress
 from mirror.routes import Route, Router
 from mirror.stats import LinkStats
 
-__all__ = ["Delivery", "OutboxItem", "dead_letter_headers", "unreadable"]
+__all__ = ["Delivery", "OutboxItem", "dead_letter_headers", "refused", "unreadable"]
 
 log = logging.getLogger("mirrorwatch.mirror")
 
@@ -99,9 +99,12 @@ class Delivery:
         *,
         fail: LinkFailure,
         consumer_error: Callable[[KafkaError, str | None, Message | None], None],
+        stop_alone: Callable[[tuple[str, int], str], None] | None = None,
     ) -> None:
         self.link, self.name, self.router, self.stats, self.fail = link, name, router, stats, fail
         self.consumer_error = consumer_error
+        # a partition with a record that cannot be mirrored stops alone, its reason said (None: the link stops)
+        self.stop_alone = stop_alone
         self.producer: Producer | None = None
         self.outbox: deque[OutboxItem] = deque()
         self.sparse = False  # sparse delivery reports: decided at start, off for good after a delivery error
@@ -351,7 +354,7 @@ class Delivery:
                     self.serve_reports(0.2)
                     return
                 outbox.popleft()
-                self._send_failed(item, error)
+                refused(self, item, error)
                 continue
             outbox.popleft()
 
@@ -362,7 +365,7 @@ class Delivery:
         worker must find out which one was refused."""
         route, first, last, records, size, timestamp = run
         if err is not None:
-            self._sparse_failed(route.progress, route.source, first, last, err)
+            self.sparse_failed(route.progress, route.source, first, last, err)
             return
         route.progress.ack_through(last)
         self.stats.count_out(records, size, timestamp, time.time())  # the run's latency from its oldest record
@@ -374,7 +377,7 @@ class Delivery:
         if run is not None:
             self._delivered_run(run, err, msg)
         elif err is not None:
-            self._sparse_failed(p, source, offset, offset, err)
+            self.sparse_failed(p, source, offset, offset, err)
         elif cause is not None:  # a dead letter, on the dead-letter topic
             p.ack_through(offset)
             self.stats.dead_lettered_total += 1
@@ -383,7 +386,7 @@ class Delivery:
             key, value = item[4], item[5]
             self.stats.count_out(1, (len(value) if value else 0) + (len(key) if key else 0), item[7], time.time())
 
-    def _sparse_failed(
+    def sparse_failed(
         self, p: PartitionProgress, source: tuple[str, int], first: int, last: int, err: KafkaError
     ) -> None:
         if self.sparse_failure is None and not p.abandoned:
@@ -393,7 +396,7 @@ class Delivery:
     def _delivered(self, item: OutboxItem, err: KafkaError | None, _msg: Message) -> None:
         p, offset, _topic, _partition, key, value, _headers, timestamp, _source, dead_letter_cause = item
         if err is not None:
-            self._send_failed(item, err)
+            refused(self, item, err)
         elif dead_letter_cause is not None:
             p.ack(offset)
             self.stats.dead_lettered_total += 1
@@ -408,36 +411,7 @@ class Delivery:
             route.progress.ack(offset)
             self.stats.count_out(1, size, timestamp, time.time())
             return
-        self._send_failed(_waiting(route, offset, msg.key(), msg.value(), headers=headers, timestamp=timestamp), err)
-
-    def _send_failed(self, item: OutboxItem, err: KafkaError) -> None:
-        """The target refused a record for good (librdkafka already retried what can be retried)."""
-        p, offset, topic, _partition, *_rest, (source_topic, source_partition), dead_letter_cause = item
-        if self.sparse or p.abandoned:  # sparse: which record is not known for sure; replayed with a report each
-            self._sparse_failed(p, (source_topic, source_partition), offset, offset, err)
-            return
-        self.stats.send_errors_total += 1
-        where = f"{source_topic}[{source_partition}]@{offset}"
-        if err.fatal():
-            self.fail(f"the producer hit a fatal error on {where}: {error_text(err)}; restart the link")
-        elif dead_letter_cause is not None:
-            self.fail(f"the dead-letter topic {self.link.dead_letter_topic!r} refused {where} too: {error_text(err)}")
-        elif self.link.dead_letter_topic:
-            log.error(
-                "link %s: the target refused %s for %s: %s; sending it to the dead-letter topic %r",
-                self.name,
-                where,
-                topic,
-                error_text(err),
-                self.link.dead_letter_topic,
-            )
-            self.outbox.appendleft((*item[:9], err))
-        else:
-            self.fail(
-                f"the target refused {where} for topic {topic!r}: {error_text(err)}. The link stopped "
-                "without committing past this record, so nothing is lost; fix the target (e.g. the topic's "
-                "max.message.bytes) or set the link's dead_letter_topic, then start it again"
-            )
+        refused(self, _waiting(route, offset, msg.key(), msg.value(), headers=headers, timestamp=timestamp), err)
 
     # -- the producer -----------------------------------------------------------------------------------------------
 
@@ -488,16 +462,68 @@ class Delivery:
         self.producer_fatal = False  # the worker makes a new producer
 
 
+def refused(delivery: Delivery, item: OutboxItem, err: KafkaError) -> None:
+    """The target refused a record for good (librdkafka already retried what can be retried)."""
+    p, offset, topic, _partition, *_rest, (source_topic, source_partition), dead_letter_cause = item
+    if delivery.sparse or p.abandoned:  # sparse: which record is not known for sure; replayed with a report each
+        delivery.sparse_failed(p, (source_topic, source_partition), offset, offset, err)
+        return
+    delivery.stats.send_errors_total += 1
+    where = f"{source_topic}[{source_partition}]@{offset}"
+    if err.fatal():
+        delivery.fail(f"the producer hit a fatal error on {where}: {error_text(err)}; restart the link")
+    elif dead_letter_cause is not None:
+        delivery.fail(
+            f"the dead-letter topic {delivery.link.dead_letter_topic!r} refused {where} too: {error_text(err)}"
+        )
+    elif delivery.link.dead_letter_topic:
+        log.error(
+            "link %s: the target refused %s for %s: %s; sending it to the dead-letter topic %r",
+            delivery.name,
+            where,
+            topic,
+            error_text(err),
+            delivery.link.dead_letter_topic,
+        )
+        delivery.outbox.appendleft((*item[:9], err))
+    elif delivery.stop_alone is not None:  # nothing at or past the refused record is committed
+        p.stop_at(offset)
+        delivery.stop_alone(
+            (source_topic, source_partition),
+            f"the target refused {where} for topic {topic!r}: {error_text(err)}. The partition stopped alone "
+            "without committing past this record, so nothing is lost, and the link's other partitions go on; "
+            "fix the target (e.g. the topic's max.message.bytes) or set the link's dead_letter_topic, then "
+            "restart the link to try it again",
+        )
+    else:
+        delivery.fail(
+            f"the target refused {where} for topic {topic!r}: {error_text(err)}. The link stopped "
+            "without committing past this record, so nothing is lost; fix the target (e.g. the topic's "
+            "max.message.bytes) or set the link's dead_letter_topic, then start it again"
+        )
+
+
 def unreadable(
     delivery: Delivery, route: Route, offset: int, *, key: bytes | None, value: bytes | None, timestamp: int
 ) -> bool:
     """A record whose headers cannot be read: confluent-kafka's Message.headers() raises SystemError on a header
     name that is not valid UTF-8, and a second call returns a tuple holding NULL that crashes the interpreter
     (SIGSEGV) when touched. It cannot be copied as it is, so it is refused like a record the target refuses:
-    to the dead-letter topic (key, value and provenance, not its headers, with the reason), or the link stops naming it
-    without committing past it. True when the loop may go on."""
+    to the dead-letter topic (key, value and provenance, not its headers, with the reason), or its partition stops
+    alone naming it (the link, where the engine stops no partition alone), without committing past it. True when the
+    loop may go on."""
     where = f"{route.source[0]}[{route.source[1]}]@{offset}"
     reason = "a header name is not valid UTF-8: the record cannot be read as it is (confluent-kafka)"
+    if not delivery.link.dead_letter_topic and delivery.stop_alone is not None:
+        route.progress.dispatch(offset, 0, timestamp)
+        route.progress.stop_at(offset)  # nothing at or past it is committed, whatever the reports after it say
+        delivery.stop_alone(
+            route.source,
+            f"{where} cannot be mirrored: {reason}. The partition stopped alone without committing past this "
+            "record, so nothing is lost, and the link's other partitions go on; set the link's dead_letter_topic "
+            "to move such records aside, then restart the link",
+        )
+        return True
     if not delivery.link.dead_letter_topic:
         delivery.fail(
             f"{where} cannot be mirrored: {reason}. The link stopped without committing past this record, so "

@@ -12,8 +12,8 @@ What can go wrong, and what the worker does:
   the producer's memory cap, then the worker reads nothing more (back-pressure) and, when the producer stays full,
   pauses the source partitions until the target drains;
 - the target refuses a record (too large, policy, authorization): the record goes to the dead-letter topic if the
-  link has one, else the link stops with the reason; the committed offset stays below that record either way
-  until it is safe, so nothing is lost;
+  link has one, else its partition stops alone with the reason while the others go on (issue #42: failed, in its
+  status); the committed offset stays below that record either way until it is safe, so nothing is lost;
 - SIGTERM/SIGINT: stop fetching, flush (bounded), commit what the target acknowledged, leave the group.
 
 Sparse delivery reports (links without a handler, `partitioning: preserve`, not exactly-once): asking the producer
@@ -29,6 +29,7 @@ acknowledged offset and the refused one may be written twice, as after a restart
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -89,7 +90,13 @@ class LinkWorker(IdentityWorker):
         self._keeper.watch_targets = True  # the target topics this host's notes say the link wrote to, before any
         self._keeper.target_ids.update(self._generations.noted_targets(self._keeper.target_topic))  # is created
         self._delivery = Delivery(
-            self.link, self.name, self._router, self.stats, fail=self._fail, consumer_error=self._consumer_error
+            self.link,
+            self.name,
+            self._router,
+            self.stats,
+            fail=self._fail,
+            consumer_error=self._consumer_error,
+            stop_alone=self._stop_alone,
         )
         self._delivery.sparse = (
             self.SPARSE_REPORTS and self._router.handler is None and self.link.partitioning == "preserve"
@@ -201,6 +208,21 @@ class LinkWorker(IdentityWorker):
         self._write_notes([(tp.topic, tp.partition) for tp in committed])
         log.info("link %s: assigned %s", self.name, _tps(partitions))
         self._topics_readable({tp.topic for tp in partitions})
+
+    def _stop_alone(self, key: tuple[str, int], reason: str) -> None:
+        """A partition with a record that cannot be mirrored (the target refused it, or it cannot be read) stops alone
+        with its reason while the others go on (its status says failed; the monitor and the alerts say so). The record
+        stays in flight, so nothing past it is committed; a restart, or its next owner, tries it again. From the
+        loop's thread (delivery reports are served there)."""
+        if key in self._stopped:
+            return
+        self._stopped[key] = f"link {self.name}: {reason}"
+        log.error("%s", self._stopped[key])
+        if self._consumer is not None:
+            with contextlib.suppress(KafkaException):  # revoked meanwhile: its next owner finds the record again
+                self._consumer.pause([TopicPartition(*key)])
+        if self._delivery is not None:
+            self._delivery.forget({key})  # what it had read after the record is read again with it
 
     def _held_alone(self, key: tuple[str, int]) -> bool:
         """Whether the partition stays paused whatever back-pressure does: stopped alone, waiting for its target

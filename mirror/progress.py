@@ -33,7 +33,7 @@ def vouched_highs(cached: Mapping[K, int], stale: Mapping[K, int]) -> dict[K, in
 
 
 class PartitionProgress:
-    __slots__ = ("_in_flight", "_order", "abandoned", "committed", "consumed", "last_timestamp_ms")
+    __slots__ = ("_in_flight", "_order", "abandoned", "committed", "consumed", "last_timestamp_ms", "stopped_at")
 
     def __init__(self, start_offset: int | None = None, committed: int | None = None) -> None:
         self.consumed: int | None = start_offset  # next offset the engine will read
@@ -44,6 +44,14 @@ class PartitionProgress:
         # The records in flight went to a target topic deleted under the link: their refusals say nothing (the
         # partition stopped, or reads again into the topic created anew with a progress of its own)
         self.abandoned = False
+        # The offset of a record that cannot be mirrored (refused by the target, unreadable): the partition stopped
+        # alone there, and nothing at or past it is acknowledged whatever reports come for the records after it
+        self.stopped_at: int | None = None
+
+    def stop_at(self, offset: int) -> None:
+        """The record at `offset` cannot be mirrored: the acknowledged position never passes it (the lowest such)."""
+        if self.stopped_at is None or offset < self.stopped_at:
+            self.stopped_at = offset
 
     def dispatch(self, offset: int, records: int, timestamp_ms: int | None = None) -> None:
         """The record at `offset` was read and turned into `records` records to produce (0: nothing to write)."""
@@ -94,7 +102,10 @@ class PartitionProgress:
     @property
     def acked(self) -> int | None:
         """First offset not yet acknowledged: every record below it is durable on the target."""
-        return self._order[0] if self._order else self.consumed
+        acked = self._order[0] if self._order else self.consumed
+        if self.stopped_at is not None and (acked is None or acked > self.stopped_at):
+            return self.stopped_at
+        return acked
 
     @property
     def in_flight_records(self) -> int:

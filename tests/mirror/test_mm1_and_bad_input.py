@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ import pytest
 
 from kernel.config import ClusterConfig, MirrorwatchConfig, reveal
 from kernel.processes import free_port
+from kernel.wait import wait_until
 from tests.kafka_helpers import (
     Record,
     by_partition,
@@ -18,8 +20,10 @@ from tests.kafka_helpers import (
     produce,
     provenance,
     read_all,
+    read_to_end,
     wait_for_commits,
 )
+from tests.mirror.test_pause import link_command
 from tests.processes import MirrorProcess
 
 pytestmark = pytest.mark.integration
@@ -146,23 +150,28 @@ def test_an_unreachable_bootstrap_is_retried_with_log_lines_and_stops_cleanly(
     assert "Traceback" not in mirror.log()
 
 
-def test_a_record_too_large_for_the_target_stops_the_link_and_loses_nothing(
+def test_a_record_too_large_for_the_target_stops_its_partition_alone_and_loses_nothing(
     clusters_config: MirrorwatchConfig,
     make_topic: Callable[..., str],
     write_config: Callable[..., Any],
     start_mirror: Callable[..., MirrorProcess],
     unique: Callable[[str], str],
 ) -> None:
+    """A record the target refuses for good (MirrorMaker's poison record) stops its partition alone with the reason,
+    committed below it, while the link's other partition goes on (issue #42); with a dead-letter topic it goes
+    there and every record arrives."""
     source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
-    topic = make_topic("source", 1)
-    make_topic("target", 1, name=topic, config={"max.message.bytes": "2000"})
+    topic = make_topic("source", 2)
+    make_topic("target", 2, name=topic, config={"max.message.bytes": "2000"})
     small = [f"small-{i:03d}-".encode() + b"x" * 80 for i in range(20)]
     big = b"B" * 10_000
     produce(
         source,
         "source",
         topic,
-        [Record(value=v) for v in small[:10]] + [Record(value=big)] + [Record(value=v) for v in small[10:]],
+        [Record(value=v, partition=0) for v in small[:10]]
+        + [Record(value=big, partition=0)]
+        + [Record(value=v, partition=0) for v in small[10:]],
     )
     group = unique("g")
     link = {
@@ -174,21 +183,33 @@ def test_a_record_too_large_for_the_target_stops_the_link_and_loses_nothing(
         "offset_commit_interval_ms": 500,
     }
 
-    mirror = start_mirror("--config", str(write_config([link])))
-    assert mirror.wait_exit() == 1
+    config = write_config([link])
+    mirror = start_mirror("--config", str(config))
+    mirror.wait_for_log(f"the target refused {topic}[0]@10 for topic {topic!r}")
+    others = [f"other-{i}".encode() for i in range(30)]
+    produce(source, "source", topic, [Record(value=v, partition=1) for v in others])  # after the stop: copied
+    wait_for_commits(source, "source", group, topic, 2, upto=[10, 30], while_running=mirror.running, timeout_s=60)
+
+    def failed() -> dict[str, str]:  # what `mirrorwatch link status` says of the running worker's partitions
+        (entry,) = json.loads(link_command(config, "status", "--link", "toolarge", "--json").stdout)
+        return {where: why for w in entry["workers"] for where, why in w["failed"].items()}
+
+    wait_until(lambda: f"{topic}[0]" in failed(), timeout_s=30, description="the status to say the partition failed")
+    assert list(failed()) == [f"{topic}[0]"] and "MSG_SIZE_TOO_LARGE" in failed()[f"{topic}[0]"]
     log = mirror.log()
-    assert f"the target refused {topic}[0]@10 for topic {topic!r}" in log
-    assert "MSG_SIZE_TOO_LARGE" in log and "nothing is lost" in log
+    assert "MSG_SIZE_TOO_LARGE" in log and "The partition stopped alone" in log and "nothing is lost" in log
     # One report per run of records (sparse) could not say which record; the worker went back and found it.
     assert "going back to the last acknowledged offsets to find it" in log
-    assert "Traceback" not in log
-    assert committed_offsets(source, "source", group, topic, 1) == [10]  # stopped below the refused record
-    assert {r.value for r in read_all(target, "target", topic, expected=10)} >= set(small[:10])
+    assert mirror.stop() == 0 and "Traceback" not in mirror.log()
+    assert committed_offsets(source, "source", group, topic, 2) == [10, 30]  # stopped below the refused record
+    on_target = read_to_end(target, "target", topic, 2)
+    assert {r.value for r in on_target if r.partition == 0} >= set(small[:10])
+    assert sorted(r.value or b"" for r in on_target if r.partition == 1) == sorted(others)
 
     dead_letters = unique("dlq")
     mirror = start_mirror("--config", str(write_config([{**link, "dead_letter_topic": dead_letters}])))
     wait_for_commits(
-        source, "source", group, topic, 1, upto=[21], timeout_s=60, description="the link to pass the refused record"
+        source, "source", group, topic, 2, upto=[21, 30], timeout_s=60, description="the link to pass the record"
     )
     (dead,) = read_all(target, "target", dead_letters, expected=1)
     assert dead.value == big
@@ -196,10 +217,7 @@ def test_a_record_too_large_for_the_target_stops_the_link_and_loses_nothing(
     assert headers["mirrorwatch.error.code"] == b"MSG_SIZE_TOO_LARGE"
     assert headers["mirrorwatch.target.topic"] == topic.encode()
     assert provenance(dead, "source.offset") == b"10"
-    target_values = {
-        r.value for r in read_all(target, "target", topic, expected=sum(end_offsets(target, "target", topic, 1)))
-    }
-    assert target_values == set(small)
+    assert {r.value for r in read_to_end(target, "target", topic, 2) if r.partition == 0} == set(small)
     assert "going back to the last acknowledged offsets to find it" in mirror.log()
     assert mirror.stop() == 0
 

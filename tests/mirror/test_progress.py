@@ -42,6 +42,34 @@ def test_out_of_order_ack_waits_for_the_gap() -> None:
     assert p.acked == 13
 
 
+def test_a_record_that_cannot_be_mirrored_holds_the_position_whatever_the_reports_after_it_say() -> None:
+    """A partition stopped alone at a refused or unreadable record (issue #42): a sparse report of a later run
+    acknowledges every entry through its last offset, the stopped record's too; the position stays below it."""
+    p = PartitionProgress(start_offset=0)
+    p.dispatch(0, 1)
+    p.extend(299)  # one run 0..299
+    p.dispatch(300, 0)  # the unreadable record: nothing produced for it
+    p.stop_at(300)
+    p.dispatch(301, 1)
+    p.extend(309)  # the next run, 301..309, read before the partition was paused
+    p.ack_through(309)
+    assert (p.acked, p.offset_to_commit(), p.in_flight_records) == (300, 300, 10)
+    p.stop_at(305)  # a later one does not move it up
+    assert p.acked == 300
+
+
+def test_a_refused_record_in_flight_holds_the_position_after_later_acks() -> None:
+    p = PartitionProgress(start_offset=10)
+    for offset in (10, 11, 12):
+        p.dispatch(offset, 1)
+    p.ack(10)
+    p.stop_at(11)  # refused: never acknowledged
+    p.ack(12)
+    assert (p.acked, p.offset_to_commit()) == (11, 11)
+    p.ack_through(12)
+    assert p.acked == 11
+
+
 def test_fan_out_needs_every_copy_acknowledged() -> None:
     p = PartitionProgress(start_offset=0)
     p.dispatch(0, 3)  # a handler wrote three records for offset 0
