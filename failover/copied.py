@@ -2,9 +2,11 @@
 
 When the source is lost (`mirrorwatch failover promote --source-lost`), neither its high-watermarks nor the link's
 commits can be read; the copies on the target still say where they came from (provenance: the last hop's cluster id,
-source topic, partition and offset). A partition's copies are in source order, so the last copy of a source
-partition says the link had copied every record of it below that offset + 1 (an at-least-once restart writes some
-again, never one out of order). What the source took after it is the disaster's tail (`failover diverged`).
+source topic, partition and offset). The link copies a source partition in order, so its furthest copy says the link
+had copied every record of it below that offset + 1. The copies are read from the target partitions' ends backwards
+(`failover.scan.last_copies`) until one is found; a furthest copy further back than that (a mirror killed while it
+wrote a replayed stretch again) makes the offset lower than it could be: more is listed as the tail, never less.
+What the source took after it is the disaster's tail (`failover diverged`).
 
 The source is the one cluster whose copies the link's target topics hold; copies from two clusters in the same
 topics (a hub mirroring several sources under one name) cannot be told apart without the source, and are refused.
@@ -16,8 +18,8 @@ from collections.abc import Mapping
 
 __all__ = ["AmbiguousSource", "LastCopies", "copied_up_to"]
 
-# per target partition: per last-hop cluster id, the (source topic, partition, offset) of its last copy there
-LastCopies = Mapping[tuple[str, int], Mapping[bytes, tuple[str, int, int]]]
+# per target partition: per last-hop cluster id, per source partition, the furthest source offset copied there
+LastCopies = Mapping[tuple[str, int], Mapping[bytes, Mapping[tuple[str, int], int]]]
 
 
 class AmbiguousSource(ValueError):
@@ -26,7 +28,7 @@ class AmbiguousSource(ValueError):
 
 def copied_up_to(found: LastCopies, target_id: bytes) -> tuple[bytes | None, dict[tuple[str, int], int]]:
     """The source cluster's id (None: no copy found) and per source partition the offset below which every record
-    was copied (the last copy's offset + 1, the highest over the target partitions holding copies of it). Raises
+    was copied (the furthest copy's offset + 1, over every target partition holding copies of it). Raises
     AmbiguousSource naming the clusters when copies of more than one are found."""
     ids = sorted({cluster for last in found.values() for cluster in last if cluster != target_id})
     if len(ids) > 1:
@@ -37,7 +39,6 @@ def copied_up_to(found: LastCopies, target_id: bytes) -> tuple[bytes | None, dic
     source = ids[0]
     copied: dict[tuple[str, int], int] = {}
     for last in found.values():
-        if source in last:
-            topic, partition, offset = last[source]
-            copied[(topic, partition)] = max(copied.get((topic, partition), 0), offset + 1)
+        for key, offset in last.get(source, {}).items():
+            copied[key] = max(copied.get(key, 0), offset + 1)
     return source, copied

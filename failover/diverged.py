@@ -21,7 +21,7 @@ from typing import Any, TextIO, cast
 from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from failover.plan import FailoverUsageError, find_link
-from failover.promote import PROMOTIONS_TOPIC, TIMEOUT_S
+from failover.promote import PROMOTIONS_TOPIC, TIMEOUT_S, topics_of
 from failover.scan import Watermarks, read_partitions, watermarks
 from kernel.config import LinkConfig, MirrorwatchConfig
 from kernel.kafka import create_topics, kafka_error, new_admin, new_consumer, new_producer
@@ -116,10 +116,7 @@ def diverged(
         )
     source = config.clusters[link.source]
     admin = new_admin(source, link.source)
-    try:
-        topics = admin.list_topics(timeout=TIMEOUT_S).topics
-    except KafkaException as exc:
-        raise kafka_error(exc, f"reaching {link.source}") from None
+    topics = topics_of(admin, link.source)
     promoted = {(t, p): o for t, p, o in promotion.offsets}
     chosen = select_topics(topics, link.topics, exclude_internal=link.exclude_internal_topics)
     keys = sorted({*promoted, *((t, p) for t in chosen for p in topics[t].partitions)})

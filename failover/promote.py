@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import AdminClient, OffsetSpec, TopicMetadata
 
 from failover.apply import apply_plan, preview_plan
 from failover.copied import AmbiguousSource, copied_up_to
@@ -49,7 +49,7 @@ from kernel.rename import rename_policy
 from kernel.selection import select_topics
 from kernel.wait import WaitTimeout, wait_until
 
-__all__ = ["PROMOTIONS_TOPIC", "PromoteRefused", "Step", "promote"]
+__all__ = ["PROMOTIONS_TOPIC", "PromoteRefused", "Step", "promote", "topics_of"]
 
 PROMOTIONS_TOPIC = "mirrorwatch.promotions"
 TIMEOUT_S = 30.0
@@ -123,11 +123,16 @@ def promote(
     return steps
 
 
-def _partitions(admin: AdminClient, link: LinkConfig) -> list[Key]:
+def topics_of(admin: AdminClient, alias: str) -> dict[str, TopicMetadata]:
+    """The cluster's topics (a KafkaClientError naming it when it does not answer)."""
     try:
-        topics = admin.list_topics(timeout=TIMEOUT_S).topics
+        return dict(admin.list_topics(timeout=TIMEOUT_S).topics)
     except KafkaException as exc:
-        raise kafka_error(exc, f"listing the topics of {link.source}") from None
+        raise kafka_error(exc, f"listing the topics of {alias}") from None
+
+
+def _partitions(admin: AdminClient, link: LinkConfig) -> list[Key]:
+    topics = topics_of(admin, link.source)
     chosen = select_topics(topics, link.topics, exclude_internal=link.exclude_internal_topics)
     return sorted((t, p) for t in chosen for p in topics[t].partitions)
 
@@ -257,10 +262,7 @@ def _target_ends(
     """Each partition of the link's target topics at its end: where the records the target takes on its own begin."""
     policy = rename_policy(link.rename, link.source)
     admin = new_admin(config.clusters[link.target], link.target)
-    try:
-        listing = admin.list_topics(timeout=TIMEOUT_S).topics
-    except KafkaException as exc:
-        raise kafka_error(exc, f"listing the topics of {link.target}") from None
+    listing = topics_of(admin, link.target)
     topics = {policy.target_topic(t) for t, _ in partitions} & set(listing)
     ends = _highs(admin, sorted((t, p) for t in topics for p in listing[t].partitions))
     return tuple(sorted((t, p, o) for (t, p), o in ends.items()))
@@ -322,10 +324,7 @@ def _copied_lost(
     policy = rename_policy(link.rename, link.source)
     target = config.clusters[link.target]
     admin = new_admin(target, link.target)
-    try:
-        listing = admin.list_topics(timeout=TIMEOUT_S).topics
-    except KafkaException as exc:
-        raise kafka_error(exc, f"listing the topics of {link.target}") from None
+    listing = topics_of(admin, link.target)
     origin = {t: s for t in listing if (s := policy.source_topic(t)) is not None}
     chosen = set(select_topics(origin.values(), link.topics, exclude_internal=link.exclude_internal_topics))
     partitions = sorted((t, p) for t, s in origin.items() if s in chosen for p in listing[t].partitions)

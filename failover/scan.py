@@ -149,18 +149,20 @@ def echo_offsets(
 
 def last_copies(
     cluster: ClusterConfig, alias: str, ends: Mapping[tuple[str, int], Watermarks], window: int = 1000
-) -> dict[tuple[str, int], dict[bytes, tuple[str, int, int]]]:
-    """Per partition, per last-hop cluster id, the source (topic, partition, offset) of the last copy on it (by
-    provenance; `failover.copied` reads the source's from it). Read from the end backwards, `window` offsets first and
-    four times as many each time a stretch holds no copy, down to the log start: the cost is the partition's tail
-    unless the target took many records of its own since the last copy."""
-    found: dict[tuple[str, int], dict[bytes, tuple[str, int, int]]] = {tp: {} for tp in ends}
+) -> dict[tuple[str, int], dict[bytes, dict[tuple[str, int], int]]]:
+    """Per partition, per last-hop cluster id, per source partition the furthest source offset copied on it (by
+    provenance; `failover.copied` reads the source's from it), in the stretch read: from the end backwards, `window`
+    offsets first and four times as many each time a stretch holds no copy, down to the log start. The cost is the
+    partition's tail unless the target took many records of its own since the last copy."""
+    found: dict[tuple[str, int], dict[bytes, dict[tuple[str, int], int]]] = {tp: {} for tp in ends}
     upto = {tp: w.end for tp, w in ends.items() if w.end > w.start}
 
     def on_record(tp: tuple[str, int], _offset: int, msg: Message) -> None:
         source = _source_of(msg)
-        if source is not None:  # in offset order: the last one read is the last copy
-            found[tp][source[0]] = (source[1], source[2], source[3])
+        if source is not None:
+            furthest = found[tp].setdefault(source[0], {})
+            key = (source[1], source[2])
+            furthest[key] = max(furthest.get(key, source[3]), source[3])
 
     while upto:
         starts = {tp: max(ends[tp].start, end - window) for tp, end in upto.items()}
