@@ -192,10 +192,25 @@ def fail_back_and_copy(
     done = failover("failback", config, "--link", name)
     assert done.returncode == 0, done.stdout + done.stderr
     mirror = start_mirror("--config", str(config), "--link", back)
-    wait_for_commits(b, "target", f"mirrorwatch-{back}", topic, PARTITIONS, upto=end_offsets(b, "target", topic, 3))
-    came = [r for r in read_to_end(a, "source", topic, PARTITIONS) if r.offset >= before[r.partition]]
-    assert sorted((r.partition, r.value) for r in came) == sorted((r.partition, r.value) for r in written_on_b)
+    arrived_exactly(mirror, (b, "target"), f"mirrorwatch-{back}", (a, "source"), topic, before, written_on_b)
     return mirror
+
+
+def arrived_exactly(
+    mirror: MirrorProcess,
+    source: tuple[ClusterConfig, str],
+    group: str,
+    target: tuple[ClusterConfig, str],
+    topic: str,
+    before: list[int],
+    written: list[Any],
+) -> None:
+    """Once the link's group has committed the end of its source, its target holds after `before` exactly the
+    records `written`, each once, in its partition, and nothing else."""
+    ends = end_offsets(*source, topic, PARTITIONS)
+    wait_for_commits(*source, group, topic, PARTITIONS, upto=ends, while_running=mirror.running)
+    came = [r for r in read_to_end(*target, topic, PARTITIONS) if r.offset >= before[r.partition]]
+    assert sorted((r.partition, r.value) for r in came) == sorted((r.partition, r.value) for r in written)
 
 
 def promote_back(
@@ -219,7 +234,5 @@ def promote_back(
     b_before = end_offsets(b, "target", topic, PARTITIONS)
     fresh = keyed(70_000, 30, PARTITIONS)
     produce(a, "source", topic, fresh)
-    wait_for_commits(a, "source", f"mirrorwatch-{name}", topic, PARTITIONS, upto=end_offsets(a, "source", topic, 3))
-    came = [r for r in read_to_end(b, "target", topic, PARTITIONS) if r.offset >= b_before[r.partition]]
-    assert sorted((r.partition, r.value) for r in came) == sorted((r.partition, r.value) for r in fresh)
+    arrived_exactly(forward, (a, "source"), f"mirrorwatch-{name}", (b, "target"), topic, b_before, fresh)
     assert forward.stop() == 0
