@@ -25,13 +25,15 @@ Every process it starts is stopped.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import tempfile
 from pathlib import Path
 
 from bench.common import exit_on_sigterm
-from bench.truth_harness import FAULTS, HELD_S, LINK, run_truth
+from bench.netns import NetHost, clusters_apart
+from bench.truth_harness import FAULTS, HELD_S, LINK, NET_FAULTS, run_truth
 from bench.truth_judge import Phase, TruthRun, print_report
 from localkafka.local import LocalClusters
 
@@ -50,24 +52,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engine", choices=("python", "spark"), default="python", help="the link's engine [python]")
     parser.add_argument(
         "--faults",
-        default=",".join(FAULTS),
+        default="",
         help=f"comma-separated, from {','.join(FAULTS)} [all; --engine-run leaves mirror-stop out]",
     )
     parser.add_argument("--clusters", type=Path, help="state dir of clusters already up (else started and stopped)")
+    parser.add_argument(
+        "--network",
+        action="store_true",
+        help=f"each cluster on a host of its own (a network namespace over a veth pair, root only) and the faults "
+        f"of the network between: {','.join(NET_FAULTS)} (the default then; cannot go with --clusters)",
+    )
     parser.add_argument("--json", type=Path, help="also write the result here")
     parser.add_argument("--logs", type=Path, help="keep the processes' logs and config in this directory")
     args = parser.parse_args(argv)
-    faults = tuple(f for f in FAULTS if f in args.faults.split(","))
+    if args.network and args.clusters:
+        parser.error("--network starts clusters of its own: leave --clusters out")
+    chosen = args.faults.split(",") if args.faults else list(NET_FAULTS if args.network else FAULTS)
+    faults = tuple(f for f in (*FAULTS, *NET_FAULTS) if f in chosen)
     if args.engine_run:
         faults = tuple(f for f in faults if f != "mirror-stop")
     with tempfile.TemporaryDirectory(prefix="mirrorwatch-bench-") as tmp:
         work = (args.logs or Path(tmp)).resolve()  # absolute: the processes run in it
         work.mkdir(parents=True, exist_ok=True)
-        clusters = LocalClusters(args.clusters or Path(tmp) / "clusters", progress=lambda _line: None)
+        stack = contextlib.ExitStack()
+        network: dict[str, NetHost] = {}
+        if args.network:
+            apart = stack.enter_context(clusters_apart(Path(tmp) / "clusters"))
+            clusters, network = apart.clusters, dict(apart.hosts)
+        else:
+            clusters = LocalClusters(args.clusters or Path(tmp) / "clusters", progress=lambda _line: None)
         owned = args.clusters is None
-        if owned:
+        if owned and not args.network:
             clusters.up(tie_to_parent=True)
-        try:
+            stack.callback(clusters.down)
+        with stack:
             run = run_truth(
                 clusters,
                 work,
@@ -81,10 +99,8 @@ def main(argv: list[str] | None = None) -> int:
                 faults=faults,
                 tie_to_parent=owned,
                 delivery="exactly-once" if args.exactly_once else "at-least-once",
+                network=network,
             )
-        finally:
-            if owned:
-                clusters.down()
     print_report(run)
     if args.json:
         samples = [
@@ -97,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
                 "truth_low_seconds": x.truth_low_seconds,
                 "served_truth_seconds": x.served_truth_seconds,
                 "positions_from": x.positions_from,
+                "target_silent_since_ms": x.target_silent_since_ms,
                 "partitions": x.served,
                 "records": x.records,
                 "truth_records": x.truth_records,
@@ -106,7 +123,13 @@ def main(argv: list[str] | None = None) -> int:
         ]
         args.json.write_text(
             json.dumps(
-                {"phases": run.report(), "acked": run.acked, "missing": run.missing_on_target, "samples": samples},
+                {
+                    "phases": run.report(),
+                    "acked": run.acked,
+                    "missing": run.missing_on_target,
+                    "duplicates": run.duplicates,
+                    "samples": samples,
+                },
                 indent=2,
             )
             + "\n"

@@ -13,28 +13,32 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
 from bench.common import stop_process
+from bench.netns import NetHost
 from bench.truth_judge import FOLLOWER_LATENCY_MS, INTERVAL_S, Phase, Sample, Truth, TruthRun
+from bench.truth_traffic import Traffic, agent, in_process
 from kernel.config import load_config
 from kernel.kafka import create_topics, new_admin
 from kernel.processes import free_port
 from kernel.wait import WaitTimeout, wait_until
 from localkafka.local import LocalClusters
 
-__all__ = ["FAULTS", "HELD_S", "LINK", "run_truth", "spark_batches"]
+__all__ = ["FAULTS", "HELD_S", "LINK", "NET_FAULTS", "run_truth", "spark_batches"]
 
 POLL_S = 0.25
 LINK = "truth"
-QUIET = {"log_level": 0}  # the harness's own clients: their complaints while a broker is down are expected
 FAULTS = ("mirror-kill", "mirror-stop", "target-kill", "target-stop", "source-restart")
+# Faults of the network between this host and a cluster on a host of its own (bench.netns; issue #44): every packet
+# dropped both ways (connections hang, nothing refused), rate-limited to SLOW_KBIT, or down 2 s / up 2 s.
+NET_FAULTS = ("target-cut", "source-cut", "target-slow", "target-flap")
+SLOW_KBIT = 100
 SPARK_TRIGGER_S = 0.5
 # The spark driver reads its checkpoint's commit log every 0.25 s (mirror.spark_engine.CHECKPOINT_POLL_S) and then
 # publishes: until then a committed batch is still the running one for what the engine can know.
@@ -106,6 +110,7 @@ def _poll_monitor(url: str, topic: str, samples: list[Sample], stop: threading.E
                 [p for p in mine if p["replication_lag_seconds"] is None or p["replication_lag_records"] is None],
                 positions_from=[str(p.get("position_from")) for p in mine],
                 served=mine,
+                target_silent_since_ms=link.get("target_silent_since_ms"),
             )
         )
 
@@ -123,66 +128,6 @@ def _process(command: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGCONT)
         stop_process(process, timeout_s=60)
-
-
-@dataclass
-class _Traffic:
-    """Where the truth harness produces and reads: the topic on both clusters and its partitions."""
-
-    source: str  # bootstrap servers
-    target: str
-    topic: str
-    partitions: int
-
-
-def _produce(traffic: _Traffic, rate: int, truth: Truth, stop: threading.Event) -> None:
-    producer = Producer(
-        {"bootstrap.servers": traffic.source, "acks": "all", "enable.idempotence": True, "linger.ms": 5}
-    )
-    sent = [0] * traffic.partitions
-
-    def delivered(error: KafkaError | None, message: Message) -> None:
-        if error is not None:
-            raise RuntimeError(f"the source refused a record: {error}")
-        partition = message.partition()
-        assert partition is not None
-        with truth.lock:
-            truth.acked_ms[partition].append(_now_ms())
-
-    started, n = time.monotonic(), 0
-    while not stop.is_set():
-        due = int((time.monotonic() - started) * rate)
-        while n < due:
-            p = n % traffic.partitions
-            producer.produce(traffic.topic, value=f"{p}:{sent[p]}".encode(), partition=p, on_delivery=delivered)
-            sent[p] += 1
-            n += 1
-        producer.poll(0.001)
-    producer.flush(60)
-
-
-def _follow(traffic: _Traffic, truth: Truth, stop: threading.Event) -> None:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": traffic.target,
-            "group.id": "mirrorwatch-truth",
-            "enable.auto.commit": False,
-            "fetch.wait.max.ms": 20,
-            **QUIET,
-        }
-    )
-    consumer.assign([TopicPartition(traffic.topic, p, 0) for p in range(traffic.partitions)])
-    try:
-        while not stop.is_set():
-            for message in consumer.consume(num_messages=5000, timeout=0.05):
-                if message.error() is not None:
-                    continue
-                now = _now_ms()
-                p, _, seq = (message.value() or b"").decode().partition(":")
-                with truth.lock:
-                    truth.arrived_ms[int(p)].setdefault(int(seq), now)
-    finally:
-        consumer.close()
 
 
 class _Harness:
@@ -207,7 +152,7 @@ class _Harness:
         create_topics(
             new_admin(config.clusters["source"], "source"), {topic: partitions}, config={"retention.ms": "-1"}
         )
-        self.traffic = _Traffic(
+        self.traffic = Traffic(
             config.clusters["source"].bootstrap_servers, config.clusters["target"].bootstrap_servers, topic, partitions
         )
         self.port = port or free_port()
@@ -413,7 +358,9 @@ class _Harness:
                     start = min(started)
                     at_start = max(truth.at(p, start)[0] for p, _ in sample.parts)
                     sample.running_batch_bound_seconds = at_start + (sample.observed_ms - start) / 1000
-            return TruthRun(self.phases, self.samples, sum(len(a) for a in truth.acked_ms), truth.missing())
+            return TruthRun(
+                self.phases, self.samples, sum(len(a) for a in truth.acked_ms), truth.missing(), truth.duplicates
+            )
 
     def drop_topic(self) -> None:
         for alias in ("source", "target"):  # a run leaves no topic behind
@@ -444,7 +391,9 @@ class Fault:
     behind_after_removal: bool = False
 
 
-def _fault_plan(h: _Harness, faults: tuple[str, ...], fault_s: float, tie_to_parent: bool) -> list[Fault]:
+def _fault_plan(
+    h: _Harness, faults: tuple[str, ...], fault_s: float, tie_to_parent: bool, network: Mapping[str, NetHost]
+) -> list[Fault]:
     def signal_engine(signum: int) -> Callable[[], None]:
         def send() -> None:  # to the process group: Spark's JVM is the driver's child
             assert h.engine is not None
@@ -482,7 +431,55 @@ def _fault_plan(h: _Harness, faults: tuple[str, ...], fault_s: float, tie_to_par
             behind_after_removal=True,
         ),
     }
-    return [every[name] for name in FAULTS if name in faults]
+    if network:
+        flapping: list[contextlib.ExitStack] = []
+
+        def flap_start() -> None:
+            flapping.append(contextlib.ExitStack())
+            flapping[-1].enter_context(network["target"].flapping(2.0, 2.0))
+
+        every |= {
+            "target-cut": Fault(
+                f"network to the target cut {fault_s:g} s", network["target"].cut, network["target"].heal, fault_s
+            ),
+            # The source's producers are beside it (`truth_traffic.agent`): they go on, the mirror falls behind
+            "source-cut": Fault(
+                f"network to the source cut {fault_s:g} s", network["source"].cut, network["source"].heal, fault_s
+            ),
+            "target-slow": Fault(
+                f"network to the target slowed to {SLOW_KBIT} kbit/s for {fault_s:g} s",
+                lambda: network["target"].slow(SLOW_KBIT),
+                network["target"].heal,
+                fault_s,
+            ),
+            "target-flap": Fault(
+                f"network to the target flapping (2 s down, 2 s up) {fault_s:g} s",
+                flap_start,
+                lambda: flapping.pop().close(),
+                fault_s,
+            ),
+        }
+    return [every[name] for name in (*FAULTS, *NET_FAULTS) if name in faults]
+
+
+def _truth_threads(
+    h: _Harness, rate: int, network: Mapping[str, NetHost] | None, stop_traffic: threading.Event, stop: threading.Event
+) -> tuple[threading.Thread, threading.Thread]:
+    """The truth's producer and reader: in this process, or with clusters apart the producers beside the source and
+    the reader beside the target (`truth_traffic.agent`), so that the truth is never cut off with the mirror."""
+    if network:
+        return (
+            threading.Thread(
+                target=agent,
+                args=(network["source"].name, "produce", h.traffic, h.truth, stop_traffic),
+                kwargs={"rate": rate},
+            ),
+            threading.Thread(target=agent, args=(network["target"].name, "follow", h.traffic, h.truth, stop)),
+        )
+    return (
+        threading.Thread(target=in_process, args=("produce", h.traffic, h.truth, stop_traffic), kwargs={"rate": rate}),
+        threading.Thread(target=in_process, args=("follow", h.traffic, h.truth, stop)),
+    )
 
 
 def run_truth(
@@ -502,15 +499,16 @@ def run_truth(
     port: int | None = None,
     firing: Callable[[], set[str]] | None = None,
     delivery: str = "at-least-once",
+    network: Mapping[str, NetHost] | None = None,
 ) -> TruthRun:
     """Run every phase once (see the module docstring) and return the samples with the truth filled in. `port`: the
     monitor's HTTP port (chosen here when None); `firing`: the alerts firing now (a Prometheus scraping that port),
     polled every second and recorded per phase; `engine`: "python" or "spark"; `faults`: which of FAULTS, in that
-    order."""
-    unknown = set(faults) - set(FAULTS)
+    order; `network`: the clusters' hosts when they run on hosts of their own (bench.netns), for NET_FAULTS."""
+    unknown = set(faults) - set(FAULTS) - (set(NET_FAULTS) if network else set())
     if unknown or (one_process and "mirror-stop" in faults) or (one_process and engine != "python"):
         raise ValueError(
-            f"faults {sorted(unknown)} unknown (choose from {FAULTS})"
+            f"faults {sorted(unknown)} unknown (choose from {FAULTS}, and {NET_FAULTS} with clusters apart)"
             if unknown
             else "in one process a mirror freeze freezes the monitor too, and `run` carries python links only"
         )
@@ -519,9 +517,9 @@ def run_truth(
     )
     stop_traffic, stop_reading = threading.Event(), threading.Event()
     url = f"http://127.0.0.1:{h.port}/mirror/links/{LINK}"
-    producer = threading.Thread(target=_produce, args=(h.traffic, rate, h.truth, stop_traffic))
+    producer, follower = _truth_threads(h, rate, network, stop_traffic, stop_reading)
     readers = [
-        threading.Thread(target=_follow, args=(h.traffic, h.truth, stop_reading)),
+        follower,
         threading.Thread(target=_poll_monitor, args=(url, h.traffic.topic, h.samples, stop_reading)),
     ]
     readers.append(threading.Thread(target=h.watch_group, args=(stop_reading,)))
@@ -550,7 +548,7 @@ def run_truth(
             h.phase("steady", progress)
             time.sleep(steady_s)
 
-            for fault in _fault_plan(h, faults, fault_s, tie_to_parent):
+            for fault in _fault_plan(h, faults, fault_s, tie_to_parent, network or {}):
                 current = h.phase(fault.name, progress)
                 fault.inject()
                 current.events_ms.append(_now_ms())

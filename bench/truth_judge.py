@@ -72,6 +72,7 @@ class Sample:
     served_truth_low_seconds: float = 0.0
     positions_from: list[str] = field(default_factory=list)  # where each partition's position came from
     served: list[dict[str, Any]] = field(default_factory=list)  # every partition as served (for --json)
+    target_silent_since_ms: int | None = None  # the link view's: since when its target acknowledged nothing
 
     def error_s(self) -> float | None:
         """How far the figure is from the truth at the moment it states, 0 within [truth_low_seconds,
@@ -102,6 +103,7 @@ class TruthRun:
     samples: list[Sample]
     acked: int
     missing_on_target: int
+    duplicates: int = 0  # records that arrived on the target more than once (each repeat counted)
     steady_after_s: float = 0.0  # from the engine's start to the target caught up for STEADY_SPAN_S
 
     def phase_of(self, at_ms: int) -> Phase:
@@ -213,6 +215,14 @@ class Truth:
         self.lock = threading.Lock()
         self._prefix: list[list[int]] = []
         self._arrived_prefix = [0] * partitions  # sequences below are all on the target
+        self.duplicates = 0  # records that arrived on the target more than once
+
+    def arrive(self, partition: int, seq: int, at_ms: int) -> None:
+        """The follower saw a record on the target (call with `lock` held); the first arrival is the one that counts."""
+        if seq in self.arrived_ms[partition]:
+            self.duplicates += 1
+        else:
+            self.arrived_ms[partition][seq] = at_ms
 
     def arrived_prefix(self, partition: int) -> int:
         arrived, n = self.arrived_ms[partition], self._arrived_prefix[partition]
@@ -287,7 +297,8 @@ def print_report(run: TruthRun) -> None:
         )
     reasons = sorted({r for row in run.report() for r in row["reasons"]})
     print(
-        f"\n{run.acked} records acknowledged by the source, {run.missing_on_target} missing on the target; the "
+        f"\n{run.acked} records acknowledged by the source, {run.missing_on_target} missing on the target, "
+        f"{run.duplicates} arrived twice; the "
         f"engine was steady {run.steady_after_s:.1f} s after its start."
         + ("".join(f"\nno figure because: {r}" for r in reasons) if reasons else "")
     )

@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import subprocess
+from typing import Any
 
 __all__ = ["die_with_parent", "free_port", "limit_malloc_arenas", "stop_process"]
 
@@ -18,7 +19,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def stop_process(process: subprocess.Popen[bytes], timeout_s: float = 30) -> None:
+def stop_process(process: subprocess.Popen[Any], timeout_s: float = 30) -> None:
     """SIGTERM, then SIGKILL if it has not exited within `timeout_s`; returns once it is gone."""
     if process.poll() is None:
         process.terminate()

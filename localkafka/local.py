@@ -7,6 +7,10 @@ Each cluster (`source`, `target`) gets its own cluster id, data directory and fr
     DIR/<alias>/server.properties, log4j2.properties, data/, broker.log
     DIR/security.json, client.env, tls/  only for secured clusters (`up --security MODE`, see local_security)
 
+A cluster may be placed on another (simulated) host: `placement` names a network namespace and the address the broker
+listens on there (tests/netns.py makes them, with a veth pair to this one), so that tests can cut, slow and flap the
+network between a cluster and its clients. Plaintext only: the local TLS certificate names 127.0.0.1.
+
 Brokers run detached (`mirrorwatch local up` returns and they keep running) unless `tie_to_parent` is set, which is
 what the test fixtures and the demo use: the kernel then sends the broker SIGTERM if the owning process dies, so a
 killed test run cannot leave a JVM behind.
@@ -26,7 +30,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -42,6 +46,7 @@ __all__ = [
     "BrokerStatus",
     "LocalCluster",
     "LocalClusters",
+    "Placement",
     "default_state_dir",
 ]
 
@@ -125,16 +130,26 @@ def _new_cluster_id() -> str:
 
 
 @dataclass(frozen=True)
+class Placement:
+    """Where a broker runs when not on this host's loopback: a network namespace, and its address there."""
+
+    netns: str
+    host: str
+
+
+@dataclass(frozen=True)
 class LocalCluster:
     alias: str
     cluster_id: str
     broker_port: int
     controller_port: int
     directory: Path
+    host: str = "127.0.0.1"
+    netns: str | None = None  # the network namespace the broker runs in (None: this host's)
 
     @property
     def bootstrap_servers(self) -> str:
-        return f"127.0.0.1:{self.broker_port}"
+        return f"{self.host}:{self.broker_port}"
 
     @property
     def log_path(self) -> Path:
@@ -162,12 +177,19 @@ class LocalClusters:
     """The local clusters living in one state dir. Safe to use from a process other than the one that started them."""
 
     def __init__(
-        self, state_dir: Path | str, *, progress: Callable[[str], None] = print, security: str | None = None
+        self,
+        state_dir: Path | str,
+        *,
+        progress: Callable[[str], None] = print,
+        security: str | None = None,
+        placement: Mapping[str, Placement] | None = None,
     ) -> None:
-        """`security`: the mode new clusters are made with (`local_security.MODES`); None keeps the state dir's."""
+        """`security`: the mode new clusters are made with (`local_security.MODES`); None keeps the state dir's.
+        `placement`: clusters made in a network namespace of their own (see the module docstring)."""
         self.state_dir = Path(state_dir).resolve()
         self._progress = progress
         self._security_mode = security
+        self._placement = dict(placement or {})
         self._children: dict[str, subprocess.Popen[bytes]] = {}
 
     @property
@@ -211,6 +233,8 @@ class LocalClusters:
                     broker_port=int(str(entry["broker_port"])),
                     controller_port=int(str(entry["controller_port"])),
                     directory=self.state_dir / alias,
+                    host=str(entry.get("host", "127.0.0.1")),
+                    netns=str(entry["netns"]) if entry.get("netns") else None,
                 )
             )
         return out
@@ -263,6 +287,8 @@ class LocalClusters:
                     "broker_port": broker_port,
                     "controller_port": _listen_port([*taken, broker_port]),
                 }
+                if alias in self._placement:
+                    state[alias].update(asdict(self._placement[alias]))
                 self._save_state(state)
             cluster = self.cluster(alias)
             if self._pid_of(cluster) is not None:
@@ -280,7 +306,7 @@ class LocalClusters:
         return [cluster for cluster, _ in started]
 
     def _prepare(self, cluster: LocalCluster, java: str, jars: Path, security: LocalSecurity) -> None:
-        for port in (cluster.broker_port, cluster.controller_port):
+        for port in (cluster.broker_port, cluster.controller_port) if cluster.netns is None else ():
             if _port_in_use(port):
                 raise LocalClusterError(
                     f"{cluster.alias}: port {port} on 127.0.0.1 is taken by another process; "
@@ -288,7 +314,9 @@ class LocalClusters:
                 )
         data_dir = cluster.directory / "data"
         cluster.directory.mkdir(parents=True, exist_ok=True)
-        listeners = security.server_properties(cluster.broker_port, cluster.controller_port)
+        if cluster.netns is not None and security.mode != "plaintext":
+            raise LocalClusterError(f"{cluster.alias}: a cluster in a network namespace is plaintext only")
+        listeners = security.server_properties(cluster.broker_port, cluster.controller_port, cluster.host)
         write_private(
             cluster.server_properties,
             _SERVER_PROPERTIES.format(controller_port=cluster.controller_port, listeners=listeners, data_dir=data_dir),
@@ -329,6 +357,8 @@ class LocalClusters:
     def _start(self, cluster: LocalCluster, java: str, jars: Path, *, tie_to_parent: bool) -> subprocess.Popen[bytes]:
         self._progress(f"{cluster.alias}: starting Kafka on {cluster.bootstrap_servers} (log: {cluster.log_path})")
         cmd = [*self._java_cmd(cluster, java, jars), "kafka.Kafka", str(cluster.server_properties)]
+        if cluster.netns is not None:  # `ip netns exec` execs the JVM: the pid stays the broker's
+            cmd = ["ip", "netns", "exec", cluster.netns, *cmd]
         with cluster.log_path.open("ab") as log:
             process = subprocess.Popen(
                 cmd,
@@ -525,7 +555,7 @@ def describe(clusters: LocalClusters) -> dict[str, object]:
         "config": str(clusters.config_path),
         "clusters": [
             {
-                **{k: str(v) for k, v in asdict(s.cluster).items()},
+                **{k: str(v) for k, v in asdict(s.cluster).items() if v is not None},
                 "bootstrap_servers": s.cluster.bootstrap_servers,
                 "running": s.is_running,
                 "pid": s.pid,

@@ -119,19 +119,20 @@ class LocalSecurity:
 
     # -- the broker's side -------------------------------------------------------------------------------------
 
-    def server_properties(self, broker_port: int, controller_port: int) -> str:
-        """The listener and security lines of server.properties."""
+    def server_properties(self, broker_port: int, controller_port: int, host: str = "127.0.0.1") -> str:
+        """The listener and security lines of server.properties; `host`: the broker listener's address (the
+        controller's stays on the loopback of the broker's own network namespace)."""
         if self.mode == "plaintext":
             return (
-                f"listeners=PLAINTEXT://127.0.0.1:{broker_port},CONTROLLER://127.0.0.1:{controller_port}\n"
-                f"advertised.listeners=PLAINTEXT://127.0.0.1:{broker_port}\n"
+                f"listeners=PLAINTEXT://{host}:{broker_port},CONTROLLER://127.0.0.1:{controller_port}\n"
+                f"advertised.listeners=PLAINTEXT://{host}:{broker_port}\n"
                 "inter.broker.listener.name=PLAINTEXT\n"
                 "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n"
             )
         lines = [
             f"# Secured by `mirrorwatch local up --security {self.mode}`.",
-            f"listeners=SECURE://127.0.0.1:{broker_port},CONTROLLER://127.0.0.1:{controller_port}",
-            f"advertised.listeners=SECURE://127.0.0.1:{broker_port}",
+            f"listeners=SECURE://{host}:{broker_port},CONTROLLER://127.0.0.1:{controller_port}",
+            f"advertised.listeners=SECURE://{host}:{broker_port}",
             "inter.broker.listener.name=SECURE",
             f"listener.security.protocol.map=SECURE:{self.protocol},CONTROLLER:PLAINTEXT",
             "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
