@@ -142,6 +142,9 @@ class WorkerStatus:
     # What differs between the link's source topics and their copies as its last topic refresh found them, and what
     # that round did about each (`mirror.drift.drift_report`: at_ms, count, counts, differences, acls); {}: no round.
     drift_report: Mapping[str, Any] = field(default_factory=dict)
+    # Since when the target has acknowledged nothing while records wait on their way to it (the worker cannot reach
+    # it, or it is down or frozen), once that has lasted a few seconds (mirror.flow.Silence); None: it answers.
+    target_silent_since_ms: int | None = None
 
     def as_json(self) -> dict[str, Any]:
         body = asdict(self)
@@ -182,7 +185,9 @@ class WorkerStatus:
             return None
         if not isinstance(status.observed_ms, int) or not isinstance(status.publish_interval_ms, int):
             return None
-        if not isinstance(status.highs_stale_since_ms, int | None):  # a moment the monitor subtracts from
+        if not isinstance(status.highs_stale_since_ms, int | None) or not isinstance(
+            status.target_silent_since_ms, int | None
+        ):  # moments the monitor subtracts from or serves
             return None
         return status
 

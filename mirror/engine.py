@@ -39,8 +39,10 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaExcepti
 from kernel.kafka import error_text
 from kernel.worker_status import PartitionPosition
 from mirror.delivery import Delivery
+from mirror.flow import FlowWindow
 from mirror.identity import IdentityWorker
 from mirror.progress import PartitionProgress
+from mirror.settings import PRODUCER_DEFAULTS
 from mirror.topic_keeper import Survey
 from mirror.topics import TopicPlan
 from mirror.worker import SHUTDOWN_FLUSH_S, STATUS_EVERY_S
@@ -277,6 +279,7 @@ class LinkWorker(IdentityWorker):
     def _loop(self) -> None:
         assert self._consumer is not None and self._delivery is not None
         consumer, delivery, clock = self._consumer, self._delivery, self._clock
+        window = FlowWindow(int(PRODUCER_DEFAULTS["queue.buffering.max.kbytes"]) * 1024)
         commit_every_s = self.link.offset_commit_interval_ms / 1000
         now = clock.monotonic_s()
         next_commit, next_progress = now + commit_every_s, now + PROGRESS_EVERY_S
@@ -292,7 +295,8 @@ class LinkWorker(IdentityWorker):
             self._take_survey()
             self._hold.apply(consumer, self._progress, self._held_otherwise)  # `mirrorwatch link pause|resume`
             delivery.drain()
-            if delivery.outbox:
+            room = self._window_room(window)  # a window's worth on its way is full too (mirror.flow)
+            if delivery.outbox or room <= 0:
                 # Back-pressure: the producer is full. Read nothing more until it takes records again; pause the
                 # source (and keep the group alive) only when it stays full (PAUSE_AFTER_FULL_S).
                 now = clock.monotonic_s()
@@ -313,7 +317,7 @@ class LinkWorker(IdentityWorker):
                 # What librdkafka already fetched, without waiting: consume() with a timeout waits until the batch is
                 # full, which at a low rate would hold every record for the whole timeout. Nothing there: wait for
                 # the first record only.
-                messages = consumer.consume(num_messages=2000, timeout=0)
+                messages = consumer.consume(num_messages=min(2000, room), timeout=0)
                 delivery.handle(messages or consumer.consume(num_messages=1, timeout=0.1))
                 delivery.serve_reports(0)
             now = clock.monotonic_s()
@@ -326,6 +330,26 @@ class LinkWorker(IdentityWorker):
             if now >= next_high:
                 self._note_high_watermarks()
                 next_high = now + STATUS_EVERY_S
+
+    def _window_room(self, window: FlowWindow) -> int:
+        """How many more records the producer may be given now (none: back-pressure, as when it is full); notes
+        whether the target has gone silent (`mirror.flow.Silence`) on the way."""
+        stats, producer, now = self.stats, self._producer, self._clock.monotonic_s()
+        waiting = len(producer) if producer is not None else 0
+        window.note(now, stats.bytes_out_total)
+        said = self._silence.note(now, self._clock.now_ms(), stats.records_out_total, waiting)
+        if said == "silent":
+            log.warning(
+                "link %s: the target has acknowledged nothing for %.0fs with %d records on their way (cut off, down "
+                "or frozen?); they are kept and sent again until it answers",
+                self.name,
+                self._silence.after_s,
+                waiting,
+            )
+        elif said == "heard":
+            log.info("link %s: the target acknowledges again", self.name)
+        average = stats.bytes_in_total / stats.records_in_total if stats.records_in_total else 1.0
+        return window.limit_records(average) - waiting
 
     def _log_progress(self, now: float, last_records: int, last_at: float) -> tuple[int, float]:
         rate = (self.stats.records_out_total - last_records) / max(now - last_at, 1e-9)

@@ -30,6 +30,7 @@ from kernel.worker_status import Gap, PartitionPosition, WorkerStatus
 from mirror.admin import link_cluster_ids
 from mirror.client_stats import ClientStats, summarize
 from mirror.failure import LinkFailure, MirrorFailure
+from mirror.flow import Silence
 from mirror.gaps import TargetLost, out_of_range, recreated, target_lost, truncated_at
 from mirror.handler import load_handler
 from mirror.highs import SeenHighs
@@ -109,6 +110,7 @@ class WorkerBase:
         self._hold = OperatorHold(config.state_path, link.name, self.name)  # `mirrorwatch link pause|resume`
         self._cooperative = True  # the group's rebalance protocol (its assignors: all cooperative-sticky)
         self._highs = SeenHighs()  # what the consumer saw of the high-watermarks, and what a status states
+        self._silence = Silence()  # since when the target acknowledged nothing with records waiting (mirror.flow)
 
     # -- public view ------------------------------------------------------------------------------------------------
 
@@ -178,6 +180,7 @@ class WorkerBase:
             gaps=self._ledger.gaps(),
             drift_report=self._keeper.drift_report if self._keeper is not None else {},
             highs_stale_since_ms=self._highs.stale_since_ms,
+            target_silent_since_ms=self._silence.since_ms,
         )
 
     def status(self) -> dict[str, Any]:

@@ -120,6 +120,7 @@ def _link(view: LinkView) -> dict[str, Any]:
         "workers_gone": view.workers_gone,
         "observed_ms": view.observed_ms,
         "failure": view.failure,
+        "target_silent_since_ms": view.target_silent_since_ms,
         "replication_lag_records": view.replication_lag_records,
         "replication_lag_seconds": view.replication_lag_seconds,
         "reason": view.reason,

@@ -93,6 +93,9 @@ class LinkView:
     gaps: tuple[Gap, ...] = ()  # records the link will never copy, from every worker's status (each once)
     config_synced: tuple[Mapping[str, Any], ...] = ()  # the workers' last config syncs (WorkerStatus.config_synced)
     drift_report: Mapping[str, Any] = field(default_factory=dict)  # the newest of the workers' (any refresh round)
+    # The earliest moment since which a live worker's target has acknowledged nothing while records wait for it
+    # (WorkerStatus.target_silent_since_ms): the link cannot reach its target, or the target is down or frozen.
+    target_silent_since_ms: int | None = None
 
     @property
     def state(self) -> str:
@@ -382,6 +385,9 @@ def link_view(
             (r for s in sightings if isinstance((r := s.status.drift_report).get("at_ms"), int)),
             key=lambda r: int(r["at_ms"]),
             default={},
+        ),
+        target_silent_since_ms=min(
+            (since for s in live if (since := s.target_silent_since_ms) is not None), default=None
         ),
     )
 

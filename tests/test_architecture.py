@@ -56,6 +56,7 @@ PURE = {
     "mirror.progress",
     "mirror.highs",
     "mirror.client_stats",
+    "mirror.flow",
     "mirror.gaps",
     "mirror.topics",
     "mirror.spark_plan",

@@ -1,0 +1,85 @@
+"""How much a link may have on its way to the target at once: a few seconds of what the target acknowledged lately
+(pure; issue #44).
+
+Why: librdkafka gives a request `socket.timeout.ms` (mirror.settings.WAN_DEFAULTS: 10 s, so that a dead connection
+is given up soon after a network partition) and builds a produce request of up to `batch.size` from what waits in its
+queue. Over a slow link a queue filled by a fast source makes requests that cannot cross in that time: each times
+out, is sent again, times out again (a timeout storm; measured at 100 kbit/s: the link carried nothing for 20 s).
+Holding what is in the producer to `HORIZON_S` of the acknowledged byte rate keeps every request small enough to
+cross a slow link well within its timeout, and lets a fast link's window grow to the ceiling within a second (each
+round trip acknowledges a window, and the window is seconds of that rate): TCP's idea, one level up.
+
+The engine asks `limit_records()` before it reads more and treats a producer holding more as full (back-pressure:
+it reads nothing more, and pauses the source if that lasts). `note()` is fed the cumulative acknowledged bytes."""
+
+from __future__ import annotations
+
+from collections import deque
+
+__all__ = ["FLOOR_BYTES", "HORIZON_S", "SILENT_AFTER_S", "FlowWindow", "Silence"]
+
+HORIZON_S = 2.0  # the window: this long at the rate the target acknowledged over the last RATE_SPAN_S
+RATE_SPAN_S = 1.0
+# Never below this (64 KB crosses 100 kbit/s in about 5 s, half the request timeout): a link that was idle or cut
+# off starts from here, and grows with every acknowledgement.
+FLOOR_BYTES = 64 * 1024
+RECORD_OVERHEAD_BYTES = 100  # a record's provenance header, framing and batch share, beyond its key and value
+
+
+class FlowWindow:
+    def __init__(self, ceiling_bytes: int, *, floor_bytes: int = FLOOR_BYTES, horizon_s: float = HORIZON_S) -> None:
+        """`ceiling_bytes`: never above this (the producer's own queue bound)."""
+        self.floor = min(floor_bytes, ceiling_bytes)
+        self.ceiling = ceiling_bytes
+        self.horizon_s = horizon_s
+        self._acked: deque[tuple[float, int]] = deque()  # (when, cumulative acknowledged bytes), RATE_SPAN_S of them
+        self.limit_bytes = 0  # the rate's part (the floor applies in limit_records)
+
+    def note(self, now_s: float, acked_bytes_total: int) -> None:
+        """The cumulative bytes the target has acknowledged, as of `now_s` (a monotonic clock)."""
+        samples = self._acked
+        samples.append((now_s, acked_bytes_total))
+        while len(samples) > 2 and now_s - samples[1][0] >= RATE_SPAN_S:
+            samples.popleft()
+        then, acked_then = samples[0]
+        span = max(now_s - then, RATE_SPAN_S)  # a young sample does not make a burst look like a rate
+        rate = (acked_bytes_total - acked_then) / span
+        self.limit_bytes = int(min(self.ceiling, rate * self.horizon_s))
+
+    def limit_records(self, average_record_bytes: float) -> int:
+        """The window in records of the link's average size (keys and values, as `note` counts): the rate's part
+        in those units, the floor in what a record takes on the wire (RECORD_OVERHEAD_BYTES more: headers,
+        provenance, framing), at least one (a record larger than the window still goes, alone)."""
+        size = max(average_record_bytes, 1.0)
+        floor = self.floor / (size + RECORD_OVERHEAD_BYTES)
+        return max(1, int(max(floor, self.limit_bytes / size)))
+
+
+SILENT_AFTER_S = 5.0  # records on their way and no acknowledgement this long: the target is cut off, down or frozen
+
+
+class Silence:
+    """Since when the target has acknowledged nothing while records wait on their way to it (the worker status'
+    `target_silent_since_ms`: "cannot reach the target since T" is said from what the link sees, whatever the cause:
+    a partition of the network, a broker down or frozen)."""
+
+    def __init__(self, after_s: float = SILENT_AFTER_S) -> None:
+        self.after_s = after_s
+        self._acked: int | None = None
+        self._heard_s = 0.0  # the last moment an acknowledgement came or nothing waited (monotonic)
+        self._heard_ms = 0  # the same moment, wall clock
+        self.since_ms: int | None = None  # silent since (the moment last heard), once SILENT_AFTER_S have passed
+
+    def note(self, now_s: float, now_ms: int, acked_total: int, waiting: int) -> str | None:
+        """Feed the cumulative acknowledged records and how many wait now; returns "silent" when the target has just
+        been silent for `after_s`, "heard" when it acknowledges again after that, else None."""
+        if acked_total != self._acked or waiting == 0:
+            self._acked, self._heard_s, self._heard_ms = acked_total, now_s, now_ms
+            if self.since_ms is not None:
+                self.since_ms = None
+                return "heard"
+            return None
+        if self.since_ms is None and now_s - self._heard_s >= self.after_s:
+            self.since_ms = self._heard_ms
+            return "silent"
+        return None
