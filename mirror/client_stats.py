@@ -28,6 +28,10 @@ class ClientStats:
     rebalances_total: int  # consumer group rebalances
     # consumer: how long every broker leading one of its partitions has been up (the shortest; None: one is not up)
     leaders_up_for_ms: int | None = None
+    # consumer: how long since the quietest broker leading one of its partitions last sent anything (`rxidle`; None:
+    # one has not since it connected, or none leads). A fetching consumer hears from each at least every
+    # fetch.wait.max.ms; much longer is a connection hanging in a network partition, before any timeout says so.
+    leaders_rx_idle_ms: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -63,7 +67,19 @@ def summarize(stats_json: str) -> ClientStats:
         fetch_size_avg_bytes=_per_fetch(brokers),
         rebalances_total=int(doc.get("cgrp", {}).get("rebalance_cnt", 0)),
         leaders_up_for_ms=_leaders_up_for_ms(brokers, partitions),
+        leaders_rx_idle_ms=_leaders_rx_idle_ms(brokers, partitions),
     )
+
+
+def _leaders_rx_idle_ms(brokers: list[dict[str, Any]], partitions: list[dict[str, Any]]) -> int | None:
+    """The longest time since a broker leading these partitions last sent anything (`rxidle`, microseconds, -1: not
+    since it connected)."""
+    by_id = {b.get("nodeid"): b for b in brokers}
+    leaders = [by_id.get(p.get("leader")) for p in partitions if int(p.get("leader", -1)) >= 0]
+    idle = [int(b.get("rxidle", -1)) for b in leaders if b is not None]
+    if not idle or any(i < 0 for i in idle):
+        return None
+    return max(idle) // 1000
 
 
 def _leaders_up_for_ms(brokers: list[dict[str, Any]], partitions: list[dict[str, Any]]) -> int | None:

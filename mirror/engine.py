@@ -331,25 +331,15 @@ class LinkWorker(IdentityWorker):
                 self._note_high_watermarks()
                 next_high = now + STATUS_EVERY_S
 
+    def _fetching(self) -> bool:
+        return not self._paused
+
     def _window_room(self, window: FlowWindow) -> int:
-        """How many more records the producer may be given now (none: back-pressure, as when it is full); notes
-        whether the target has gone silent (`mirror.flow.Silence`) on the way."""
-        stats, producer, now = self.stats, self._producer, self._clock.monotonic_s()
-        waiting = len(producer) if producer is not None else 0
-        window.note(now, stats.bytes_out_total)
-        said = self._silence.note(now, self._clock.now_ms(), stats.records_out_total, waiting)
-        if said == "silent":
-            log.warning(
-                "link %s: the target has acknowledged nothing for %.0fs with %d records on their way (cut off, down "
-                "or frozen?); they are kept and sent again until it answers",
-                self.name,
-                self._silence.after_s,
-                waiting,
-            )
-        elif said == "heard":
-            log.info("link %s: the target acknowledges again", self.name)
-        average = stats.bytes_in_total / stats.records_in_total if stats.records_in_total else 1.0
-        return window.limit_records(average) - waiting
+        """How many more records the producer may be given now (none: back-pressure, as when it is full)."""
+        waiting = len(self._producer) if self._producer is not None else 0
+        now = self._clock.monotonic_s()
+        self._silence.note(now, self._clock.now_ms(), self.stats.records_out_total, waiting, name=self.name)
+        return window.room(now, self.stats, waiting)
 
     def _log_progress(self, now: float, last_records: int, last_at: float) -> tuple[int, float]:
         rate = (self.stats.records_out_total - last_records) / max(now - last_at, 1e-9)

@@ -14,7 +14,10 @@ it reads nothing more, and pauses the source if that lasts). `note()` is fed the
 
 from __future__ import annotations
 
+import logging
 from collections import deque
+
+from mirror.stats import LinkStats
 
 __all__ = ["FLOOR_BYTES", "HORIZON_S", "SILENT_AFTER_S", "FlowWindow", "Silence"]
 
@@ -46,6 +49,12 @@ class FlowWindow:
         rate = (acked_bytes_total - acked_then) / span
         self.limit_bytes = int(min(self.ceiling, rate * self.horizon_s))
 
+    def room(self, now_s: float, stats: LinkStats, waiting: int) -> int:
+        """How many more records the producer may be given now, holding `waiting` (negative: none)."""
+        self.note(now_s, stats.bytes_out_total)
+        average = stats.bytes_in_total / stats.records_in_total if stats.records_in_total else 1.0
+        return self.limit_records(average) - waiting
+
     def limit_records(self, average_record_bytes: float) -> int:
         """The window in records of the link's average size (keys and values, as `note` counts): the rate's part
         in those units, the floor in what a record takes on the wire (RECORD_OVERHEAD_BYTES more: headers,
@@ -54,6 +63,8 @@ class FlowWindow:
         floor = self.floor / (size + RECORD_OVERHEAD_BYTES)
         return max(1, int(max(floor, self.limit_bytes / size)))
 
+
+log = logging.getLogger("mirrorwatch.mirror")
 
 SILENT_AFTER_S = 5.0  # records on their way and no acknowledgement this long: the target is cut off, down or frozen
 
@@ -70,16 +81,25 @@ class Silence:
         self._heard_ms = 0  # the same moment, wall clock
         self.since_ms: int | None = None  # silent since (the moment last heard), once SILENT_AFTER_S have passed
 
-    def note(self, now_s: float, now_ms: int, acked_total: int, waiting: int) -> str | None:
+    def note(self, now_s: float, now_ms: int, acked_total: int, waiting: int, *, name: str = "") -> str | None:
         """Feed the cumulative acknowledged records and how many wait now; returns "silent" when the target has just
-        been silent for `after_s`, "heard" when it acknowledges again after that, else None."""
+        been silent for `after_s`, "heard" when it acknowledges again after that, else None (and says so in the log
+        of link `name`, when given)."""
+        said = None
         if acked_total != self._acked or waiting == 0:
             self._acked, self._heard_s, self._heard_ms = acked_total, now_s, now_ms
             if self.since_ms is not None:
-                self.since_ms = None
-                return "heard"
-            return None
-        if self.since_ms is None and now_s - self._heard_s >= self.after_s:
-            self.since_ms = self._heard_ms
-            return "silent"
-        return None
+                self.since_ms, said = None, "heard"
+        elif self.since_ms is None and now_s - self._heard_s >= self.after_s:
+            self.since_ms, said = self._heard_ms, "silent"
+        if name and said == "silent":
+            log.warning(
+                "link %s: the target has acknowledged nothing for %.0fs with %d records on their way (cut off, down "
+                "or frozen?); they are kept and sent again until it answers",
+                name,
+                self.after_s,
+                waiting,
+            )
+        elif name and said == "heard":
+            log.info("link %s: the target acknowledges again", name)
+        return said

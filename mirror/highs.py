@@ -20,7 +20,11 @@ from collections.abc import Callable, Iterable, Mapping
 from mirror.client_stats import ClientStats
 from mirror.progress import vouched_highs
 
-__all__ = ["SeenHighs"]
+__all__ = ["RX_SILENT_MS", "SeenHighs"]
+
+# A fetching consumer hears from each leader at least every fetch.wait.max.ms (500 ms): three times that without a
+# word and the values it cached are no proof of now (the statistics come every 500 ms: mirror.settings).
+RX_SILENT_MS = 1_500
 
 Key = tuple[str, int]
 Cache = Callable[[Iterable[Key]], Mapping[Key, int]]  # the consumer's cached high-watermarks of these partitions
@@ -53,12 +57,33 @@ class SeenHighs:
     def seen_again(self, summary: ClientStats, now_ms: int) -> None:
         """The consumer's statistics: every broker leading one of its partitions has been up since the loss (it has
         fetched them since, whether records came or not; the producer's statistics say nothing of the source)."""
-        up_for = summary.leaders_up_for_ms
+        up_for, idle = summary.leaders_up_for_ms, summary.leaders_rx_idle_ms
         lost_ms = self._lost_ms
-        if summary.role != "consumer" or up_for is None or lost_ms is None:
+        if summary.role != "consumer" or lost_ms is None:
             return
-        if now_ms - up_for > lost_ms:
-            self._stale = {}
+        heard = idle is not None and idle < RX_SILENT_MS and now_ms - idle > lost_ms
+        if (up_for is not None and now_ms - up_for > lost_ms) or heard:
+            self._stale = {}  # connected again since, or (a hang that ended without a timeout) heard from since
+
+    def heard(
+        self, summary: ClientStats, now_ms: int, fetching: bool, cache: Cache | None, partitions: Iterable[Key]
+    ) -> None:
+        """A client's statistics (served in consume(), like the error callback: the consumer is the loop's): a
+        fetching consumer silent too long loses its source (`silent_since`), else `seen_again`."""
+        silent = self.silent_since(summary, now_ms, fetching)
+        if silent is not None and self.stale_since_ms is None and cache is not None:
+            self.lost(cache, partitions, silent)
+        else:
+            self.seen_again(summary, now_ms)
+
+    def silent_since(self, summary: ClientStats, now_ms: int, fetching: bool) -> int | None:
+        """The moment a fetching consumer last heard from a broker leading its partitions, when that is over
+        RX_SILENT_MS ago (a connection hanging in a network partition: no error until librdkafka's request timeout,
+        while the values cached are ever older); None otherwise, or while the worker fetches nothing (paused)."""
+        idle = summary.leaders_rx_idle_ms
+        if summary.role != "consumer" or not fetching or idle is None or idle < RX_SILENT_MS:
+            return None
+        return now_ms - idle
 
     def stated(self) -> dict[Key, int]:
         """What a status states (see the module docstring)."""

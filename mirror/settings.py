@@ -51,7 +51,9 @@ CONSUMER_DEFAULTS: dict[str, str | int | bool] = {
     # A crashed worker's partitions move to the others after this long (librdkafka's default is 45 s).
     "session.timeout.ms": 10_000,
     "heartbeat.interval.ms": 1_000,
-    "statistics.interval.ms": 10_000,  # librdkafka statistics for status() and the monitor
+    # librdkafka statistics for status() and the monitor, and how the worker learns soon that its source has gone
+    # silent (a hanging connection, mirror.highs.RX_SILENT_MS) before any timeout says so
+    "statistics.interval.ms": 500,
 }
 PRODUCER_DEFAULTS: dict[str, str | int | bool] = {
     **WAN_DEFAULTS,

@@ -190,7 +190,11 @@ class WorkerBase:
     def _on_client_stats(self, stats_json: str) -> None:
         summary = summarize(stats_json)
         self._client_stats[summary.role] = summary
-        self._highs.seen_again(summary, self._clock.now_ms())
+        cache = functools.partial(_raw_highs, self._consumer) if self._consumer is not None else None
+        self._highs.heard(summary, self._clock.now_ms(), self._fetching(), cache, self._progress)
+
+    def _fetching(self) -> bool:  # the at-least-once loop says no while back-pressure pauses its consumer
+        return True
 
     # -- run --------------------------------------------------------------------------------------------------------
 

@@ -45,7 +45,7 @@ took "the $workers-worker phase" "$at"
 
 at=$(date +%s)
 echo "== pytest -m alone: one at a time, nothing beside them (-rP: the truth tests' tables of errors, for the log)"
-phase alone 1200 .venv/bin/pytest -m alone -rP --junitxml="$results/alone.xml" --durations=10 || failed+=(alone)
+phase alone 1800 .venv/bin/pytest -m alone -rP --junitxml="$results/alone.xml" --durations=10 || failed+=(alone)
 took "the alone phase" "$at"
 
 at=$(date +%s)

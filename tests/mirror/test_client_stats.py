@@ -84,3 +84,19 @@ def test_the_consumer_says_how_long_every_broker_leading_its_partitions_has_been
     brokers["b/2"] |= {"state": "CONNECT"}
     assert summarize(json.dumps(document)).leaders_up_for_ms is None
     assert summarize(json.dumps(CONSUMER)).leaders_up_for_ms is None  # no leader known: nothing said
+
+
+def test_the_consumer_says_how_long_since_the_quietest_leader_of_its_partitions_sent_anything() -> None:
+    """`rxidle` (microseconds, -1: nothing since it connected) of the brokers leading its partitions, the longest: a
+    connection hanging in a network partition shows here before any timeout (`mirror.highs.SeenHighs.silent_since`)."""
+    brokers = {
+        "b/1": {"nodeid": 1, "state": "UP", "rxidle": 200_000},
+        "b/2": {"nodeid": 2, "state": "UP", "rxidle": 2_600_000},
+        "b/3": {"nodeid": 3, "state": "UP", "rxidle": 90_000_000},  # leads nothing of ours
+    }
+    partitions = {"0": {"partition": 0, "leader": 1}, "1": {"partition": 1, "leader": 2}}
+    document = {**CONSUMER, "brokers": brokers, "topics": {"orders": {"partitions": partitions}}}
+    assert summarize(json.dumps(document)).leaders_rx_idle_ms == 2_600
+    brokers["b/2"] |= {"rxidle": -1}
+    assert summarize(json.dumps(document)).leaders_rx_idle_ms is None
+    assert summarize(json.dumps(CONSUMER)).leaders_rx_idle_ms is None

@@ -5,9 +5,10 @@ may be older than that moment is left out (issue #41: a CI run read 13 records 2
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 
 from mirror.client_stats import ClientStats
-from mirror.highs import SeenHighs
+from mirror.highs import RX_SILENT_MS, SeenHighs
 
 A, B = ("t", 0), ("t", 1)
 
@@ -46,3 +47,29 @@ def test_a_value_cached_when_the_source_was_lost_is_stated_only_once_fetched_aga
     assert highs.stale_since_ms is None
     highs.note(cache({A: 130, B: 50}), [A, B])
     assert highs.stated() == {A: 130, B: 50}
+
+
+def silent_stats(rx_idle_ms: int | None) -> ClientStats:
+    return replace(consumer_stats(leaders_up_for_ms=60_000), leaders_rx_idle_ms=rx_idle_ms)
+
+
+def test_a_fetching_consumer_that_hears_nothing_from_a_leader_stales_its_values_until_it_hears_again() -> None:
+    """A connection hanging in a network partition (issue #44): no error until librdkafka's request timeout, the
+    broker still UP; the worker's statistics say how long since the leader last sent anything. Over RX_SILENT_MS
+    while fetching, the worker treats it as lost from the moment last heard (`mirror.worker`); once heard from since,
+    its values are vouched for again. A paused consumer fetches nothing: its silence says nothing."""
+    highs = SeenHighs()
+    highs.note(cache({A: 120}), [A])
+    assert highs.silent_since(silent_stats(RX_SILENT_MS - 1), 20_000, fetching=True) is None
+    assert highs.silent_since(silent_stats(None), 20_000, fetching=True) is None
+    assert highs.silent_since(silent_stats(4_000), 20_000, fetching=False) is None
+    since = highs.silent_since(silent_stats(4_000), 20_000, fetching=True)
+    assert since == 16_000
+    highs.lost(cache({A: 120}), [A], now_ms=since)
+    assert highs.stated() == {} and highs.stale_since_ms == 16_000
+    highs.seen_again(silent_stats(4_500), now_ms=20_500)  # still silent: the same moment last heard
+    assert highs.stale_since_ms == 16_000
+    highs.seen_again(silent_stats(300), now_ms=21_000)  # heard at 20,700, after the loss
+    assert highs.stale_since_ms is None
+    highs.note(cache({A: 900}), [A])
+    assert highs.stated() == {A: 900}

@@ -1,0 +1,118 @@
+"""Across a real network (issue #44): the source and the target each on a host of its own (bench.netns: a network
+namespace behind a router namespace, the faults made in the router), `mirrorwatch mirror` and `mirrorwatch monitor`
+on this host, the truth's producers beside the source and its reader beside the target (never cut off with the
+mirror). The harness is B5's (bench.truth_harness), with the network's faults.
+
+Facts, as in tests/monitor/test_truth.py: every acknowledged source record on the target; how many arrived twice,
+within the bound at-least-once allows (below); the engine and the monitor alive throughout and the link's group OK
+after each recovery; every monitor sample with a figure, or — cut off from the source — none with the reason; none
+reading 0 while the truth is more than 2 s behind. How close the figures are and how soon the link resumes are
+printed here and measured by `python -m bench.monitor_truth --network` (the README's table), not timed."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench.netns import Apart, clusters_apart, sweep
+from bench.truth_harness import SLOW_KBIT, run_truth
+from bench.truth_judge import TruthRun
+from tests.monitor.test_truth import assert_truthful
+
+pytestmark = [pytest.mark.integration, pytest.mark.alone]
+
+RATE = 500
+
+
+@pytest.fixture(scope="module")
+def apart(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Apart]:
+    sweep()  # what a killed run left
+    with clusters_apart(tmp_path_factory.mktemp("apart")) as made:
+        names = [n for h in made.hosts.values() for n in (h.name, h.router)]
+        yield made
+    # torn down: no namespace, veth pair or route of ours left (the brokers stopped before)
+    left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    assert not [n for n in names if n in left.split()], left
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout
+    assert not [h.outside for h in made.hosts.values() if f" {h.outside}@" in links or f" {h.outside}:" in links]
+
+
+def assert_duplicates_bounded(run: TruthRun, losses: int) -> None:
+    """At least once across a network: the idempotent producer retries a request whose answer was lost without
+    writing it twice, so a record arrives twice only when the link's group loses its partitions (a source cut longer
+    than the session timeout) and the next owner reads again from the last commit: what the worker had read and
+    copied before the cut and could not commit (its commits go to the source too). It reads nothing during the cut,
+    so that is at most what the source took before it and after the last commit the coordinator answered, bounded
+    here by a session timeout's worth of traffic per loss (measured: 2,156 records, 4.3 s of it, in one run)."""
+    assert run.duplicates <= losses * RATE * 10, f"{run.duplicates} records arrived twice after {losses} losses"
+    if losses == 0:
+        assert run.duplicates == 0, f"{run.duplicates} records arrived twice, with no partition lost"
+
+
+def test_the_link_rides_out_a_minute_cut_off_from_the_target_and_from_the_source(apart: Apart, tmp_path: Path) -> None:
+    """Every packet between this host and the target dropped for 60 s (connections hang: nothing is refused), then the
+    same between this host and the source. The mirror neither exits nor needs a restart; cut off from the target the
+    monitor still measures the link from the worker's positions; cut off from the source it says it cannot see it."""
+    run = run_truth(
+        apart.clusters,
+        tmp_path,
+        rate=RATE,
+        partitions=6,
+        steady_s=8,
+        fault_s=60,
+        recover_s=4,
+        tie_to_parent=True,
+        progress=lambda _line: None,
+        faults=("target-cut", "source-cut"),
+        network=apart.hosts,
+    )
+    source, target = "network to the source cut 60 s", "network to the target cut 60 s"
+    # Cut off from the source, the monitor cannot evaluate the link's group: its Burrow-style status keeps the last
+    # one it could judge (OK in some runs, ERR in others) — a known gap (issue #44: "cannot see" for the group too),
+    # so the WARN-or-worse rule is not asked of that phase; every figure rule is.
+    assert_truthful(
+        run, ["steady", target, source], blind=lambda name: name == source, brief=lambda name: name == source
+    )
+    lost = sum(row["engine_lost_partitions"] > 0 for row in run.report())
+    assert_duplicates_bounded(run, lost)
+    assert_target_silence_said(run, target)
+
+
+def assert_target_silence_said(run: TruthRun, name: str) -> None:
+    """Cut off from its target, the link says so: its view's `target_silent_since_ms` names the moment it was last
+    heard, which the stopwatch around the cut puts at the cut (the records before it were acknowledged within
+    moments); nothing said so while the link was healthy, and nothing still says so at the phase's end."""
+    phase = next(p for p in run.phases if p.name == name)
+    cut_ms = phase.events_ms[0]
+    said = {s.target_silent_since_ms for s in run.judged() if s.target_silent_since_ms is not None}
+    assert said, f"{name}: no sample said the target was silent"
+    assert all(cut_ms - 2_000 <= since <= cut_ms + 1_000 for since in said), (cut_ms, said)
+    steady = run.phases[0]
+    assert all(s.target_silent_since_ms is None for s in run.judged() if s.observed_ms < steady.ended_ms)
+    last = [s for s in run.judged() if s.observed_ms <= phase.ended_ms][-1]
+    assert last.target_silent_since_ms is None, f"{name}: still said silent at the phase's end: {last}"
+
+
+def test_the_link_rides_out_a_slow_and_a_flapping_link_to_the_target(apart: Apart, tmp_path: Path) -> None:
+    """The network to the target rate-limited to 100 kbit/s for 30 s (far below the traffic: the link falls behind and
+    the lag says so), then down 2 s / up 2 s for 30 s."""
+    run = run_truth(
+        apart.clusters,
+        tmp_path,
+        rate=RATE,
+        partitions=6,
+        steady_s=8,
+        fault_s=30,
+        recover_s=4,
+        tie_to_parent=True,
+        progress=lambda _line: None,
+        faults=("target-slow", "target-flap"),
+        network=apart.hosts,
+    )
+    flapping = "network to the target flapping (2 s down, 2 s up) 30 s"
+    phases = ["steady", f"network to the target slowed to {SLOW_KBIT} kbit/s for 30 s", flapping]
+    assert_truthful(run, phases, blind=lambda _name: False, brief=lambda name: name == flapping)
+    assert_duplicates_bounded(run, 0)
