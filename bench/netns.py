@@ -28,7 +28,7 @@ import re
 import subprocess
 import threading
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from localkafka.local import LocalClusters, Placement
@@ -61,11 +61,10 @@ class NetHost:
     peer: str  # this host's address on the pair to the router
     outside: str  # the veth end on this host
     router: str  # the router's namespace: its interfaces `ra` (towards this host) and `rb` (towards the host)
-    _fault: str = field(default="", repr=False)
 
     @classmethod
     def make(cls) -> NetHost:
-        """A new namespace with its loopback up and a veth pair to this host (root only)."""
+        """A new namespace with its loopback up, reached through a router namespace of its own (root only)."""
         with _lock:
             n = next(_counter)
             taken = _taken_subnets()
@@ -96,12 +95,7 @@ class NetHost:
                 _ip("-n", made.name, "link", "set", "lo", "up")
                 _ip("-n", made.name, "route", "add", "default", "via", f"{net}.5")
                 _ip("route", "add", f"{net}.4/30", "via", f"{net}.2")  # gone with the veth end
-                subprocess.run(
-                    ["ip", "netns", "exec", router, "sysctl", "-qw", "net.ipv4.ip_forward=1"],  # the router's own
-                    check=True,
-                    capture_output=True,
-                    timeout=30,
-                )
+                _ip("netns", "exec", router, "sysctl", "-qw", "net.ipv4.ip_forward=1")  # the router's own
             except subprocess.CalledProcessError as exc:
                 made.close()
                 raise RuntimeError(f"cannot make network namespace {made.name}: {exc.stderr.strip()}") from None
@@ -117,17 +111,14 @@ class NetHost:
     def cut(self) -> None:
         """Drop every packet both ways (a partition: connections hang, nothing is refused)."""
         self._qdisc("tbf", "rate", "1kbit", "burst", "10", "limit", "10")
-        self._fault = "cut"
 
     def slow(self, kbit: int) -> None:
         """Rate-limit both ways to `kbit` kbit/s (queueing up to 400 ms, then dropping, as a congested link)."""
         burst = max(4096, kbit * 1000 // 8 // 50)  # at least a few packets; 20 ms of the rate at high rates
         self._qdisc("tbf", "rate", f"{kbit}kbit", "burst", str(burst), "latency", "400ms")
-        self._fault = f"slow {kbit} kbit/s"
 
     def heal(self) -> None:
         self._qdisc()
-        self._fault = ""
 
     @contextlib.contextmanager
     def flapping(self, down_s: float, up_s: float) -> Iterator[None]:
