@@ -2,7 +2,7 @@
 
 As Burrow's storage module: a ring per partition, `min_distance_ms` (an observation closer than that to the last one
 replaces it instead of pushing the oldest out, so a fast poller cannot shrink the time a window covers; an offset
-that went backwards is always kept), and expiry
+that went backwards and a high-watermark that moved are always kept), and expiry
 of partitions and groups that stopped appearing (a deleted group must not stay in ERR for ever).
 
 Beyond the window, each partition keeps its group's commit cadence: the median time between the last few moves of
@@ -73,7 +73,10 @@ class OffsetWindows:
                     self._learn_gap(key, sample.commit_ms - last)
                 self._committed_ms[key] = sample.commit_ms
         too_close = window and sample.observed_ms - window[-1].observed_ms < self.min_distance_ms
-        if too_close and sample.offset >= window[-1].offset:  # a move backwards is news (REWIND): never replaced
+        # A move backwards is news (REWIND), and so is a high-watermark that moved: the replaced observation would be
+        # the last one before records arrived, the bound their dating rests on (`monitor.dating.append_bounds`);
+        # replaced, a fast poller's chain of close observations would date them back to the first of the chain.
+        if too_close and sample.offset >= window[-1].offset and sample.high_watermark == window[-1].high_watermark:
             window[-1] = sample
         else:
             window.append(sample)

@@ -59,9 +59,9 @@ def assert_truthful(
         assert row["samples"] >= 3, f"{name}: too few monitor samples to judge ({row})"
         # a figure in every sample; only a source the monitor cannot read may leave one out, and says so
         unknown = "; ".join(f"at {s.observed_ms}: {s.unknown}" for s in run.judged() if s.unknown)
-        assert row["unexplained"] == 0, f"{name}: samples without a figure or a reason ({row}): {unknown}"
+        assert row["unexplained"] == 0, f"{name}: samples without a figure or a reason: {unknown} ({row})"
         if not blind(name):
-            assert row["no_figure"] == 0, f"{name}: samples without a figure ({row}): {unknown}"
+            assert row["no_figure"] == 0, f"{name}: samples without a figure: {unknown} ({row})"
         assert row["zero_while_behind"] == 0, (
             f"{name}: 0 lag read while the truth was above 2 s ({row}):\n{run.zero_while_behind_detail(name)}"
         )

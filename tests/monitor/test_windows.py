@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from monitor.dating import append_bounds
 from monitor.evaluator import OffsetSample
 from monitor.windows import OffsetWindows
 
@@ -11,8 +12,8 @@ KEY = ("source", "g", "orders", 0)
 T0 = 1_700_000_000_000
 
 
-def sample(offset: int, at_s: int) -> OffsetSample:
-    return OffsetSample(offset, at_s * 1000, offset + 10)
+def sample(offset: int, at_s: float, high: int | None = None) -> OffsetSample:
+    return OffsetSample(offset, int(at_s * 1000), offset + 10 if high is None else high)
 
 
 def test_a_window_keeps_the_last_n_observations_oldest_first() -> None:
@@ -24,10 +25,22 @@ def test_a_window_keeps_the_last_n_observations_oldest_first() -> None:
 
 def test_min_distance_replaces_the_last_observation() -> None:
     windows = OffsetWindows(3, min_distance_ms=10_000)
-    windows.observe(KEY, sample(1, 0))
-    windows.observe(KEY, sample(2, 5))  # 5 s later: replaces
-    windows.observe(KEY, sample(3, 20))
+    windows.observe(KEY, sample(1, 0, high=50))
+    windows.observe(KEY, sample(2, 5, high=50))  # 5 s later, nothing new on the source: replaces
+    windows.observe(KEY, sample(3, 20, high=50))
     assert [(s.offset, s.observed_ms) for s in windows.samples(KEY)] == [(2, 5000), (3, 20000)]
+
+
+def test_a_moved_high_watermark_is_never_replaced_so_a_fast_pollers_chain_does_not_date_records_back() -> None:
+    """A poller faster than the min-distance: each observation replaced the last, so the one before the records
+    arrived (the moment their dating rests on) went with them, and the records read as old as the chain."""
+    windows = OffsetWindows(3, min_distance_ms=500)
+    windows.observe(KEY, sample(10, 0, high=10))
+    for i in range(1, 40):  # 16 s of observations 0.4 s apart, nothing new
+        windows.observe(KEY, sample(10, 1 + i * 0.4, high=10))
+    windows.observe(KEY, sample(10, 17, high=110))  # records arrived: 0.2 s after the last observation
+    assert [(s.observed_ms, s.high_watermark) for s in windows.samples(KEY)] == [(0, 10), (16_600, 10), (17_000, 110)]
+    assert append_bounds(windows.samples(KEY), 10) == (16_600, None)
 
 
 def test_a_rewind_is_never_replaced_by_min_distance() -> None:
