@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kernel.alert_thresholds import DEFAULT_THRESHOLDS, THRESHOLDS, check_threshold
+from kernel.alert_thresholds import BUDGET_HELD_SHARE, DEFAULT_THRESHOLDS, THRESHOLDS, check_threshold
 
 __all__ = ["DEFAULT_THRESHOLDS", "METRICS_USED", "THRESHOLDS", "build_rules", "parse_overrides", "render"]
 
@@ -35,6 +35,7 @@ METRICS_USED = (
     "mirrorwatch_mirror_partition_failed",
     "mirrorwatch_consumergroup_records_lost",
     "mirrorwatch_mirror_partition_paused",
+    "mirrorwatch_mirror_budget_throttled_seconds_total",
 )
 
 
@@ -80,6 +81,15 @@ def build_rules(overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
             "record": f"mirrorwatch:mirror_records_out:rate{rate}",
             "expr": f'sum by (link) (rate(mirrorwatch_mirror_records_total{{direction="out"}}[{rate}]))',
         },
+        # The share of the time the link's workers were held back by its bandwidth budget (`max_bytes_per_second`,
+        # `mirrorwatch link budget`): over half, the link is as far behind as its budget makes it, on purpose.
+        {
+            "record": f"mirrorwatch:mirror_budget_throttled:ratio{rate}",
+            "expr": (
+                f"sum by (link) (rate(mirrorwatch_mirror_budget_throttled_seconds_total[{rate}]))"
+                " / clamp_min(sum by (link) (mirrorwatch_mirror_workers), 1)"
+            ),
+        },
         {
             "record": f"mirrorwatch:canary_e2e_latency_seconds:p99_{window}",
             "expr": (
@@ -95,16 +105,32 @@ def build_rules(overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
             ),
         },
     ]
+    throttled = f"mirrorwatch:mirror_budget_throttled:ratio{rate} > {BUDGET_HELD_SHARE:g}"
     alerts = [
         _alert(
             "MirrorwatchReplicationLagHigh",
-            f"mirrorwatch:mirror_replication_lag_seconds:max > {t['replication_lag_seconds']}",
+            f"mirrorwatch:mirror_replication_lag_seconds:max > {t['replication_lag_seconds']}"
+            f" unless on (link) {throttled}",
             t["replication_lag_for"],
             "warning",
             "Link {{ $labels.link }} is {{ $value | humanizeDuration }} behind its source",
             "The oldest record of link {{ $labels.link }} not yet acknowledged by the target is "
             "{{ $value | humanizeDuration }} old (threshold " + t["replication_lag_seconds"] + "s). "
             "See /mirror/links/{{ $labels.link }} for the partitions.",
+        ),
+        _alert(
+            "MirrorwatchReplicationLagHighByBudget",
+            f"mirrorwatch:mirror_replication_lag_seconds:max > {t['replication_lag_seconds']}"
+            f" and on (link) {throttled}",
+            t["replication_lag_for"],
+            "warning",
+            "Link {{ $labels.link }} is {{ $value | humanizeDuration }} behind its source, held back by its "
+            "bandwidth budget",
+            "The oldest record of link {{ $labels.link }} not yet acknowledged by the target is "
+            "{{ $value | humanizeDuration }} old (threshold " + t["replication_lag_seconds"] + "s), and its "
+            "bandwidth budget held its workers back over half of the last " + rate + ": the source takes more "
+            "than the budget lets through (mirrorwatch_mirror_budget_bytes_per_second). Raise it "
+            "(mirrorwatch link budget --max-bytes-per-second) or expect this lag while the source is this busy.",
         ),
         _alert(
             "MirrorwatchMirrorStalled",

@@ -8,7 +8,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator
 
-__all__ = ["DEFAULT_THRESHOLDS", "THRESHOLDS", "AlertThresholds", "check_threshold"]
+__all__ = ["BUDGET_HELD_SHARE", "DEFAULT_THRESHOLDS", "THRESHOLDS", "AlertThresholds", "check_threshold"]
 
 _DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
 _NUMBER = re.compile(r"^\d+(\.\d+)?$")
@@ -38,6 +38,9 @@ THRESHOLDS: dict[str, tuple[str, str]] = {
     "mirror_paused_for": ("1h", "partitions an operator paused (mirrorwatch link pause), for this long"),
     "records_lost_window": ("1h", "records a link lost (a gap) keep MirrorwatchRecordsLost firing this long"),
 }
+# A link whose bandwidth budget held its workers back more than this share of the rate window is behind on purpose:
+# its lag alert is MirrorwatchReplicationLagHighByBudget (the rules and the monitor's own evaluation alike).
+BUDGET_HELD_SHARE = 0.5
 DEFAULT_THRESHOLDS: dict[str, str] = {name: default for name, (default, _meaning) in THRESHOLDS.items()}
 
 

@@ -32,6 +32,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from kernel.alert_thresholds import AlertThresholds
+from kernel.byte_rate import parse_byte_rate
 from kernel.config_document import Loc, check_references, expand_env, format_loc, loc_sort_key
 from kernel.errors import ConfigError, ConfigProblem
 from kernel.patterns import PatternError, compile_pattern
@@ -306,6 +307,16 @@ class SyncOptions(_Model):
     topic_deletion_grace_seconds: Annotated[float, Field(ge=0)] = 3600
 
 
+def _byte_rate(value: object) -> int:
+    try:
+        return parse_byte_rate(value)
+    except ValueError as exc:
+        raise PydanticCustomError("byte_rate", str(exc)) from None
+
+
+ByteRate = Annotated[int, BeforeValidator(_byte_rate)]
+
+
 class LinkConfig(_Model):
     """A directed flow `source -> target` with its topic selection, rename policy, engine and delivery mode."""
 
@@ -346,6 +357,11 @@ class LinkConfig(_Model):
     # from the target. Stop its partitions (failed, said, the topic not created again; the others go on) or copy again
     # what the source still has, from its log start, into the topic created anew. Counted and said either way.
     on_target_loss: Literal["stop", "recopy"] = "stop"
+    # A bandwidth budget (bytes/s of keys and values given to the target: 1048576, "1MB", "800KiB/s"), the whole
+    # link's, each worker taking its share of the link's partitions; per worker besides (the lower wins). Unset: none.
+    # Changed at run time with `mirrorwatch link budget` (kernel.link_control).
+    max_bytes_per_second: ByteRate | None = None
+    worker_max_bytes_per_second: ByteRate | None = None
     consumer_properties: ClientProperties = Field(default_factory=dict)
     producer_properties: ClientProperties = Field(default_factory=dict)
     spark: SparkOptions = SparkOptions()

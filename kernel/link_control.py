@@ -14,6 +14,10 @@ copied (every record below it is on the target), the point a failback starts fro
 
 The states a partition can be in beside `active`/`paused` come from the workers, not from here: `failed` (stopped
 alone with its reason, e.g. a gap under `on_gap: stop`).
+
+The operator may also change the link's bandwidth budget at run time (`mirrorwatch link budget`, issue #44):
+`max_bytes_per_second` here overrides the config's `max_bytes_per_second` (0: no budget) until it is cleared (None:
+the config's again). Pausing, resuming and promoting keep it.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import json
 import os
 import re
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +112,8 @@ class LinkControl:
     reason: str = ""  # the operator's words, if any
     by: str = field(default="", compare=False)  # who changed it (user@host), for the log and the status
     promoted: Promotion | None = None  # the target took over: the link copies nothing until it is reversed
+    # the operator's bandwidth budget in bytes/s (`mirrorwatch link budget`): 0 none; None: the config's
+    max_bytes_per_second: int | None = None
 
     def holds(self, topic: str) -> bool:
         """Whether the partitions of this source topic are paused (all of them, once the link is promoted)."""
@@ -141,9 +147,9 @@ class LinkControl:
         """The whole link (no topics) or these topics besides those paused already (ValueError: it is promoted)."""
         self._not_promoted()
         if not topics:
-            return LinkControl(self.link, True, (), now_ms, reason, by)
+            return replace(self, paused=True, paused_topics=(), since_ms=now_ms, reason=reason, by=by)
         merged = tuple(sorted({*self.paused_topics, *topics}))
-        return LinkControl(self.link, self.paused, merged, now_ms, reason or self.reason, by)
+        return replace(self, paused_topics=merged, since_ms=now_ms, reason=reason or self.reason, by=by)
 
     def resume(self, topics: tuple[str, ...], now_ms: int, by: str) -> LinkControl:
         """The whole link (no topics: every pause lifted), or these topics. A topic cannot be resumed alone while the
@@ -151,18 +157,28 @@ class LinkControl:
         promoted link (ValueError: it is reversed, not resumed)."""
         self._not_promoted()
         if not topics:
-            return LinkControl(self.link, False, (), now_ms, "", by)
+            return replace(self, paused=False, paused_topics=(), since_ms=now_ms, reason="", by=by)
         if self.paused:
             raise ValueError(
                 f"link {self.link} is paused as a whole: resume the link (without --topic), then pause the topics "
                 "that should stay paused"
             )
         left = tuple(t for t in self.paused_topics if t not in topics)
-        return LinkControl(self.link, False, left, now_ms, self.reason if left else "", by)
+        return replace(self, paused_topics=left, since_ms=now_ms, reason=self.reason if left else "", by=by)
 
     def promote(self, promotion: Promotion) -> LinkControl:
-        return LinkControl(self.link, self.paused, self.paused_topics, promotion.at_ms, self.reason, promotion.by,
-                           promotion)  # fmt: skip
+        return replace(self, since_ms=promotion.at_ms, by=promotion.by, promoted=promotion)
+
+    def budget(self, max_bytes_per_second: int | None, now_ms: int, by: str) -> LinkControl:
+        """The link's bandwidth budget from now on: bytes/s, 0 for none, None for the config's again."""
+        if max_bytes_per_second is not None and max_bytes_per_second < 0:
+            raise ValueError(f"a budget of {max_bytes_per_second} bytes/s: use 0 for none")
+        return replace(self, max_bytes_per_second=max_bytes_per_second, since_ms=now_ms, by=by)
+
+    def budget_of(self, configured: int | None) -> int | None:
+        """The budget the link's workers obey: the operator's, else the config's (None: none)."""
+        chosen = configured if self.max_bytes_per_second is None else self.max_bytes_per_second
+        return chosen or None
 
     def _not_promoted(self) -> None:
         if self.promoted is not None:
@@ -182,6 +198,7 @@ class LinkControl:
             "reason": self.reason,
             "by": self.by,
             "promoted": self.promoted.as_json() if self.promoted is not None else None,
+            "max_bytes_per_second": self.max_bytes_per_second,
         }
 
     @classmethod
@@ -203,7 +220,9 @@ class LinkControl:
             raise ControlUnreadable(f"since_ms: {since!r} is not a time in milliseconds")
         if not isinstance(reason, str) or not isinstance(by, str):
             raise ControlUnreadable("reason and by must be text")
-        promoted = document.get("promoted")
+        promoted, budget = document.get("promoted"), document.get("max_bytes_per_second")
+        if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool) or budget < 0):
+            raise ControlUnreadable(f"max_bytes_per_second: {budget!r} is not a rate in bytes per second")
         return cls(
             link,
             paused,
@@ -212,6 +231,7 @@ class LinkControl:
             reason,
             by,
             Promotion.from_json(promoted) if promoted is not None else None,
+            budget,
         )
 
 

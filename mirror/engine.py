@@ -58,6 +58,10 @@ PROGRESS_EVERY_S = 10.0
 # partitions, to be fetched again on resume, so it is kept for a target that stays full (slow or down), where
 # consume() must go on being called (max.poll.interval.ms) without handing out records.
 PAUSE_AFTER_FULL_S = 10.0
+# A hold this long (or longer) leaves librdkafka's queue full and its fetches stopped: the source's silence from then
+# to the next read is the worker's own (`_fetching_since_ms`). Shorter holds (a bandwidth budget's bucket refilling,
+# a window's worth waiting for its acknowledgement) leave the fetcher refetching as the loop drains its queue.
+HOLD_STOPS_FETCHING_S = 1.0
 
 
 class LinkWorker(IdentityWorker):
@@ -297,19 +301,11 @@ class LinkWorker(IdentityWorker):
             delivery.drain()
             room = self._window_room(window)  # a window's worth on its way is full too (mirror.flow)
             if delivery.outbox or room <= 0:
-                # Back-pressure: the producer is full. Read nothing more until it takes records again; pause the
-                # source (and keep the group alive) only when it stays full (PAUSE_AFTER_FULL_S).
-                now = clock.monotonic_s()
-                if full_since is None:
-                    full_since = now
-                if not self._paused and now - full_since >= PAUSE_AFTER_FULL_S:
-                    consumer.pause(consumer.assignment())
-                    self._paused = True
-                delivery.serve_reports(0.05)
-                if self._paused:
-                    delivery.handle(consumer.consume(num_messages=500, timeout=0))
+                full_since = self._back_pressure(full_since)
             else:
                 full_since = None
+                if self._reading_since_ms is None:
+                    self._reading_since_ms = clock.now_ms()
                 if self._paused:  # all but the partitions stopped alone, waiting for their target, or paused
                     held = self._held_alone
                     consumer.resume([tp for tp in consumer.assignment() if not held((tp.topic, tp.partition))])
@@ -331,15 +327,29 @@ class LinkWorker(IdentityWorker):
                 self._note_high_watermarks()
                 next_high = now + STATUS_EVERY_S
 
-    def _fetching(self) -> bool:
-        return not self._paused
-
-    def _window_room(self, window: FlowWindow) -> int:
-        """How many more records the producer may be given now (none: back-pressure, as when it is full)."""
-        waiting = len(self._producer) if self._producer is not None else 0
+    def _back_pressure(self, full_since: float | None) -> float:
+        """The producer is full (or its window, or the budget): read nothing more until it takes records again;
+        pause the source (and keep the group alive) only when it stays full (PAUSE_AFTER_FULL_S). Returns since when
+        it is full."""
+        assert self._consumer is not None and self._delivery is not None
+        consumer, delivery = self._consumer, self._delivery
         now = self._clock.monotonic_s()
-        self._silence.note(now, self._clock.now_ms(), self.stats.records_out_total, waiting, name=self.name)
-        return window.room(now, self.stats, waiting)
+        if full_since is None:
+            full_since = now
+        if now - full_since >= HOLD_STOPS_FETCHING_S:
+            self._reading_since_ms = None
+        if not self._paused and now - full_since >= PAUSE_AFTER_FULL_S:
+            consumer.pause(consumer.assignment())
+            self._paused = True
+        delivery.serve_reports(0.05)
+        if self._paused:
+            delivery.handle(consumer.consume(num_messages=500, timeout=0))
+        return full_since
+
+    def _fetching_since_ms(self) -> int | None:
+        """Since when the loop reads (None: back-pressure holds it, and librdkafka stops fetching once its queue is
+        full, or the consumer is paused): a silence of the source before then says nothing (`mirror.highs`)."""
+        return self._reading_since_ms
 
     def _log_progress(self, now: float, last_records: int, last_at: float) -> tuple[int, float]:
         rate = (self.stats.records_out_total - last_records) / max(now - last_at, 1e-9)

@@ -19,7 +19,16 @@ from collections import deque
 
 from mirror.stats import LinkStats
 
-__all__ = ["FLOOR_BYTES", "HORIZON_S", "SILENT_AFTER_S", "FlowWindow", "Silence"]
+__all__ = [
+    "BURST_S",
+    "FLOOR_BYTES",
+    "HORIZON_S",
+    "SILENT_AFTER_S",
+    "Budget",
+    "FlowWindow",
+    "Silence",
+    "worker_budget",
+]
 
 HORIZON_S = 2.0  # the window: this long at the rate the target acknowledged over the last RATE_SPAN_S
 RATE_SPAN_S = 1.0
@@ -52,8 +61,7 @@ class FlowWindow:
     def room(self, now_s: float, stats: LinkStats, waiting: int) -> int:
         """How many more records the producer may be given now, holding `waiting` (negative: none)."""
         self.note(now_s, stats.bytes_out_total)
-        average = stats.bytes_in_total / stats.records_in_total if stats.records_in_total else 1.0
-        return self.limit_records(average) - waiting
+        return self.limit_records(stats.average_record_bytes()) - waiting
 
     def limit_records(self, average_record_bytes: float) -> int:
         """The window in records of the link's average size (keys and values, as `note` counts): the rate's part
@@ -62,6 +70,87 @@ class FlowWindow:
         size = max(average_record_bytes, 1.0)
         floor = self.floor / (size + RECORD_OVERHEAD_BYTES)
         return max(1, int(max(floor, self.limit_bytes / size)))
+
+
+BURST_S = 0.1  # a budget's bucket holds this long of its rate (at least MIN_BURST_BYTES): a second never carries more
+MIN_BURST_BYTES = 16 * 1024
+
+
+class Budget:
+    """A link worker's bandwidth budget (`max_bytes_per_second`), enforced on the bytes it gives its producer (keys
+    and values, as the link's byte counters count them): a token bucket, never a sleep per record.
+
+    The loop asks `room()` before it reads: the records of the link's average size the bucket pays for now (None: no
+    budget). What it then reads is paid for afterwards, from the cumulative bytes read (`given_bytes_total`): a read
+    may overdraw the bucket by its variance in size, and the next reads wait until the rate has paid the debt back, so
+    over any second the bytes given stay within the rate and one bucket (BURST_S of it). A turn with no room is spent
+    in the back-pressure branch (delivery reports served, nothing read) and counted as throttled (`throttled_s`: the
+    metric of the time the budget held the link back). `set_rate()` takes a new rate at once (the operator's
+    `mirrorwatch link budget`): the bucket keeps what it holds, capped at the new size."""
+
+    def __init__(self, rate: int | None = None, *, burst_s: float = BURST_S) -> None:
+        self.rate = rate
+        self.of_link: int | None = None  # the link's budget this rate is a share of (what the operator set)
+        self.burst_s = burst_s
+        self.throttled_s = 0.0
+        self._tokens = 0.0
+        self._at: float | None = None  # when the bucket was last filled
+        self._given: int | None = None  # the cumulative bytes read at the last `room()`
+        self._throttled_at: float | None = None  # the turn that found no room, while the next has not come
+
+    def capacity(self) -> float:
+        return max(self.rate * self.burst_s, MIN_BURST_BYTES) if self.rate else 0.0
+
+    def set_rate(self, rate: int | None, now_s: float) -> bool:
+        """A new rate (None: no budget) from now on; whether it changed."""
+        if rate == self.rate:
+            return False
+        self._fill(now_s)
+        self.rate = rate
+        self._tokens = min(self._tokens, self.capacity())
+        return True
+
+    def room(self, now_s: float, given_bytes_total: int, average_record_bytes: float | None) -> int | None:
+        """Records the budget lets the loop read now (0: none, throttled; None: no budget), having paid for the bytes
+        read since the last call (`given_bytes_total`: cumulative). `average_record_bytes`: None before the link has
+        read a record, when one is all the room there is (its size is not known: the first read of a link could
+        otherwise take thousands)."""
+        if self._given is not None:
+            self._tokens -= given_bytes_total - self._given
+        self._given = given_bytes_total
+        self._fill(now_s)
+        if not self.rate:  # no budget: no debt either, for when one is set
+            self._tokens = 0.0
+            self._throttle(now_s, held=False)
+            return None
+        held = self._tokens <= 0
+        self._throttle(now_s, held=held)
+        if held:
+            return 0
+        return 1 if average_record_bytes is None else max(1, int(self._tokens / max(average_record_bytes, 1.0)))
+
+    def _fill(self, now_s: float) -> None:
+        if self._at is None:  # a worker starts with a full bucket
+            self._tokens = self.capacity()
+        elif self.rate:
+            self._tokens = min(self.capacity(), self._tokens + (now_s - self._at) * self.rate)
+        self._at = now_s
+
+    def _throttle(self, now_s: float, *, held: bool) -> None:
+        """From a turn that found no room to the next turn: held back by the budget."""
+        if self._throttled_at is not None:
+            self.throttled_s += max(0.0, now_s - self._throttled_at)
+        self._throttled_at = now_s if held else None
+
+
+def worker_budget(link_rate: int | None, worker_rate: int | None, *, owned: int, total: int) -> int | None:
+    """A worker's budget: its share of the link's (`max_bytes_per_second`), in proportion to the link's source
+    partitions it owns (no coordination between workers, on one host or many: the shares add up to the link's once
+    every partition is owned), and at most `worker_max_bytes_per_second`. None: no budget."""
+    rates = [r for r in (worker_rate,) if r]
+    if link_rate:
+        rates.append(max(1, link_rate * owned // total) if 0 < owned < total else link_rate)
+    return min(rates) if rates else None
 
 
 log = logging.getLogger("mirrorwatch.mirror")

@@ -66,24 +66,34 @@ class SeenHighs:
             self._stale = {}  # connected again since, or (a hang that ended without a timeout) heard from since
 
     def heard(
-        self, summary: ClientStats, now_ms: int, fetching: bool, cache: Cache | None, partitions: Iterable[Key]
+        self,
+        summary: ClientStats,
+        now_ms: int,
+        fetching_since_ms: int | None,
+        cache: Cache | None,
+        partitions: Iterable[Key],
     ) -> None:
         """A client's statistics (served in consume(), like the error callback: the consumer is the loop's): a
         fetching consumer silent too long loses its source (`silent_since`), else `seen_again`."""
-        silent = self.silent_since(summary, now_ms, fetching)
+        silent = self.silent_since(summary, now_ms, fetching_since_ms)
         if silent is not None and self.stale_since_ms is None and cache is not None:
             self.lost(cache, partitions, silent)
         else:
             self.seen_again(summary, now_ms)
 
-    def silent_since(self, summary: ClientStats, now_ms: int, fetching: bool) -> int | None:
+    def silent_since(self, summary: ClientStats, now_ms: int, fetching_since_ms: int | None) -> int | None:
         """The moment a fetching consumer last heard from a broker leading its partitions, when that is over
         RX_SILENT_MS ago (a connection hanging in a network partition: no error until librdkafka's request timeout,
-        while the values cached are ever older); None otherwise, or while the worker fetches nothing (paused)."""
-        idle = summary.leaders_rx_idle_ms
-        if summary.role != "consumer" or not fetching or idle is None or idle < RX_SILENT_MS:
+        while the values cached are ever older); None otherwise. `fetching_since_ms`: since when the worker reads
+        (None: it reads nothing now: paused, or held by back-pressure, when librdkafka's queue fills and it stops
+        fetching too). A silence counts from then at the earliest: one that began while the worker read nothing
+        says nothing about the source."""
+        heard_ago = summary.leaders_rx_idle_ms
+        if summary.role != "consumer" or fetching_since_ms is None or heard_ago is None:
             return None
-        return now_ms - idle
+        if min(heard_ago, now_ms - fetching_since_ms) < RX_SILENT_MS:
+            return None
+        return now_ms - heard_ago
 
     def stated(self) -> dict[Key, int]:
         """What a status states (see the module docstring)."""

@@ -13,15 +13,16 @@ from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from mirror.admin import topic_ids
 from mirror.delivery import Delivery
+from mirror.gap_worker import GapWorker
 from mirror.progress import PartitionProgress
 from mirror.topic_keeper import TopicKeeper
 from mirror.topic_ledger import Generations, TopicLedger
-from mirror.worker import SHUTDOWN_FLUSH_S, WorkerBase, read_from
+from mirror.worker import SHUTDOWN_FLUSH_S, read_from
 
 __all__ = ["IdentityWorker", "lost_target"]
 
 
-class IdentityWorker(WorkerBase):
+class IdentityWorker(GapWorker):
     """The topic-identity half of `mirror.engine.LinkWorker` (its loop, rebalances and commits are there)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

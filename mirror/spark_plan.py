@@ -161,6 +161,16 @@ def spark_problems(link: LinkConfig, index: int) -> list[ConfigProblem]:
                 "spark.conf, e.g. spark.executor.instances) with engine spark",
             )
         )
+    for name in ("max_bytes_per_second", "worker_max_bytes_per_second"):
+        if getattr(link, name) is not None:
+            problems.append(
+                ConfigProblem(
+                    f"{at}.{name}",
+                    "the spark engine does not keep a bandwidth budget (its sink writes each micro-batch as fast "
+                    "as it can); remove it, bound a micro-batch with spark.max_offsets_per_trigger, or use "
+                    "engine python",
+                )
+            )
     return problems
 
 

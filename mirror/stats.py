@@ -33,6 +33,10 @@ class LinkStats:
         if timestamp_ms > 0:
             self.observe_latency(now_s - timestamp_ms * 0.001, records)
 
+    def average_record_bytes(self) -> float:
+        """The keys and values of a record read, on average (1 before any)."""
+        return self.bytes_in_total / self.records_in_total if self.records_in_total else 1.0
+
     def observe_latency(self, seconds: float, records: int = 1) -> None:
         """`records` records acknowledged `seconds` after their source timestamp (never below 0: a source clock
         ahead of ours reads as 0)."""

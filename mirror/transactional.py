@@ -32,10 +32,11 @@ from kernel.kafka import error_text, new_consumer
 from kernel.worker_status import PartitionPosition
 from mirror.admin import execute_plan
 from mirror.delivery import dead_letter_headers
+from mirror.gap_worker import GapWorker
 from mirror.handler import MirrorRecord
 from mirror.topic_keeper import Survey
 from mirror.topics import CreateTopic, TopicPlan
-from mirror.worker import STATUS_EVERY_S, WorkerBase
+from mirror.worker import STATUS_EVERY_S
 
 __all__ = ["TransactionalLinkWorker", "offsets_topic", "owner_of"]
 
@@ -58,7 +59,7 @@ def _offset_key(topic: str, partition: int) -> bytes:
     return f"{topic}:{partition}".encode()  # ':' cannot occur in a topic name
 
 
-class TransactionalLinkWorker(WorkerBase):
+class TransactionalLinkWorker(GapWorker):
     """One worker of an exactly-once link: the worker's life (`WorkerBase`), its topic keeper and router, and a loop
     of its own that writes records and progress in one transaction (no consumer-group rebalances, no delivery side:
     the transaction stands for the records)."""
@@ -214,7 +215,11 @@ class TransactionalLinkWorker(WorkerBase):
                 if remaining <= 0:
                     break
                 self._hold.apply(consumer, self._assigned, self._stopped.__contains__)  # `mirrorwatch link pause`
-                for msg in consumer.consume(num_messages=2000, timeout=min(0.1, remaining)):
+                room = self._budget_room()  # the bandwidth budget's (mirror.flow)
+                if room == 0:  # none left: delivery reports served while the bucket fills
+                    producer.poll(min(0.05, remaining))
+                    continue
+                for msg in consumer.consume(num_messages=min(2000, room or 2000), timeout=min(0.1, remaining)):
                     self._mirror_one(msg, advanced)
                 producer.poll(0)
                 self._note_high_watermarks()
@@ -222,6 +227,9 @@ class TransactionalLinkWorker(WorkerBase):
                 producer.abort_transaction(TIMEOUT_S)
                 return
             self._commit_transaction(advanced)
+
+    def _owned(self) -> int:
+        return len(self._assigned)
 
     def _mirror_one(self, msg: Message, advanced: dict[tuple[str, int], int]) -> None:
         err = msg.error()

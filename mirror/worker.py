@@ -20,18 +20,19 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from confluent_kafka.admin import AdminClient
 
 from kernel.acl import DenialLog
+from kernel.byte_rate import format_byte_rate
 from kernel.clock import Clock, SystemClock
 from kernel.config import LinkConfig, MirrorwatchConfig
 from kernel.gap_ledger import GapLedger
 from kernel.kafka import error_text, new_admin, new_consumer, new_producer
 from kernel.rename import rename_policy
 from kernel.status_board import HOST, StatusBoard
-from kernel.worker_status import Gap, PartitionPosition, WorkerStatus
+from kernel.worker_status import PartitionPosition, WorkerStatus
 from mirror.admin import link_cluster_ids
 from mirror.client_stats import ClientStats, summarize
 from mirror.failure import LinkFailure, MirrorFailure
-from mirror.flow import Silence
-from mirror.gaps import TargetLost, out_of_range, recreated, target_lost, truncated_at
+from mirror.flow import Budget, FlowWindow, Silence, worker_budget
+from mirror.gaps import truncated_at
 from mirror.handler import load_handler
 from mirror.highs import SeenHighs
 from mirror.hold import OperatorHold
@@ -94,6 +95,7 @@ class WorkerBase:
         self._progress: dict[tuple[str, int], PartitionProgress] = {}
         self._client_stats: dict[str, ClientStats] = {}
         self._paused = False
+        self._reading_since_ms: int | None = 0  # since when the loop reads (None: held by back-pressure)
         self._batch_bytes = 0  # the producer's batch.size
         # Clients (and the parts that hold them) are created in run(), never here.
         self._keeper: TopicKeeper | None = None
@@ -111,6 +113,7 @@ class WorkerBase:
         self._cooperative = True  # the group's rebalance protocol (its assignors: all cooperative-sticky)
         self._highs = SeenHighs()  # what the consumer saw of the high-watermarks, and what a status states
         self._silence = Silence()  # since when the target acknowledged nothing with records waiting (mirror.flow)
+        self._budget = Budget()  # the link's bandwidth budget, this worker's share (mirror.flow)
 
     # -- public view ------------------------------------------------------------------------------------------------
 
@@ -172,7 +175,12 @@ class WorkerBase:
             **writer_fields(self.link),
             source_cluster_id=(router.source_id.decode() or None) if router else None,
             target_cluster_id=(router.target_id.decode() or None) if router else None,
-            stats=self.stats.as_dict(),
+            stats={
+                **self.stats.as_dict(),
+                "budget_bytes_per_second": self._budget.rate or 0,  # this worker's share
+                "budget_link_bytes_per_second": self._budget.of_link or 0,  # of the link's, as the loop obeys it
+                "budget_throttled_seconds_total": self._budget.throttled_s,
+            },
             clients={role: s.as_dict() for role, s in self._client_stats.items()},
             config_drift=tuple(asdict(d) for d in self.config_drift()),
             config_synced=self._keeper.synced if self._keeper is not None else (),
@@ -191,10 +199,42 @@ class WorkerBase:
         summary = summarize(stats_json)
         self._client_stats[summary.role] = summary
         cache = functools.partial(_raw_highs, self._consumer) if self._consumer is not None else None
-        self._highs.heard(summary, self._clock.now_ms(), self._fetching(), cache, self._progress)
+        self._highs.heard(summary, self._clock.now_ms(), self._fetching_since_ms(), cache, self._progress)
 
-    def _fetching(self) -> bool:  # the at-least-once loop says no while back-pressure pauses its consumer
-        return True
+    def _window_room(self, window: FlowWindow) -> int:
+        """How many more records the producer may be given now (none: back-pressure, as when it is full): what its
+        flow window and the link's bandwidth budget leave (mirror.flow)."""
+        waiting = len(self._producer) if self._producer is not None else 0
+        now = self._clock.monotonic_s()
+        self._silence.note(now, self._clock.now_ms(), self.stats.records_out_total, waiting, name=self.name)
+        room = window.room(now, self.stats, waiting)
+        budget = self._budget_room()  # the bandwidth budget's: none left, held too
+        return room if budget is None else min(room, budget)
+
+    def _budget_room(self) -> int | None:
+        """Records this worker's share of the link's bandwidth budget lets the loop read now (None: no budget), the
+        budget as the operator set it last (`mirrorwatch link budget`, read with the control document) or the
+        config's."""
+        now = self._clock.monotonic_s()
+        known = self._keeper.known_source_partitions if self._keeper is not None else {}
+        self._budget.of_link = self._hold.control.budget_of(self.link.max_bytes_per_second)
+        rate = worker_budget(
+            self._budget.of_link,
+            self.link.worker_max_bytes_per_second,
+            owned=self._owned(),
+            total=sum(known.values()),
+        )
+        if self._budget.set_rate(rate, now):
+            link_rate = format_byte_rate(self._budget.of_link)
+            log.info("link %s: bandwidth budget %s (the link's: %s)", self.name, format_byte_rate(rate), link_rate)
+        average = self.stats.average_record_bytes() if self.stats.records_in_total else None
+        return self._budget.room(now, self.stats.bytes_in_total, average)
+
+    def _owned(self) -> int:
+        return len(self._progress)
+
+    def _fetching_since_ms(self) -> int | None:  # the at-least-once loop: None while back-pressure holds it
+        return 0
 
     # -- run --------------------------------------------------------------------------------------------------------
 
@@ -374,100 +414,8 @@ class WorkerBase:
             return
         log.warning("link %s: source consumer: %s", self.name, error_text(err))
 
-    # -- records the source no longer has (`mirror.gaps`) -----------------------------------------------------------
-
     def _out_of_range(self, topic: str, partition: int, offset: int | None, truncated: int | None = None) -> None:
-        """The source refused the partition's position (or it has none; `truncated`: where librdkafka found the log
-        of the position's leader epoch to end, KIP-320): read its log's bounds and do what `mirror.gaps.out_of_range`
-        says. From the loop only (the consumer is the loop's)."""
-        consumer, key = self._consumer, (topic, partition)
-        if consumer is None or self._topic_recreated(topic, partition):
-            return
-        progress = self._progress.get(key)
-        position = offset if offset is not None and offset >= 0 else (progress.consumed if progress else None)
-        try:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)
-        except KafkaException as exc:
-            log.warning(
-                "link %s: %s[%d]: offset %s is not on the source and its log's bounds could not be read (%s); "
-                "reading it again",
-                self.name, topic, partition, position, error_text(exc),
-            )  # fmt: skip
-            if position is not None:
-                read_from(consumer, TopicPartition(topic, partition, position))
-            return
-        decision = out_of_range(
-            topic,
-            partition,
-            position,
-            low,
-            high,
-            start_from=self.link.start_from,
-            on_gap=self.link.on_gap,
-            now_ms=self._clock.now_ms(),
-            truncated_at=truncated,
-        )
-        gap = decision.gap
-        if gap is not None:
-            self._say(gap, stopping=decision.action == "stop")
-        if decision.action == "stop" and gap is not None:
-            consumer.pause([TopicPartition(topic, partition)])
-            self._stopped[key] = gap.describe(self.name)
-            return
-        assert decision.seek_to is not None
-        if decision.action == "skip":
-            self._skipped(key, decision.seek_to)
-        read_from(consumer, TopicPartition(topic, partition, decision.seek_to))
-
-    def _topic_recreated(self, topic: str, partition: int) -> bool:
-        """Whether the partition's topic was deleted and created again under the worker (its refused position is then
-        the old topic's, and the worker has handled it as `_recreated` says); engines that note topic ids say."""
-        return False
-
-    def _recreated(self, topic: str, partition: int, position: int | None, high: int | None) -> str:
-        """A partition of a topic recreated since `position` was taken (`mirror.gaps.recreated`): the gap written and
-        said, the partition marked stopped unless the rule restarts it. The action; the caller pauses or restarts."""
-        decision = recreated(
-            topic, partition, position, high, on_recreate=self.link.on_recreate, now_ms=self._clock.now_ms()
-        )
-        self._say(decision.gap, stopping=decision.action == "stop")
-        if decision.action == "stop":
-            self._stopped[(topic, partition)] = decision.gap.describe(self.name)
-        return decision.action
-
-    def _target_lost(self, key: tuple[str, int], position: int | None, how: str) -> TargetLost | None:
-        """A partition whose target topic was lost under the link (`mirror.gaps.target_lost`; `position`: what the
-        target had acknowledged): the gap written and said, the partition marked stopped unless the rule copies again
-        (from the gap's first offset, the source's log start). None when that log start could not be read: asked
-        again at the next refresh or assignment."""
-        assert self._consumer is not None
-        try:
-            low, _high = self._consumer.get_watermark_offsets(TopicPartition(*key), timeout=10, cached=False)
-        except KafkaException as exc:
-            log.warning("link %s: %s[%d]: its target topic was %s, and the source's log start could not be read (%s)",
-                        self.name, key[0], key[1], how, error_text(exc))  # fmt: skip
-            return None
-        decision = target_lost(
-            *key, position, low, how=how, on_target_loss=self.link.on_target_loss, now_ms=self._clock.now_ms()
-        )
-        self._say(decision.gap, stopping=decision.action == "stop")
-        if decision.action == "stop":
-            self._stopped[key] = decision.gap.describe(self.name)
-        return decision
-
-    def _say(self, gap: Gap, *, stopping: bool) -> None:
-        """A gap is written to the link's ledger and logged once; a partition it stops again (a restart, a new
-        assignment) says why once more, so every process that holds it stopped has said so in its log."""
-        if self._ledger.record(gap):
-            log.error("%s", gap.describe(self.name))
-        elif stopping:
-            log.warning("%s (noted before: the partition stays stopped)", gap.describe(self.name))
-
-    def _skipped(self, key: tuple[str, int], to: int) -> None:
-        """The records below `to` are given up: the partition's progress passes them (its next commit is `to`)."""
-        progress = self._progress.get(key)
-        if progress is not None:
-            progress.pass_to(to)
+        raise NotImplementedError  # `mirror.gap_worker.GapWorker`
 
 
 def capped_batch(overrides: dict[str, Any], smallest: int | None, name: str) -> int:

@@ -1,9 +1,11 @@
-"""The HTTP API's side of `mirrorwatch link pause|resume` (part of the composition root: it writes the link's control
-document, `kernel.link_control`, in the config's state_dir, which the link's workers on this host read):
+"""The HTTP API's side of `mirrorwatch link pause|resume|budget` (part of the composition root: it writes the link's
+control document, `kernel.link_control`, in the config's state_dir, which the link's workers on this host read):
 
     GET  /mirror/links/{link}/control                           the state as asked (active, paused, partly paused)
     POST /mirror/links/{link}/pause[?topic=T&topic=U][&reason=R] pause the link, or these source topics of it
     POST /mirror/links/{link}/resume[?topic=T]                   resume the link (every pause lifted), or these topics
+    POST /mirror/links/{link}/budget?max_bytes_per_second=RATE   the link's bandwidth budget (1MB, 800KiB/s, bytes;
+                                                                 none: no budget; config: the config's again)
 
 A change of state needs the API's basic auth (`http.web_config_file` with `basic_auth_users`): without it every
 POST is refused (403), so that an API left open on a network reads but never stops a mirror. The answer is the new
@@ -28,7 +30,7 @@ from kernel.config import MirrorwatchConfig
 from kernel.errors import ConfigError, ConfigProblem
 from kernel.link_control import ControlUnreadable, LinkControl, read_control, write_control
 from kernel.web_config import WebConfig
-from mirrorwatch.link_cli import checked_link
+from mirrorwatch.link_cli import budget_asked, checked_link
 
 __all__ = ["control_routes"]
 
@@ -63,6 +65,8 @@ def control_routes(config: MirrorwatchConfig, web: WebConfig | None) -> list[Rou
                 return _error(404, f"no link named {name!r}")
             topics = tuple(request.query_params.getlist("topic"))
             reason = request.query_params.get("reason", "")
+            if action == "budget":  # the rate travels as the reason does, checked by the CLI's rules
+                reason = request.query_params.get("max_bytes_per_second", "")
             if len(topics) > MAX_TOPICS or len(reason) > MAX_REASON:
                 return _error(400, f"at most {MAX_TOPICS} topics and a reason of {MAX_REASON} characters")
             by = f"{_user(request.headers.get('authorization', ''))}@http"
@@ -80,6 +84,7 @@ def control_routes(config: MirrorwatchConfig, web: WebConfig | None) -> list[Rou
         Route("/mirror/links/{link}/control", show),
         Route("/mirror/links/{link}/pause", change("pause"), methods=["POST"]),
         Route("/mirror/links/{link}/resume", change("resume"), methods=["POST"]),
+        Route("/mirror/links/{link}/budget", change("budget"), methods=["POST"]),
     ]
 
 
@@ -90,7 +95,12 @@ def _changed(  # noqa: PLR0917 -- the request's fields, in order
     now_ms = int(time.time() * 1000)
     current = read_control(config.state_path, name)
     try:
-        control = current.pause(topics, now_ms, reason, by) if action == "pause" else current.resume(topics, now_ms, by)
+        if action == "budget":
+            control = current.budget(budget_asked(reason), now_ms, by)  # `reason`: the rate asked
+        elif action == "pause":
+            control = current.pause(topics, now_ms, reason, by)
+        else:
+            control = current.resume(topics, now_ms, by)
     except ValueError as exc:  # a topic resumed alone in a paused link, anything of a promoted one
         raise ConfigError([ConfigProblem("link" if current.promoted else "topic", str(exc))]) from exc
     write_control(config.state_path, control)

@@ -130,7 +130,10 @@ def run_demo(options: DemoOptions, stop: threading.Event, out: Callable[[str], N
             f"{url}/mirror/groups  {url}/mirror/events"
         )
         out(f"console: {_start_console(url, options.state_dir, started)}  (Streamlit; open it in a browser)")
-        out(f"pause, resume, read the link: mirrorwatch link pause|resume|status --config {written} --link {LINK}")
+        out(
+            "pause, resume, budget, read the link: mirrorwatch link pause|resume|budget|status "
+            f"--config {written} --link {LINK}"
+        )
         out(f"is a cutover safe now: mirrorwatch failover promote --config {written} --link {LINK} --dry-run")
         traffic = _Traffic(
             producer=new_producer(source, "source", {"acks": "all", "enable.idempotence": True, "linger.ms": 5}),

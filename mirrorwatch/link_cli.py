@@ -1,5 +1,5 @@
-"""`mirrorwatch link pause|resume|status`: an operator's hold on a link (or some of its topics), obeyed by its
-running workers within a second, without a restart, and kept across restarts.
+"""`mirrorwatch link pause|resume|budget|status`: an operator's hold on a link (or some of its topics) and its
+bandwidth budget, obeyed by its running workers within a second, without a restart, and kept across restarts.
 
 Part of the composition root (the CLI); the document is `kernel.link_control`'s, the workers' side `mirror.hold`. The
 control document lives in the config's state_dir, which every worker of the link on this host reads (workers on other
@@ -46,10 +46,11 @@ WAIT = click.option(
 
 @click.group("link", context_settings={"max_content_width": 120})
 def link() -> None:
-    """Pause, resume and read the state of a link. A paused partition consumes nothing and keeps its group and its
-    position: what was read before the pause is still written and committed, and it resumes where it stopped. The
-    monitor says "paused" for it (its lag grows, and the alert rules do not page for it; MirrorwatchMirrorPaused says
-    a pause that lasts). The state is kept in the config's state_dir and survives restarts of the mirror.
+    """Pause, resume, budget and read the state of a link. A paused partition consumes nothing and keeps its group
+    and its position: what was read before the pause is still written and committed, and it resumes where it
+    stopped. The monitor says "paused" for it (its lag grows, and the alert rules do not page for it;
+    MirrorwatchMirrorPaused says a pause that lasts). A bandwidth budget (`budget`) bounds the bytes a link gives its
+    target per second. The state is kept in the config's state_dir and survives restarts of the mirror.
     """
 
 
@@ -84,13 +85,77 @@ def resume(config_path: Path, link_name: str, topics: tuple[str, ...], wait_s: f
     sys.exit(_write_and_await(config, spec, control, topics, done="resumed", wait_s=wait_s))
 
 
+@link.command("budget")
+@CONFIG
+@LINK
+@click.option(
+    "--max-bytes-per-second",
+    "rate",
+    required=True,
+    metavar="RATE|none|config",
+    help="The link's budget from now on: bytes/s of keys and values (1048576, 1MB, 800KiB/s), each worker taking "
+    "its share of the link's partitions; 'none' for no budget; 'config' for the config's max_bytes_per_second again.",
+)
+@WAIT
+def budget(config_path: Path, link_name: str, rate: str, wait_s: float) -> None:
+    """Change the link's bandwidth budget at run time (what the config's max_bytes_per_second says until then). The
+    running workers obey at their next turn: the metric mirrorwatch_mirror_budget_bytes_per_second and
+    /mirror/links/{link} say the budget in force, mirrorwatch_mirror_budget_throttled_seconds_total how long it held
+    the link back."""
+    from kernel.byte_rate import format_byte_rate
+    from kernel.link_control import read_control, write_control
+
+    config, spec = _link_of(config_path, link_name, ())
+    asked = budget_asked(rate)
+    current = read_control(config.state_path, spec.name)
+    control = _changed(current, lambda: current.budget(asked, _now_ms(), who()))
+    write_control(config.state_path, control)
+    in_force = control.budget_of(spec.max_bytes_per_second)
+    source = "the config's" if asked is None else "set"
+    click.echo(f"link {spec.name}: bandwidth budget {format_byte_rate(in_force)} ({source})")
+    sys.exit(_await_budget(config, spec, in_force or 0, wait_s))
+
+
+def _await_budget(config: MirrorwatchConfig, spec: LinkConfig, in_force: int, wait_s: float) -> int:
+    """Wait until every running worker of the link on this host obeys the link's budget `in_force` (0: none), as its
+    status says: 0 when they do (or none runs), 1 when one did not in time."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        workers = _live_workers(config, spec.name)
+        late = [s for s in workers if s.stats.get("budget_link_bytes_per_second", 0) != in_force]
+        if not workers or not late or wait_s == 0:
+            click.echo(f"obeyed by {len(workers)} running worker(s) of link {spec.name} on this host")
+            return 0
+        if time.monotonic() >= deadline:
+            click.echo(f"{len(late)} of {len(workers)} running worker(s) did not obey within {wait_s:g} s", err=True)
+            return 1
+        time.sleep(0.2)
+
+
+def budget_asked(rate: str) -> int | None:
+    """The control's value for --max-bytes-per-second: 0 for none, None for the config's; ConfigError (exit 2)."""
+    from kernel.byte_rate import parse_byte_rate
+    from kernel.errors import ConfigError, ConfigProblem
+
+    if rate.strip().lower() in ("none", "unlimited"):
+        return 0
+    if rate.strip().lower() == "config":
+        return None
+    try:
+        return parse_byte_rate(rate)
+    except ValueError as exc:
+        raise ConfigError([ConfigProblem("--max-bytes-per-second", str(exc))]) from exc
+
+
 @link.command("status")
 @CONFIG
 @click.option("--link", "link_name", default=None, help="One link (default: every link of the config).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document: per link, its control and its workers.")
 def status(config_path: Path, link_name: str | None, as_json: bool) -> None:
     """Each link's state as asked (active, paused, partly paused: which topics, since when, by whom, why) and as its
-    running workers on this host report it (partitions owned, paused, failed with the reason)."""
+    running workers on this host report it (partitions owned, paused, failed with the reason), and the bandwidth
+    budget in force."""
+    from kernel.byte_rate import format_byte_rate
     from kernel.link_control import read_control
 
     config = _config(config_path)
@@ -110,7 +175,8 @@ def status(config_path: Path, link_name: str | None, as_json: bool) -> None:
             }
             for s in _live_workers(config, spec.name)
         ]
-        out.append({**control.as_json(), "engine": spec.engine, "workers": workers})
+        in_force = format_byte_rate(control.budget_of(spec.max_bytes_per_second))
+        out.append({**control.as_json(), "engine": spec.engine, "budget": in_force, "workers": workers})
     if as_json:
         click.echo(json.dumps(out, indent=1))
         return
@@ -120,7 +186,7 @@ def status(config_path: Path, link_name: str | None, as_json: bool) -> None:
             f" since {since} UTC by {entry['by']}" if entry["state"] != "active" and since else ""
         )
         why = f": {entry['reason']}" if entry["reason"] else ""
-        click.echo(f"link {entry['link']}: {entry['state']}{said}{why}")
+        click.echo(f"link {entry['link']}: {entry['state']}{said}{why}; bandwidth budget {entry['budget']}")
         if not entry["workers"]:
             click.echo("  no worker of it runs on this host")
         for w in entry["workers"]:

@@ -111,6 +111,8 @@ OWN_NAMES = (
     "mirrorwatch_mirror_bytes_total",
     "mirrorwatch_mirror_send_errors_total",
     "mirrorwatch_mirror_replication_latency_seconds",
+    "mirrorwatch_mirror_budget_bytes_per_second",
+    "mirrorwatch_mirror_budget_throttled_seconds_total",
     "mirrorwatch_topic_config_drift",
     "mirrorwatch_link_drift_differences",
     "mirrorwatch_mirror_workers",
@@ -529,11 +531,34 @@ class MonitorCollector:
             for d in view.config_drift if view is not None else ():
                 drift.add_metric([link.name, d["source_topic"], d["target_topic"], d["config"]], 1)
         yield from (inflight, committed, records, bytes_, errors, latency, drift, workers, workers_gone, lost)
+        yield from link_budgets([link.name for link in self._service.links], state)
         yield from partition_states(state)
         yield drift_differences(state)
         yield from client_gauges.values()
         yield from spark.values()
         yield from client_counters.values()
+
+
+def link_budgets(links: list[str], state: MonitorState | None) -> Iterator[Family]:
+    """Each link's bandwidth budget in force and the time it held the link back (issue #44)."""
+    budget = GaugeFamily(
+        "mirrorwatch_mirror_budget_bytes_per_second",
+        "The link's bandwidth budget in force (max_bytes_per_second, or as set by mirrorwatch link budget): its "
+        "live workers' shares added up; absent when the link has none",
+        labels=["link"],
+    )
+    throttled = CounterFamily(
+        "mirrorwatch_mirror_budget_throttled_seconds",
+        "Seconds the link's workers were held back by its bandwidth budget (added up over its live workers)",
+        labels=["link"],
+    )
+    for name in links:
+        view = state.links.get(name) if state is not None else None
+        stats = view.stats if view is not None else {}
+        throttled.add_metric([name], stats.get("budget_throttled_seconds_total", 0))
+        if stats.get("budget_bytes_per_second"):
+            budget.add_metric([name], stats["budget_bytes_per_second"])
+    yield from (budget, throttled)
 
 
 def _group_losses(views: list[tuple[tuple[str, str], GroupView]]) -> Family:

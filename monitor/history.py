@@ -56,6 +56,8 @@ LINK_SERIES = (
     # no stall; none while every partition is paused)
     "unpaused_lag_records",
     "unpaused_lag_seconds",
+    # the share of the time between two rounds its live workers were held back by its bandwidth budget
+    "budget_throttled_share",
 )
 GROUP_SERIES = ("total_lag", "status")
 _NAN = float("nan")
@@ -191,8 +193,8 @@ class History:
 
 
 def _rates(before: LinkView | None, now: LinkView, seconds: float) -> dict[str, float | None]:
-    """Records/s in and out between two rounds, from the workers' counters; unknown for the first round, and 0 when a
-    restart reset the counters (never a negative rate)."""
+    """Records/s in and out between two rounds, from the workers' counters, and the share of the time the budget held
+    its workers back; unknown for the first round, and 0 when a restart reset the counters (never a negative rate)."""
     rates: dict[str, float | None] = {}
     for direction in ("in", "out"):
         key = f"records_{direction}_total"
@@ -201,6 +203,12 @@ def _rates(before: LinkView | None, now: LinkView, seconds: float) -> dict[str, 
             continue
         moved = float(now.stats.get(key, 0)) - float(before.stats.get(key, 0))
         rates[f"records_{direction}_per_second"] = max(0.0, moved / seconds)
+    held = "budget_throttled_seconds_total"
+    rates["budget_throttled_share"] = (  # a series only for a link with a budget
+        None
+        if before is None or seconds <= 0 or not now.stats.get("budget_bytes_per_second")
+        else max(0.0, float(now.stats.get(held, 0)) - float(before.stats.get(held, 0))) / seconds / max(1, now.workers)
+    )
     return rates
 
 

@@ -121,6 +121,9 @@ def _link(view: LinkView) -> dict[str, Any]:
         "observed_ms": view.observed_ms,
         "failure": view.failure,
         "target_silent_since_ms": view.target_silent_since_ms,
+        # the bandwidth budget in force (its live workers' shares added up; None: none) and how long it held them
+        "budget_bytes_per_second": view.stats.get("budget_bytes_per_second") or None,
+        "budget_throttled_seconds_total": view.stats.get("budget_throttled_seconds_total", 0),
         "replication_lag_records": view.replication_lag_records,
         "replication_lag_seconds": view.replication_lag_seconds,
         "reason": view.reason,

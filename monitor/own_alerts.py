@@ -2,8 +2,10 @@
 (pure). Not Prometheus: a condition "holds for D" when every round of the last D met it and the history reaches back
 that far; the console labels these as the monitor's own evaluation, and says which rules it cannot judge.
 
-Judged here (same names and thresholds as alerts/mirrorwatch.rules.yml): MirrorwatchReplicationLagHigh and
-MirrorwatchMirrorStalled (both on the partitions no operator paused), MirrorwatchMirrorPaused, MirrorwatchMirrorDown,
+Judged here (same names and thresholds as alerts/mirrorwatch.rules.yml): MirrorwatchReplicationLagHigh (or
+MirrorwatchReplicationLagHighByBudget, when the link's bandwidth budget held its workers back over half of the rate
+window) and MirrorwatchMirrorStalled (both on the partitions no operator paused), MirrorwatchMirrorPaused,
+MirrorwatchMirrorDown,
 MirrorwatchClusterDown, KafkaConsumerGroupError. Left to Prometheus: the canary's rules (the canary is not part of the
 monitor's rounds), consumer lag in seconds, topic drift and stale checkpoints.
 """
@@ -14,7 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from kernel.alert_thresholds import DEFAULT_THRESHOLDS
+from kernel.alert_thresholds import BUDGET_HELD_SHARE, DEFAULT_THRESHOLDS
 from monitor.evaluator import Status
 from monitor.history import History, Point
 
@@ -96,13 +98,16 @@ def firing(history: History, now_ms: int, thresholds: Mapping[str, str] | None =
         if series == "unpaused_lag_seconds":
             since = _run_start(points, [v > lag_limit for _, v in points])
             summary = f"link {link} is more than {lag_limit:g} s behind its source"
+            window = duration_ms(t["rate_window"])
+            held = [v for at, v in history.points(("link", link, "budget_throttled_share")) if now_ms - at < window]
+            by_budget = bool(held) and sum(held) / len(held) > BUDGET_HELD_SHARE
             fire(
-                "MirrorwatchReplicationLagHigh",
+                "MirrorwatchReplicationLagHighByBudget" if by_budget else "MirrorwatchReplicationLagHigh",
                 since,
                 "replication_lag_for",
                 labels={"link": link},
                 severity="warning",
-                summary=summary,
+                summary=summary + (", held back by its bandwidth budget" if by_budget else ""),
             )
         elif series == "paused_partitions":
             fire(

@@ -38,6 +38,7 @@ PURE = {
     "kernel.patterns",
     "kernel.acl",
     "kernel.link_control",
+    "kernel.byte_rate",
     "kernel.selection",
     "failover.copied",
     "dashboards.shards",

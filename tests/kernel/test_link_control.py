@@ -88,7 +88,34 @@ def test_as_json_says_the_state_for_readers_of_the_file(tmp_path: Path) -> None:
         "reason": "",
         "by": "me@h",
         "promoted": None,
+        "max_bytes_per_second": None,
     }
+
+
+def test_a_budget_set_at_run_time_overrides_the_configs_survives_pauses_and_reads_back(tmp_path: Path) -> None:
+    """`mirrorwatch link budget`: the operator's rate wins over the config's, 0 lifts any budget, None (cleared)
+    gives the config's back; pausing, resuming and promoting keep it; the file reads back the same."""
+    control = LinkControl("dr")
+    assert (control.budget_of(None), control.budget_of(1_000_000)) == (None, 1_000_000)
+    set_ = control.budget(250_000, 5, "ops@h")
+    assert (set_.budget_of(None), set_.budget_of(1_000_000), set_.state) == (250_000, 250_000, "active")
+    assert control.budget(0, 6, "ops@h").budget_of(1_000_000) is None
+    assert set_.budget(None, 7, "ops@h").budget_of(1_000_000) == 1_000_000
+    kept = set_.pause(("t",), 8, "", "ops@h").resume(("t",), 9, "ops@h").pause((), 10, "", "ops@h")
+    assert kept.max_bytes_per_second == 250_000
+    write_control(tmp_path, kept)
+    assert read_control(tmp_path, "dr") == kept
+    with pytest.raises(ValueError, match="0 for none"):
+        control.budget(-1, 5, "ops@h")
+
+
+@pytest.mark.parametrize("budget", [-5, "1MB", True, 1.5])
+def test_a_budget_in_the_file_that_is_not_bytes_per_second_is_unreadable(tmp_path: Path, budget: object) -> None:
+    document = {**LinkControl("dr").as_json(), "max_bytes_per_second": budget}
+    control_path(tmp_path, "dr").parent.mkdir(parents=True)
+    control_path(tmp_path, "dr").write_text(json.dumps(document))
+    with pytest.raises(ControlUnreadable, match="max_bytes_per_second"):
+        read_control(tmp_path, "dr")
 
 
 def test_a_promoted_link_holds_every_topic_and_is_never_resumed_or_paused_again(tmp_path: Path) -> None:

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import itertools
 
-from mirror.flow import FLOOR_BYTES, HORIZON_S, RATE_SPAN_S, RECORD_OVERHEAD_BYTES, FlowWindow, Silence
+from mirror.flow import (
+    FLOOR_BYTES,
+    HORIZON_S,
+    RATE_SPAN_S,
+    RECORD_OVERHEAD_BYTES,
+    Budget,
+    FlowWindow,
+    Silence,
+    worker_budget,
+)
 
 CEILING = 64 * 1024 * 1024
 
@@ -91,3 +100,74 @@ def test_an_idle_link_is_never_silent() -> None:
     assert silence.note(62.0, 62_000, acked_total=7, waiting=1) is None
     assert silence.note(64.0, 64_000, acked_total=7, waiting=1) == "silent"
     assert silence.since_ms == 59_000
+
+
+# -- the bandwidth budget -------------------------------------------------------------------------------------------
+
+
+def drive(budget: Budget, seconds: float, record_bytes: int, *, start: float = 0.0, given: int = 0) -> tuple[int, int]:
+    """A loop turning every 10 ms that reads what the budget allows (as the engine's does); the bytes it gave and
+    the cumulative bytes given at the end."""
+    turns = round(seconds * 100)
+    gave = 0
+    for turn in range(turns):
+        room = budget.room(start + turn / 100, given, record_bytes)
+        if room is None:
+            raise AssertionError("no budget")
+        given += room * record_bytes
+        gave += room * record_bytes
+    return gave, given
+
+
+def test_a_budget_holds_the_bytes_given_to_the_producer_to_its_rate_plus_one_bucket() -> None:
+    """A token bucket on the bytes read (keys and values), not a sleep per record: over a minute the link gives its
+    rate, whatever the record size; over any second at most the rate and one bucket."""
+    for record_bytes in (100, 1_000, 30_000):
+        budget = Budget(1_000_000)
+        gave, _ = drive(budget, 60, record_bytes)
+        assert 60_000_000 - record_bytes <= gave <= 60_000_000 + budget.capacity() + record_bytes, record_bytes
+        budget = Budget(1_000_000)
+        gave, given = drive(budget, 5, record_bytes)
+        second, _ = drive(budget, 1, record_bytes, start=5, given=given)
+        assert second <= 1_000_000 + budget.capacity() + record_bytes
+
+
+def test_a_read_larger_than_the_bucket_is_a_debt_the_next_reads_wait_out_and_the_wait_is_throttle_time() -> None:
+    budget = Budget(100_000)  # a bucket of MIN_BURST_BYTES (16 KB)
+    assert budget.room(0.0, 0, 1_000) == budget.capacity() // 1_000
+    # the loop read 200 KB at once (records far larger than the average): two seconds of the rate owed
+    assert budget.room(0.01, 200_000, 1_000) == 0
+    assert budget.room(1.0, 200_000, 1_000) == 0
+    assert budget.room(2.5, 200_000, 1_000) not in (0, None)
+    assert 2.4 <= budget.throttled_s <= 2.5  # from the turn that found no room to the one that found some
+
+
+def test_a_new_rate_takes_effect_at_once_and_no_budget_lets_everything_through_without_a_debt() -> None:
+    budget = Budget()
+    assert budget.room(0.0, 0, 100) is None
+    assert budget.room(1.0, 50_000_000, 100) is None  # read freely: nothing owed when a budget comes
+    assert budget.set_rate(1_000_000, 1.0) and not budget.set_rate(1_000_000, 1.0)
+    assert budget.room(1.1, 50_000_000, 100) == 1_000  # 0.1 s of the new rate
+    budget.set_rate(10_000_000, 1.1)
+    assert budget.room(1.2, 50_000_000, 100) == 10_000  # the bucket grows to 0.1 s of the new rate
+    budget.set_rate(None, 1.2)
+    assert budget.room(1.3, 60_000_000, 100) is None
+    assert budget.throttled_s == 0
+
+
+def test_each_worker_takes_its_share_of_the_link_budget_by_the_partitions_it_owns_at_most_its_own_cap() -> None:
+    assert worker_budget(None, None, owned=3, total=6) is None
+    assert worker_budget(1_200_000, None, owned=3, total=12) == 300_000  # four workers: the shares add up
+    assert worker_budget(1_200_000, None, owned=12, total=12) == 1_200_000
+    assert worker_budget(1_200_000, None, owned=0, total=0) == 1_200_000  # nothing known yet: the whole of it
+    assert worker_budget(1_200_000, 200_000, owned=6, total=12) == 200_000
+    assert worker_budget(None, 200_000, owned=6, total=12) == 200_000
+    assert worker_budget(5, None, owned=1, total=12) == 1  # never 0: that would hold the worker for ever
+
+
+def test_before_the_first_record_the_budget_lets_one_through_its_size_unknown() -> None:
+    """The first read of a link would otherwise be sized by an average of 1 byte: thousands of records at once, the
+    whole of a backlog past the budget (seen: 1.5 MB in under a second under a 300 KB/s budget)."""
+    budget = Budget(300_000)
+    assert budget.room(0.0, 0, None) == 1
+    assert budget.room(0.01, 1_010, 1_010) == 30_000 // 1_010  # paid, and the bucket full again after 10 ms

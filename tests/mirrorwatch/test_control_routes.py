@@ -84,6 +84,25 @@ def test_a_link_is_paused_and_resumed_with_the_apis_credentials(protected: str, 
     assert (code, body["state"]) == (200, "active")
 
 
+def test_a_links_budget_is_set_lifted_and_given_back_to_the_config_with_the_apis_credentials(
+    protected: str, config: MirrorwatchConfig
+) -> None:
+    """`POST /mirror/links/{link}/budget?max_bytes_per_second=`: a rate as the config writes one, `none`, `config`;
+    what the workers read (tests/mirror/test_budget.py: a running link obeys it)."""
+    assert _call(f"{protected}/dr/budget?max_bytes_per_second=1MB", password=None)[0] == 401
+    code, body = _call(f"{protected}/dr/budget?max_bytes_per_second=1MB")
+    assert (code, body["max_bytes_per_second"], body["state"], body["by"]) == (200, 1_000_000, "active", "ops@http")
+    assert read_control(config.state_path, "dr").as_json() == body
+    assert _call(f"{protected}/dr/budget?max_bytes_per_second=none")[1]["max_bytes_per_second"] == 0
+    assert _call(f"{protected}/dr/budget?max_bytes_per_second=config")[1]["max_bytes_per_second"] is None
+    before = control_path(config.state_path, "dr").read_text()
+    for query in ("max_bytes_per_second=fast", "max_bytes_per_second=-1MB", ""):
+        code, body = _call(f"{protected}/dr/budget?{query}")
+        assert (code, body.get("error")) == (400, True), (query, body)
+        assert "is not a rate in bytes per second" in body["message"] or "at least 1 byte" in body["message"]
+    assert control_path(config.state_path, "dr").read_text() == before
+
+
 def test_bad_requests_are_refused_with_the_reason_and_write_nothing(protected: str, config: MirrorwatchConfig) -> None:
     assert _call(f"{protected}/dr/pause")[0] == 200  # the whole link
     before = control_path(config.state_path, "dr").read_text()

@@ -159,7 +159,7 @@ def _text_with(browser: Browser, tab: str, wanted: tuple[str, ...]) -> str | Non
 def _check_pause_and_resume(api: str, seen: list[str]) -> None:
     """The command the demo prints pauses its running link (the monitor says so) and resumes it; the demo's verdict
     (every order produced arrived on the target) then covers the pause. Its cutover check refuses: producers write."""
-    printed = next(line for line in seen if line.startswith("pause, resume, read the link: "))
+    printed = next(line for line in seen if line.startswith("pause, resume, budget, read the link: "))
     config = printed.split("--config ")[1].split()[0]
 
     def link(command: str) -> str:

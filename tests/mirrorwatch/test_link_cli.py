@@ -1,4 +1,4 @@
-"""`mirrorwatch link pause|resume|status` without a running worker (no broker is asked): what it writes, what it says,
+"""`mirrorwatch link pause|resume|budget|status` without a running worker (no broker is asked): what it writes, what it says,
 and bad input refused with the path and the reason, exit 2, the control document unchanged. The running mirror's
 side is tests/mirror/test_pause.py."""
 
@@ -45,10 +45,11 @@ def test_pause_status_resume_of_a_link_that_no_worker_runs(tmp_path: Path) -> No
     code, out, _ = run("status", "--config", config)
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].startswith("link dr: partly paused (topics orders.eu) since ") and lines[0].endswith(": reindex")
+    assert lines[0].startswith("link dr: partly paused (topics orders.eu) since ")
+    assert lines[0].endswith(": reindex; bandwidth budget unlimited")
     assert lines[1:] == [
         "  no worker of it runs on this host",
-        "link big: active",
+        "link big: active; bandwidth budget unlimited",
         "  no worker of it runs on this host",
     ]
     code, out, _ = run("status", "--config", config, "--link", "dr", "--json")
@@ -76,4 +77,27 @@ def test_bad_input_is_refused_naming_what_and_changes_nothing(tmp_path: Path) ->
         code, out, err = run(*args, "--config", config)
         assert (code, out) == (2, ""), (args, out, err)
         assert said in err, (args, err)
+    assert control_path(tmp_path / "state", "dr").read_text() == before
+
+
+def test_budget_set_lifted_and_given_back_to_the_configs(tmp_path: Path) -> None:
+    """`mirrorwatch link budget`: the operator's rate over the config's (`max_bytes_per_second: 2MB` here), `none`,
+    `config`; a rate that is none is refused naming the flag, exit 2, nothing written. A running link obeying it:
+    tests/mirror/test_budget.py."""
+    path = config_file(tmp_path)
+    path.write_text(path.read_text().replace("{name: dr,", "{name: dr, max_bytes_per_second: 2MB,"))
+    config = str(path)
+    assert run("status", "--config", config, "--link", "dr")[1].startswith("link dr: active; bandwidth budget 2.0 MB/s")
+    code, out, _ = run("budget", "--config", config, "--link", "dr", "--max-bytes-per-second", "500KiB/s")
+    assert (code, out.splitlines()[0]) == (0, "link dr: bandwidth budget 512.0 KB/s (set)")
+    assert read_control(tmp_path / "state", "dr").max_bytes_per_second == 512_000
+    assert run("budget", "--config", config, "--link", "dr", "--max-bytes-per-second", "none")[1].startswith(
+        "link dr: bandwidth budget unlimited (set)"
+    )
+    assert run("budget", "--config", config, "--link", "dr", "--max-bytes-per-second", "config")[1].startswith(
+        "link dr: bandwidth budget 2.0 MB/s (the config's)"
+    )
+    before = control_path(tmp_path / "state", "dr").read_text()
+    code, out, err = run("budget", "--config", config, "--link", "dr", "--max-bytes-per-second", "fast")
+    assert (code, out) == (2, "") and "--max-bytes-per-second: 'fast' is not a rate in bytes per second" in err
     assert control_path(tmp_path / "state", "dr").read_text() == before

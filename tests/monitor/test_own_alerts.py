@@ -52,6 +52,26 @@ def test_replication_lag_fires_after_its_for_duration_only() -> None:
     assert alert.labels == {"link": "dr"} and alert.since_ms == T0 and alert.severity == "warning"
 
 
+def test_a_lag_the_bandwidth_budget_makes_is_said_as_such() -> None:
+    """A link whose budget held its two workers back 7.5 s of every 10 s round (75 %) is behind on purpose: the lag
+    alert names the budget (as the shipped rules do); held 1 s of 10 (10 %), the lag is not the budget's."""
+
+    def history(held_per_round_s: float) -> History:
+        history = History(span_ms=3_600_000, interval_ms=ROUND_MS)
+        for i in range(32):
+            link = _link(2000, 100 * i, workers=2)
+            held = {"budget_bytes_per_second": 100_000, "budget_throttled_seconds_total": 2 * held_per_round_s * i}
+            link = replace(link, stats={**link.stats, **held})
+            history.record(_state(T0 + i * ROUND_MS, link, _group(Status.OK, 0)))
+        return history
+
+    [alert] = [a for a in firing(history(7.5), _now(32)) if "ReplicationLag" in a.name]
+    assert alert.name == "MirrorwatchReplicationLagHighByBudget" and alert.labels == {"link": "dr"}
+    assert alert.summary.endswith("held back by its bandwidth budget")
+    assert "MirrorwatchReplicationLagHigh" in _names(history(1.0), 32)
+    assert "MirrorwatchReplicationLagHighByBudget" not in _names(history(1.0), 32)
+
+
 def test_a_history_shorter_than_the_duration_never_fires() -> None:
     """The monitor started 1 min ago with the mirror already down: unknown for how long, so not (yet) firing."""
     assert _names(_history(7, workers=0, up=False), 7) == set()

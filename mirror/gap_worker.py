@@ -1,0 +1,112 @@
+"""The part of a link worker that meets records the source or the target no longer has (`mirror.gaps`): a position
+the source refuses (retention passed it, an unclean election truncated the log), a source topic created again, a
+target topic lost under the link. Each is written to the link's ledger and said once, and the partition stops alone
+or goes on as the link's rule says (`on_gap`, `on_recreate`, `on_target_loss`)."""
+
+from __future__ import annotations
+
+from confluent_kafka import KafkaException, TopicPartition
+
+from kernel.kafka import error_text
+from kernel.worker_status import Gap
+from mirror.gaps import TargetLost, out_of_range, recreated, target_lost
+from mirror.worker import WorkerBase, log, read_from
+
+__all__ = ["GapWorker"]
+
+
+class GapWorker(WorkerBase):
+    """`WorkerBase` with the gaps' handling (the engines build on it)."""
+
+    def _out_of_range(self, topic: str, partition: int, offset: int | None, truncated: int | None = None) -> None:
+        """The source refused the partition's position (or it has none; `truncated`: where librdkafka found the log
+        of the position's leader epoch to end, KIP-320): read its log's bounds and do what `mirror.gaps.out_of_range`
+        says. From the loop only (the consumer is the loop's)."""
+        consumer, key = self._consumer, (topic, partition)
+        if consumer is None or self._topic_recreated(topic, partition):
+            return
+        progress = self._progress.get(key)
+        position = offset if offset is not None and offset >= 0 else (progress.consumed if progress else None)
+        try:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)
+        except KafkaException as exc:
+            log.warning(
+                "link %s: %s[%d]: offset %s is not on the source and its log's bounds could not be read (%s); "
+                "reading it again",
+                self.name, topic, partition, position, error_text(exc),
+            )  # fmt: skip
+            if position is not None:
+                read_from(consumer, TopicPartition(topic, partition, position))
+            return
+        decision = out_of_range(
+            topic,
+            partition,
+            position,
+            low,
+            high,
+            start_from=self.link.start_from,
+            on_gap=self.link.on_gap,
+            now_ms=self._clock.now_ms(),
+            truncated_at=truncated,
+        )
+        gap = decision.gap
+        if gap is not None:
+            self._say(gap, stopping=decision.action == "stop")
+        if decision.action == "stop" and gap is not None:
+            consumer.pause([TopicPartition(topic, partition)])
+            self._stopped[key] = gap.describe(self.name)
+            return
+        assert decision.seek_to is not None
+        if decision.action == "skip":
+            self._skipped(key, decision.seek_to)
+        read_from(consumer, TopicPartition(topic, partition, decision.seek_to))
+
+    def _topic_recreated(self, topic: str, partition: int) -> bool:
+        """Whether the partition's topic was deleted and created again under the worker (its refused position is then
+        the old topic's, and the worker has handled it as `_recreated` says); engines that note topic ids say."""
+        return False
+
+    def _recreated(self, topic: str, partition: int, position: int | None, high: int | None) -> str:
+        """A partition of a topic recreated since `position` was taken (`mirror.gaps.recreated`): the gap written and
+        said, the partition marked stopped unless the rule restarts it. The action; the caller pauses or restarts."""
+        decision = recreated(
+            topic, partition, position, high, on_recreate=self.link.on_recreate, now_ms=self._clock.now_ms()
+        )
+        self._say(decision.gap, stopping=decision.action == "stop")
+        if decision.action == "stop":
+            self._stopped[(topic, partition)] = decision.gap.describe(self.name)
+        return decision.action
+
+    def _target_lost(self, key: tuple[str, int], position: int | None, how: str) -> TargetLost | None:
+        """A partition whose target topic was lost under the link (`mirror.gaps.target_lost`; `position`: what the
+        target had acknowledged): the gap written and said, the partition marked stopped unless the rule copies again
+        (from the gap's first offset, the source's log start). None when that log start could not be read: asked
+        again at the next refresh or assignment."""
+        assert self._consumer is not None
+        try:
+            low, _high = self._consumer.get_watermark_offsets(TopicPartition(*key), timeout=10, cached=False)
+        except KafkaException as exc:
+            log.warning("link %s: %s[%d]: its target topic was %s, and the source's log start could not be read (%s)",
+                        self.name, key[0], key[1], how, error_text(exc))  # fmt: skip
+            return None
+        decision = target_lost(
+            *key, position, low, how=how, on_target_loss=self.link.on_target_loss, now_ms=self._clock.now_ms()
+        )
+        self._say(decision.gap, stopping=decision.action == "stop")
+        if decision.action == "stop":
+            self._stopped[key] = decision.gap.describe(self.name)
+        return decision
+
+    def _say(self, gap: Gap, *, stopping: bool) -> None:
+        """A gap is written to the link's ledger and logged once; a partition it stops again (a restart, a new
+        assignment) says why once more, so every process that holds it stopped has said so in its log."""
+        if self._ledger.record(gap):
+            log.error("%s", gap.describe(self.name))
+        elif stopping:
+            log.warning("%s (noted before: the partition stays stopped)", gap.describe(self.name))
+
+    def _skipped(self, key: tuple[str, int], to: int) -> None:
+        """The records below `to` are given up: the partition's progress passes them (its next commit is `to`)."""
+        progress = self._progress.get(key)
+        if progress is not None:
+            progress.pass_to(to)
