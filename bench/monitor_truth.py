@@ -60,14 +60,16 @@ def main(argv: list[str] | None = None) -> int:
         "--network",
         action="store_true",
         help=f"each cluster on a host of its own (a network namespace over a veth pair, root only) and the faults "
-        f"of the network between: {','.join(NET_FAULTS)} (the default then; cannot go with --clusters)",
+        f"of the network between: {','.join(NET_FAULTS)} (the first four the default then; monitor-target-cut puts "
+        "the mirror on a host of its own, with doors into the clusters' (and then leaves the slow and flapping "
+        "ones out); cannot go with --clusters)",
     )
     parser.add_argument("--json", type=Path, help="also write the result here")
     parser.add_argument("--logs", type=Path, help="keep the processes' logs and config in this directory")
     args = parser.parse_args(argv)
     if args.network and args.clusters:
         parser.error("--network starts clusters of its own: leave --clusters out")
-    chosen = args.faults.split(",") if args.faults else list(NET_FAULTS if args.network else FAULTS)
+    chosen = args.faults.split(",") if args.faults else list(NET_FAULTS[:4] if args.network else FAULTS)
     faults = tuple(f for f in (*FAULTS, *NET_FAULTS) if f in chosen)
     if args.engine_run:
         faults = tuple(f for f in faults if f != "mirror-stop")
@@ -76,9 +78,11 @@ def main(argv: list[str] | None = None) -> int:
         work.mkdir(parents=True, exist_ok=True)
         stack = contextlib.ExitStack()
         network: dict[str, NetHost] = {}
+        mirror_host = None
         if args.network:
-            apart = stack.enter_context(clusters_apart(Path(tmp) / "clusters"))
-            clusters, network = apart.clusters, dict(apart.hosts)
+            client = "monitor-target-cut" in faults
+            apart = stack.enter_context(clusters_apart(Path(tmp) / "clusters", client=client))
+            clusters, network, mirror_host = apart.clusters, dict(apart.hosts), apart.client
         else:
             clusters = LocalClusters(args.clusters or Path(tmp) / "clusters", progress=lambda _line: None)
         owned = args.clusters is None
@@ -100,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
                 tie_to_parent=owned,
                 delivery="exactly-once" if args.exactly_once else "at-least-once",
                 network=network,
+                mirror_host=mirror_host,
             )
     print_report(run)
     if args.json:

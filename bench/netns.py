@@ -10,6 +10,12 @@ through a router of its own (a second namespace that forwards), and the faults a
     host.close()                     # the namespace and both veth ends gone
     with clusters_apart(dir) as apart: ...   # the local clusters, each on a host of its own
 
+A process may run on a host of its own too, reaching the cluster hosts by doors of its own (`ClientHost`: a namespace,
+and per cluster host a router namespace into it), so that its paths are cut apart from this host's:
+
+    client = ClientHost.make(); door = client.door_to(host)   # then `ip netns exec client.name ...`
+    door.cut() / door.heal()                                  # only the client's path to that host
+
 The faults are queueing disciplines on the router's two interfaces, never on an end's own: a packet dropped by the
 sender's own qdisc is a local congestion signal to its TCP, which then retries within a second, not the silence of a
 real partition (measured: a 30 s cut made that way recovered in 1 s; through the router, TCP backs off as over a
@@ -33,7 +39,7 @@ from pathlib import Path
 
 from localkafka.local import LocalClusters, Placement
 
-__all__ = ["Apart", "NetHost", "clusters_apart", "sweep"]
+__all__ = ["Apart", "ClientHost", "Door", "NetHost", "clusters_apart", "sweep"]
 
 PREFIX = "mwt"
 _counter = itertools.count(1)
@@ -49,9 +55,31 @@ def _tc(*args: str, netns: str | None = None, check: bool = True) -> subprocess.
     return subprocess.run([*prefix, "tc", *args], capture_output=True, text=True, check=check, timeout=30)
 
 
+_given: set[tuple[int, int]] = set()  # subnets this process gave out (a door's addresses are all in namespaces)
+
+
 def _taken_subnets() -> set[tuple[int, int]]:
     out = _ip("-o", "-4", "addr", "show").stdout
-    return {(int(a), int(b)) for a, b in re.findall(r"inet 10\.(\d+)\.(\d+)\.", out)}
+    return {(int(a), int(b)) for a, b in re.findall(r"inet 10\.(\d+)\.(\d+)\.", out)} | _given
+
+
+def _subnet() -> tuple[int, int]:
+    """A 10.a.b.0/24 no interface of this host and nothing made here uses (under _lock)."""
+    taken = _taken_subnets()
+    chosen = random.choice([(a, b) for a in range(200, 250) for b in range(256) if (a, b) not in taken])
+    _given.add(chosen)
+    return chosen
+
+
+def _shape(router: str, devices: tuple[str, ...], spec: tuple[str, ...]) -> None:
+    """The same root qdisc on each of a router's interfaces (each shapes what it forwards), or none."""
+    for dev in devices:
+        _tc("qdisc", "del", "dev", dev, "root", netns=router, check=False)
+        if spec:
+            _tc("qdisc", "add", "dev", dev, "root", *spec, netns=router)
+
+
+CUT = ("tbf", "rate", "1kbit", "burst", "10", "limit", "10")  # a bucket smaller than any packet: none passes
 
 
 @dataclass
@@ -67,9 +95,7 @@ class NetHost:
         """A new namespace with its loopback up, reached through a router namespace of its own (root only)."""
         with _lock:
             n = next(_counter)
-            taken = _taken_subnets()
-            free = [(a, b) for a in range(200, 250) for b in range(256) if (a, b) not in taken]
-            a, b = random.choice(free)
+            a, b = _subnet()
             pid = os.getpid()
             made = cls(
                 name=f"{PREFIX}{pid}-{n}",
@@ -102,15 +128,11 @@ class NetHost:
             return made
 
     def _qdisc(self, *spec: str) -> None:
-        """The same root qdisc on both of the router's interfaces (each shapes what it forwards), or none."""
-        for dev in ("ra", "rb"):
-            _tc("qdisc", "del", "dev", dev, "root", netns=self.router, check=False)
-            if spec:
-                _tc("qdisc", "add", "dev", dev, "root", *spec, netns=self.router)
+        _shape(self.router, ("ra", "rb"), spec)
 
     def cut(self) -> None:
         """Drop every packet both ways (a partition: connections hang, nothing is refused)."""
-        self._qdisc("tbf", "rate", "1kbit", "burst", "10", "limit", "10")
+        self._qdisc(*CUT)
 
     def slow(self, kbit: int) -> None:
         """Rate-limit both ways to `kbit` kbit/s (queueing up to 400 ms, then dropping, as a congested link)."""
@@ -149,11 +171,83 @@ class NetHost:
         _ip("link", "del", self.outside, check=False)
 
 
+@dataclass
+class Door:
+    """A client host's own path into a cluster host: a router namespace between the two (`da` towards the client,
+    `db` towards the host); cut or healed apart from every other path into that host."""
+
+    router: str
+    host: NetHost
+
+    def cut(self) -> None:
+        _shape(self.router, ("da", "db"), CUT)
+
+    def heal(self) -> None:
+        _shape(self.router, ("da", "db"), ())
+
+
+@dataclass
+class ClientHost:
+    """A namespace for a process (a mirror, a monitor) that reaches the cluster hosts by doors of its own, so that its
+    network can fail apart from this host's. Run the process with `ip netns exec <name> ...`."""
+
+    name: str
+    doors: dict[str, Door]
+
+    @classmethod
+    def make(cls) -> ClientHost:
+        with _lock:
+            made = cls(f"{PREFIX}{os.getpid()}-{next(_counter)}c", {})
+        try:
+            _ip("netns", "add", made.name)
+            _ip("-n", made.name, "link", "set", "lo", "up")
+        except subprocess.CalledProcessError as exc:
+            made.close()
+            raise RuntimeError(f"cannot make network namespace {made.name}: {exc.stderr.strip()}") from None
+        return made
+
+    def door_to(self, host: NetHost) -> Door:
+        """A path of this client's own into `host` (its broker's address reached through it, and answered through
+        it: a route in the host for this client's address alone)."""
+        with _lock:
+            n = next(_counter)
+            a, b = _subnet()
+        net, door = f"10.{a}.{b}", Door(f"{PREFIX}{os.getpid()}-{n}d", host)
+        near, far = f"c{n}", f"d{n}"  # the client's end, the host's end
+        try:
+            _ip("netns", "add", door.router)
+            _ip("-n", door.router, "link", "add", "da", "type", "veth", "peer", "name", near, "netns", self.name)
+            _ip("-n", door.router, "link", "add", "db", "type", "veth", "peer", "name", far, "netns", host.name)
+            _ip("-n", door.router, "addr", "add", f"{net}.2/30", "dev", "da")
+            _ip("-n", door.router, "addr", "add", f"{net}.5/30", "dev", "db")
+            for dev in ("da", "db", "lo"):
+                _ip("-n", door.router, "link", "set", dev, "up")
+            _ip("-n", self.name, "addr", "add", f"{net}.1/30", "dev", near)
+            _ip("-n", self.name, "link", "set", near, "up")
+            _ip("-n", host.name, "addr", "add", f"{net}.6/30", "dev", far)
+            _ip("-n", host.name, "link", "set", far, "up")
+            _ip("-n", self.name, "route", "add", f"{host.host}/32", "via", f"{net}.2")
+            _ip("-n", door.router, "route", "add", f"{host.host}/32", "via", f"{net}.6")
+            _ip("-n", host.name, "route", "add", f"{net}.1/32", "via", f"{net}.5")  # answers go back this way
+            _ip("netns", "exec", door.router, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+        except subprocess.CalledProcessError as exc:
+            _ip("netns", "del", door.router, check=False)
+            raise RuntimeError(f"cannot make a door into {host.name}: {exc.stderr.strip()}") from None
+        self.doors[host.name] = door
+        return door
+
+    def close(self) -> None:
+        """The doors' routers (and with them their veth pairs, the host ends included) and the namespace go."""
+        for door in self.doors.values():
+            _ip("netns", "del", door.router, check=False)
+        _ip("netns", "del", self.name, check=False)
+
+
 def sweep() -> list[str]:
     """Remove the namespaces (and their veth pairs) of test runs whose process is gone."""
     removed = []
     for line in _ip("netns", "list", check=False).stdout.splitlines():
-        match = re.match(rf"({PREFIX}(\d+)-\d+r?)", line)
+        match = re.match(rf"({PREFIX}(\d+)-\d+[rdc]?)", line)
         if match is None or os.path.exists(f"/proc/{match.group(2)}"):
             continue
         _ip("netns", "del", match.group(1), check=False)
@@ -166,13 +260,20 @@ def sweep() -> list[str]:
 
 
 @contextlib.contextmanager
-def clusters_apart(state_dir: Path, aliases: tuple[str, ...] = ("source", "target")) -> Iterator[Apart]:
+def clusters_apart(
+    state_dir: Path, aliases: tuple[str, ...] = ("source", "target"), *, client: bool = False
+) -> Iterator[Apart]:
     """The local clusters, each on a host of its own (`NetHost`), started, and at the end stopped and their hosts
-    removed."""
+    removed. `client`: a client host besides, with a door into each (`Apart.client`)."""
     hosts: dict[str, NetHost] = {}
+    made: ClientHost | None = None
     try:
         for alias in aliases:
             hosts[alias] = NetHost.make()
+        if client:
+            made = ClientHost.make()
+            for host in hosts.values():
+                made.door_to(host)
         clusters = LocalClusters(
             state_dir,
             progress=lambda _line: None,
@@ -180,10 +281,12 @@ def clusters_apart(state_dir: Path, aliases: tuple[str, ...] = ("source", "targe
         )
         try:
             clusters.up(aliases, tie_to_parent=True)
-            yield Apart(clusters, hosts)
+            yield Apart(clusters, hosts, made)
         finally:
             clusters.down(aliases)
     finally:
+        if made is not None:
+            made.close()
         for host in hosts.values():
             host.heal()
             host.close()
@@ -193,3 +296,4 @@ def clusters_apart(state_dir: Path, aliases: tuple[str, ...] = ("source", "targe
 class Apart:
     clusters: LocalClusters
     hosts: Mapping[str, NetHost]
+    client: ClientHost | None = None  # a host of its own with a door into each cluster's (clusters_apart(client=))

@@ -6,6 +6,7 @@ import bisect
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -14,14 +15,14 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from bench.common import stop_process
-from bench.netns import NetHost
+from bench.netns import ClientHost, NetHost
+from bench.truth_faults import FAULTS, NET_FAULTS, SLOW_KBIT, Fault, check_faults, fault_plan
 from bench.truth_judge import FOLLOWER_LATENCY_MS, INTERVAL_S, Phase, Sample, Truth, TruthRun
 from bench.truth_traffic import Traffic, agent, in_process
 from kernel.config import load_config
@@ -30,15 +31,10 @@ from kernel.processes import free_port
 from kernel.wait import WaitTimeout, wait_until
 from localkafka.local import LocalClusters
 
-__all__ = ["FAULTS", "HELD_S", "LINK", "NET_FAULTS", "run_truth", "spark_batches"]
+__all__ = ["FAULTS", "HELD_S", "LINK", "NET_FAULTS", "SLOW_KBIT", "run_truth", "spark_batches"]
 
 POLL_S = 0.25
 LINK = "truth"
-FAULTS = ("mirror-kill", "mirror-stop", "target-kill", "target-stop", "source-restart")
-# Faults of the network between this host and a cluster on a host of its own (bench.netns; issue #44): every packet
-# dropped both ways (connections hang, nothing refused), rate-limited to SLOW_KBIT, or down 2 s / up 2 s.
-NET_FAULTS = ("target-cut", "source-cut", "target-slow", "target-flap")
-SLOW_KBIT = 100
 SPARK_TRIGGER_S = 0.5
 # The spark driver reads its checkpoint's commit log every 0.25 s (mirror.spark_engine.CHECKPOINT_POLL_S) and then
 # publishes: until then a committed batch is still the running one for what the engine can know.
@@ -185,6 +181,7 @@ class _Harness:
         self.stack = contextlib.ExitStack()
         self.engine: subprocess.Popen[bytes] | None = None
         self.monitor: subprocess.Popen[bytes] | None = None  # None when the engine's process monitors too
+        self.engine_prefix: list[str] = []  # `ip netns exec NAME` when the engine runs on a host of its own
         self.lost_before = 0  # the engine's "lost"/"revoked" log lines when the phase started
 
     def command(self, name: str) -> list[str]:
@@ -194,7 +191,7 @@ class _Harness:
         """The process that mirrors: `mirrorwatch mirror`, or `mirrorwatch run` when all runs in one."""
         name = "run" if self.one_process else "mirror"
         command = self.command(name) + (["--link", LINK] if self.engine_name == "spark" else [])
-        self.engine = self.stack.enter_context(_process(command, self.work / f"{name}.log"))
+        self.engine = self.stack.enter_context(_process([*self.engine_prefix, *command], self.work / f"{name}.log"))
 
     def phase(self, name: str, progress: Callable[[str], None]) -> Phase:
         progress(f"truth: {name}")
@@ -234,7 +231,8 @@ class _Harness:
             ) from None
 
     def watch_group(self, stop: threading.Event) -> None:
-        """The Burrow-style status of the link's own consumer group, as the monitor's Burrow API serves it."""
+        """The Burrow-style status of the link's own consumer group, as the monitor's Burrow API serves it, and whether
+        the monitor sees the target, once a second."""
         url = f"http://127.0.0.1:{self.port}/v3/kafka/source/consumer/{self.group}/status"
         while not stop.wait(1.0):
             try:
@@ -258,6 +256,47 @@ class _Harness:
                 self.phases[-1].group_statuses.append(status)
                 self.phases[-1].group_status_ms.append(_now_ms())
                 self.phases[-1].group_detail = detail
+            self.note_target_up()
+
+    def run_fault(self, fault: Fault, progress: Callable[[str], None], recover_s: float) -> None:
+        """Its phase: inject, hold (and until it held the mirror back), remove, recover."""
+        current = self.phase(fault.name, progress)
+        fault.inject()
+        current.events_ms.append(_now_ms())
+        try:
+            time.sleep(fault.hold_s)
+            if fault.holds_mirror and not fault.behind_after_removal:
+                self.wait_held(fault.name)
+        finally:
+            fault.remove()
+        current.events_ms.append(_now_ms())
+        if fault.behind_after_removal:
+            self.wait_held(fault.name)
+        if not fault.holds_mirror:
+            self.wait_target_up()
+        self.recover(recover_s)
+
+    def wait_target_up(self) -> None:
+        """After a fault of the monitor's own: until it says it sees the target again (at most GROUP_OK_WAIT_S; how
+        long it took is in the phase's `target_up` readings)."""
+        with contextlib.suppress(WaitTimeout):
+            wait_until(
+                lambda: bool(self.phases[-1].target_up) and self.phases[-1].target_up[-1][1],
+                timeout_s=GROUP_OK_WAIT_S,
+                interval_s=0.2,
+                description="the monitor to see the target again",
+            )
+
+    def note_target_up(self) -> None:
+        """Whether the monitor says it sees the target (`mirrorwatch_cluster_up`), with the moment it was read."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=2) as response:
+                text = response.read().decode()
+        except OSError:
+            return
+        found = re.search(r'^mirrorwatch_cluster_up\{cluster="target"\} (\S+)$', text, re.MULTILINE)
+        if found is not None and self.phases:
+            self.phases[-1].target_up.append((_now_ms(), float(found.group(1)) == 1.0))
 
     def watch_alerts(self, firing: Callable[[], set[str]], stop: threading.Event) -> None:
         while not stop.wait(1.0):
@@ -379,89 +418,6 @@ def check_alive(processes: dict[str, subprocess.Popen[bytes] | None], phase: str
             raise RuntimeError(f"the {name} process ended ({how}) during {phase!r}; its log says the rest")
 
 
-@dataclass(frozen=True)
-class Fault:
-    name: str
-    inject: Callable[[], object]
-    remove: Callable[[], object]
-    hold_s: float  # how long it holds before it is removed (at least: see HELD_S)
-    # The mirror falls behind only once the fault is removed (a source outage: nothing is acknowledged while the
-    # source is down, then what the producers held arrives at once while the link's group joins again): the harness
-    # waits for the truth to be HELD_S behind after the removal, not before it.
-    behind_after_removal: bool = False
-
-
-def _fault_plan(
-    h: _Harness, faults: tuple[str, ...], fault_s: float, tie_to_parent: bool, network: Mapping[str, NetHost]
-) -> list[Fault]:
-    def signal_engine(signum: int) -> Callable[[], None]:
-        def send() -> None:  # to the process group: Spark's JVM is the driver's child
-            assert h.engine is not None
-            os.killpg(h.engine.pid, signum)
-            if signum == signal.SIGKILL:
-                h.engine.wait(30)
-
-        return send
-
-    clusters = h.clusters
-    every: dict[str, Fault] = {
-        "mirror-kill": Fault("mirror SIGKILL, restarted 3 s later", signal_engine(signal.SIGKILL), h.start_engine, 3),
-        "mirror-stop": Fault(
-            f"mirror SIGSTOP {fault_s:g} s", signal_engine(signal.SIGSTOP), signal_engine(signal.SIGCONT), fault_s
-        ),
-        "target-kill": Fault(
-            f"target broker SIGKILL, restarted after {fault_s:g} s",
-            lambda: clusters.kill("target"),
-            lambda: clusters.up(["target"], tie_to_parent=tie_to_parent),
-            fault_s,
-        ),
-        "target-stop": Fault(
-            f"target broker SIGSTOP {fault_s:g} s",
-            lambda: clusters.freeze("target"),
-            lambda: clusters.thaw("target"),
-            fault_s,
-        ),
-        # Down longer than the mirror's session timeout (10 s): the link's group loses its partitions and is given
-        # them again once the source is back.
-        "source-restart": Fault(
-            f"source broker stopped {fault_s:g} s and restarted",
-            lambda: clusters.down(["source"]),
-            lambda: clusters.up(["source"], tie_to_parent=tie_to_parent),
-            fault_s,
-            behind_after_removal=True,
-        ),
-    }
-    if network:
-        flapping: list[contextlib.ExitStack] = []
-
-        def flap_start() -> None:
-            flapping.append(contextlib.ExitStack())
-            flapping[-1].enter_context(network["target"].flapping(2.0, 2.0))
-
-        every |= {
-            "target-cut": Fault(
-                f"network to the target cut {fault_s:g} s", network["target"].cut, network["target"].heal, fault_s
-            ),
-            # The source's producers are beside it (`truth_traffic.agent`): they go on, the mirror falls behind
-            "source-cut": Fault(
-                f"network to the source cut {fault_s:g} s", network["source"].cut, network["source"].heal, fault_s
-            ),
-            "target-slow": Fault(
-                f"network to the target slowed to {SLOW_KBIT} kbit/s for {fault_s:g} s",
-                lambda: network["target"].slow(SLOW_KBIT),
-                network["target"].heal,
-                fault_s,
-            ),
-            "target-flap": Fault(
-                f"network to the target flapping (2 s down, 2 s up) {fault_s:g} s",
-                flap_start,
-                lambda: flapping.pop().close(),
-                fault_s,
-            ),
-        }
-    return [every[name] for name in (*FAULTS, *NET_FAULTS) if name in faults]
-
-
 def _truth_threads(
     h: _Harness, rate: int, network: Mapping[str, NetHost] | None, stop_traffic: threading.Event, stop: threading.Event
 ) -> tuple[threading.Thread, threading.Thread]:
@@ -500,21 +456,19 @@ def run_truth(
     firing: Callable[[], set[str]] | None = None,
     delivery: str = "at-least-once",
     network: Mapping[str, NetHost] | None = None,
+    mirror_host: ClientHost | None = None,
 ) -> TruthRun:
     """Run every phase once (see the module docstring) and return the samples with the truth filled in. `port`: the
     monitor's HTTP port (chosen here when None); `firing`: the alerts firing now (a Prometheus scraping that port),
     polled every second and recorded per phase; `engine`: "python" or "spark"; `faults`: which of FAULTS, in that
-    order; `network`: the clusters' hosts when they run on hosts of their own (bench.netns), for NET_FAULTS."""
-    unknown = set(faults) - set(FAULTS) - (set(NET_FAULTS) if network else set())
-    if unknown or (one_process and "mirror-stop" in faults) or (one_process and engine != "python"):
-        raise ValueError(
-            f"faults {sorted(unknown)} unknown (choose from {FAULTS}, and {NET_FAULTS} with clusters apart)"
-            if unknown
-            else "in one process a mirror freeze freezes the monitor too, and `run` carries python links only"
-        )
+    order; `network`: the clusters' hosts when they run on hosts of their own (bench.netns), for NET_FAULTS;
+    `mirror_host`: a client host with a door into each, where the engine then runs (its network apart from the
+    monitor's, which "monitor-target-cut" needs)."""
+    check_faults(faults, one_process=one_process, engine=engine, network=bool(network), mirror_host=mirror_host)
     h = _Harness(
         clusters, work, partitions=partitions, one_process=one_process, engine=engine, port=port, delivery=delivery
     )
+    h.engine_prefix = ["ip", "netns", "exec", mirror_host.name] if mirror_host is not None else []
     stop_traffic, stop_reading = threading.Event(), threading.Event()
     url = f"http://127.0.0.1:{h.port}/mirror/links/{LINK}"
     producer, follower = _truth_threads(h, rate, network, stop_traffic, stop_reading)
@@ -548,20 +502,8 @@ def run_truth(
             h.phase("steady", progress)
             time.sleep(steady_s)
 
-            for fault in _fault_plan(h, faults, fault_s, tie_to_parent, network or {}):
-                current = h.phase(fault.name, progress)
-                fault.inject()
-                current.events_ms.append(_now_ms())
-                try:
-                    time.sleep(fault.hold_s)
-                    if not fault.behind_after_removal:
-                        h.wait_held(fault.name)
-                finally:
-                    fault.remove()
-                current.events_ms.append(_now_ms())
-                if fault.behind_after_removal:
-                    h.wait_held(fault.name)
-                h.recover(recover_s)
+            for fault in fault_plan(h, faults, fault_s, tie_to_parent, network or {}, mirror_host):
+                h.run_fault(fault, progress, recover_s)
         finally:
             h.end_phase()
             stop_traffic.set()

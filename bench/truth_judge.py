@@ -32,6 +32,8 @@ class Phase:
     # its partitions at WARN or worse when it was last read (what the status was judged on), for a failure to show
     group_detail: list[dict[str, Any]] = field(default_factory=list)
     ended_ms: int = 0  # when the next phase started (or the run ended)
+    # (when, whether) the monitor said it sees the target cluster (mirrorwatch_cluster_up), once a second
+    target_up: list[tuple[int, bool]] = field(default_factory=list)
     # the largest true lag at any moment of the phase, from the truth's own timeline (not only at the monitor's
     # samples: in one process the monitor is down with the mirror, and may serve again only once it caught up)
     truth_peak_seconds: float = 0.0

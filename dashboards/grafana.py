@@ -191,6 +191,32 @@ def mirror_overview() -> DashboardBuilder:
             )
         )
         .with_panel(
+            _series(
+                "Bytes out and bandwidth budget",
+                "Bps",
+                _query(
+                    f'sum by (link) (rate(mirrorwatch_mirror_bytes_total{{direction="out", {sel}}}[{RATE}]))',
+                    "{{link}} out",
+                ),
+                _query(f"sum by (link) (mirrorwatch_mirror_budget_bytes_per_second{{{sel}}})", "{{link}} budget"),
+                description="Key and value bytes the target acknowledged, and the link's max_bytes_per_second "
+                "(mirrorwatch link budget changes it at run time; no line: no budget).",
+            )
+        )
+        .with_panel(
+            _series(
+                "Held back by the budget",
+                "percentunit",
+                _query(
+                    f"sum by (link) (rate(mirrorwatch_mirror_budget_throttled_seconds_total{{{sel}}}[{RATE}])) "
+                    f"/ clamp_min(sum by (link) (mirrorwatch_mirror_workers{{{sel}}}), 1)",
+                    "{{link}}",
+                ),
+                description="The share of the time the link's workers waited for their bandwidth budget; over half "
+                "for the lag alert's duration, the lag alert is MirrorwatchReplicationLagHighByBudget.",
+            )
+        )
+        .with_panel(
             heatmap.Panel()
             .title("Replication latency (acknowledged minus record timestamp)")
             .datasource(DATASOURCE)

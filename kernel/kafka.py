@@ -22,6 +22,8 @@ from kernel.log_repeats import RepeatFilter
 __all__ = [
     "COORDINATOR_NOT_READY",
     "COORDINATOR_NOT_READY_NAMES",
+    "QUICK_RECONNECT",
+    "WAN_DEFAULTS",
     "already_exists",
     "client_config",
     "create_topics",
@@ -66,7 +68,21 @@ def _kafka_logger(alias: str) -> logging.Logger:
 
 # The monitor's clients reconnect to a cluster that was down within a second of its return (librdkafka backs off up
 # to 10 s by default: a restarted source read as unseen for 8 s more, issue #41).
-QUICK_RECONNECT = {"reconnect.backoff.ms": 100, "reconnect.backoff.max.ms": 1000}
+_RECONNECT = {"reconnect.backoff.ms": 100, "reconnect.backoff.max.ms": 1000}
+
+# Across a WAN (issue #44): a request unanswered for 10 s closes its connection (librdkafka's socket.max.fails is 1)
+# and a connection attempt unanswered for 5 s is given up and tried again at most 1 s later, so that a client
+# resumes within seconds of a partition's end whatever its length, instead of waiting for TCP's retransmission
+# backoff on a dead connection (librdkafka's 60 s / 30 s / 10 s defaults: a 30 s partition left a link standing for
+# 24 s more, and the monitor reading the target as down for 25 s more, measured through bench.netns). Keep-alives
+# find idle connections a middlebox dropped. README's "Across a network" table says each, with its default and why.
+WAN_DEFAULTS: dict[str, str | int | bool] = {
+    "socket.timeout.ms": 10_000,
+    "socket.connection.setup.timeout.ms": 5_000,
+    "reconnect.backoff.max.ms": 1_000,
+    "socket.keepalive.enable": True,
+}
+QUICK_RECONNECT: dict[str, str | int | bool] = {**WAN_DEFAULTS, **_RECONNECT}  # the monitor's clients
 
 
 def client_config(cluster: ClusterConfig, alias: str, overrides: Overrides = None) -> dict[str, Any]:

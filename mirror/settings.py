@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, KafkaException, Producer
 
 from kernel.config import LinkConfig, MirrorwatchConfig, reveal
 from kernel.errors import ConfigProblem
-from kernel.kafka import error_text
+from kernel.kafka import WAN_DEFAULTS, error_text
 
 __all__ = [
     "CONSUMER_DEFAULTS",
@@ -24,18 +24,7 @@ __all__ = [
     "producer_settings",
 ]
 
-# Across a WAN (issue #44): a request unanswered for WAN_SOCKET_TIMEOUT_MS closes its connection (librdkafka's
-# socket.max.fails is 1) and a connection attempt unanswered for WAN_CONNECT_TIMEOUT_MS is given up and tried again
-# at most 1 s later, so that a link resumes within seconds of a partition's end whatever its length, instead of
-# waiting for TCP's retransmission backoff on a dead connection (librdkafka's 60 s / 30 s / 10 s defaults: a 30 s
-# partition left the link standing for 24 s more, measured through bench.netns). Keep-alives find idle connections a
-# middlebox dropped. README's "Across a network" table says each, with its default and why.
-WAN_DEFAULTS: dict[str, str | int | bool] = {
-    "socket.timeout.ms": 10_000,
-    "socket.connection.setup.timeout.ms": 5_000,
-    "reconnect.backoff.max.ms": 1_000,
-    "socket.keepalive.enable": True,
-}
+# Across a WAN (issue #44): kernel.kafka.WAN_DEFAULTS (the monitor's clients have them too).
 CONSUMER_DEFAULTS: dict[str, str | int | bool] = {
     **WAN_DEFAULTS,
     "partition.assignment.strategy": "cooperative-sticky",

@@ -1,7 +1,8 @@
 """Across a real network (issue #44): the source and the target each on a host of its own (bench.netns: a network
 namespace behind a router namespace, the faults made in the router), `mirrorwatch mirror` and `mirrorwatch monitor`
-on this host, the truth's producers beside the source and its reader beside the target (never cut off with the
-mirror). The harness is B5's (bench.truth_harness), with the network's faults.
+on this host (or the mirror on a host of its own, by doors of its own into the clusters' hosts, so that the monitor
+alone can be cut off), the truth's producers beside the source and its reader beside the target (never cut off with
+the mirror). The harness is B5's (bench.truth_harness), with the network's faults.
 
 Facts, as in tests/monitor/test_truth.py: every acknowledged source record on the target; how many arrived twice,
 within the bound at-least-once allows (below); the engine and the monitor alive throughout and the link's group OK
@@ -30,8 +31,10 @@ RATE = 500
 @pytest.fixture(scope="module")
 def apart(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Apart]:
     sweep()  # what a killed run left
-    with clusters_apart(tmp_path_factory.mktemp("apart")) as made:
+    with clusters_apart(tmp_path_factory.mktemp("apart"), client=True) as made:
+        assert made.client is not None
         names = [n for h in made.hosts.values() for n in (h.name, h.router)]
+        names += [made.client.name, *(d.router for d in made.client.doors.values())]
         yield made
     # torn down: no namespace, veth pair or route of ours left (the brokers stopped before)
     left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
@@ -40,8 +43,11 @@ def apart(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Apart]:
     assert not [h.outside for h in made.hosts.values() if f" {h.outside}@" in links or f" {h.outside}:" in links]
 
 
-def run_apart(apart: Apart, work: Path, faults: tuple[str, ...], *, fault_s: float) -> TruthRun:
-    """B5's harness at RATE over 6 partitions on the clusters apart, `faults` one after another."""
+def run_apart(
+    apart: Apart, work: Path, faults: tuple[str, ...], *, fault_s: float, mirror_apart: bool = False
+) -> TruthRun:
+    """B5's harness at RATE over 6 partitions on the clusters apart, `faults` one after another; `mirror_apart`: the
+    mirror on the client host, by its doors (its network apart from the monitor's)."""
     return run_truth(
         apart.clusters,
         work,
@@ -54,6 +60,7 @@ def run_apart(apart: Apart, work: Path, faults: tuple[str, ...], *, fault_s: flo
         progress=lambda _line: None,
         faults=faults,
         network=apart.hosts,
+        mirror_host=apart.client if mirror_apart else None,
     )
 
 
@@ -109,3 +116,29 @@ def test_the_link_rides_out_a_slow_and_a_flapping_link_to_the_target(apart: Apar
     phases = ["steady", f"network to the target slowed to {SLOW_KBIT} kbit/s for 30 s", flapping]
     assert_truthful(run, phases, blind=lambda _name: False, brief=lambda name: name == flapping)
     assert_duplicates_bounded(run, 0)
+
+
+def test_the_monitor_cut_off_from_the_target_measures_the_link_throughout_and_says_it_cannot_see_the_target(
+    apart: Apart, tmp_path: Path
+) -> None:
+    """The mirror on a host of its own (its doors into both clusters' hosts), the monitor on this one: every packet
+    between the monitor and the target dropped for 30 s while the mirror copies on. The link's figures need the
+    source and the workers' positions, not the target: every sample has one and it is true; the monitor says the
+    target is down (`mirrorwatch_cluster_up`) from within the cut, never before it, and up again after."""
+    run = run_apart(apart, tmp_path, ("monitor-target-cut",), fault_s=30, mirror_apart=True)
+    name = "monitor cut off from the target 30 s"
+    assert_truthful(
+        run, ["steady", name], blind=lambda _name: False, brief=lambda n: n == name, held=lambda n: n != name
+    )
+    assert_duplicates_bounded(run, 0)
+    steady, cut = run.phases
+    assert steady.target_up and all(up for _at, up in steady.target_up), steady.target_up
+    cut_ms, healed_ms = cut.events_ms
+    down = [at for at, up in cut.target_up if not up]
+    assert down, f"the monitor never said the target down: {cut.target_up}"
+    assert all(cut_ms <= at for at in down), (cut_ms, cut.target_up)
+    assert cut.target_up[-1][1], f"still down at the phase's end: {cut.target_up}"
+    assert any(at < healed_ms for at in down), (healed_ms, cut.target_up)
+    said_up = min(at for at, up in cut.target_up if up and at > healed_ms)
+    print(f"the monitor said the target down {(min(down) - cut_ms) / 1000:.1f} s into the cut, up again "
+          f"{(said_up - healed_ms) / 1000:.1f} s after it ended")  # fmt: skip
