@@ -24,7 +24,6 @@ import bisect
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -38,7 +37,7 @@ from typing import Any
 import yaml
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-from bench.common import clusters_for, exit_on_sigterm, markdown_table
+from bench.common import clusters_for, exit_on_sigterm, markdown_table, stop_all
 from kernel.byte_rate import format_byte_rate, parse_byte_rate
 from kernel.config import MirrorwatchConfig
 from kernel.kafka import new_admin, new_consumer, new_producer
@@ -190,14 +189,7 @@ def measure(base: MirrorwatchConfig, *, rate: int, seconds: float, work: Path) -
             budget_metric = metric(port, "mirrorwatch_mirror_budget_bytes_per_second")
             throttled = metric(port, "mirrorwatch_mirror_budget_throttled_seconds_total")
     finally:
-        for process in started:
-            process.send_signal(signal.SIGTERM)
-        for process in started:
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_all(started)
     return {
         "budget_bytes_per_second": rate,
         "records_loaded": records,

@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -25,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from bench.common import clusters_for, exit_on_sigterm
+from bench.common import clusters_for, exit_on_sigterm, stop_all
 from kernel.config import MirrorwatchConfig
 from kernel.processes import free_port
 
@@ -78,14 +77,7 @@ def measure(base: MirrorwatchConfig, *, seconds: float, interval: float, work: P
         time.sleep(seconds)
         after, cpu_after, elapsed = canary_status(port), cpu_seconds(canary.pid), time.monotonic() - at
     finally:
-        for process in started:
-            process.send_signal(signal.SIGTERM)
-        for process in started:
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_all(started)
     cpu = cpu_after - cpu_before
     return {
         "interval_seconds": interval,

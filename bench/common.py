@@ -146,6 +146,18 @@ def exit_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, _raise)
 
 
+def stop_all(processes: Sequence[subprocess.Popen[bytes]], timeout_s: float = 60) -> None:
+    """SIGTERM to each (their clean stops run side by side), then wait for each; SIGKILL what outlives `timeout_s`."""
+    for process in processes:
+        process.send_signal(signal.SIGTERM)
+    for process in processes:
+        try:
+            process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 def stop_peer(process: subprocess.Popen[bytes], timeout_s: float = 30) -> None:
     """Stop a peer started with start_new_session=True and everything it started (a kcat pipe is a shell with two
     children that would outlive it): SIGTERM to its process group, then SIGKILL; returns once the peer is gone."""

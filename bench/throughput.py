@@ -3,6 +3,8 @@
     .venv/bin/python -m bench.throughput --bench b1            # 2,000,000 x 100 B over 12 partitions
     .venv/bin/python -m bench.throughput --bench b2            # 500,000 x 1 KB, uncompressed and lz4 at source
     .venv/bin/python -m bench.throughput --records 20000 --repeat 1 --peers python-1,kcat   # a quick look
+    .venv/bin/python -m bench.throughput --records 50000 --size 1000 --slow-kbit 20000 --peers python-1,mm2
+                                                               # across a 20 Mbit/s WAN link (root: bench.netns)
 
 The records (JSON-like events behind a sequence number; lz4 compresses them about 2.5x, like real event
 streams) are produced into the source before the clock starts; each peer then mirrors the same topic into its
@@ -38,7 +40,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -62,7 +64,8 @@ from bench.common import (
     topic_label,
 )
 from bench.mm2 import DATA_ONLY, mm2_command, mm2_properties
-from kernel.config import ClusterConfig, MirrorwatchConfig
+from bench.netns import clusters_apart
+from kernel.config import ClusterConfig, MirrorwatchConfig, load_config
 from kernel.kafka import create_topics, new_admin, new_consumer, new_producer
 from mirror.spark_cluster import LocalSparkCluster
 
@@ -428,14 +431,35 @@ def _ratios(medians: dict[str, float]) -> list[str]:
     return ratios
 
 
+@contextlib.contextmanager
+def _clusters(existing: Path | None, slow_kbit: int | None, work: Path) -> Iterator[MirrorwatchConfig]:
+    """`clusters_for`, or with `slow_kbit` the clusters apart with the target's link that slow (removed at the end)."""
+    if not slow_kbit:
+        with clusters_for(existing, work) as config:
+            yield config
+        return
+    with clusters_apart(work / "clusters") as apart:
+        apart.hosts["target"].slow(slow_kbit)
+        print(f"the clusters on hosts of their own, the network to the target at {slow_kbit:,} kbit/s", flush=True)
+        yield load_config(apart.clusters.config_path)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bench", choices=sorted(BENCHES), help="a named benchmark (b1, b2)")
     parser.add_argument("--records", type=int, help="records to drain (instead of --bench)")
     parser.add_argument("--size", type=int, default=100, help="bytes per record value [100]")
     parser.add_argument("--compression", default="none", help="compression at the source producer [none]")
+    parser.add_argument(
+        "--slow-kbit",
+        type=int,
+        help="each cluster on a host of its own (bench.netns, root only) and the network to the target rate-limited "
+        "to this many kbit/s (tbf in its router) for every peer alike: a WAN link (cannot go with --clusters)",
+    )
     add_run_options(parser, PEERS, repeat_help="runs per peer, interleaved")
     args = parser.parse_args(argv)
+    if args.slow_kbit and args.clusters:
+        parser.error("--slow-kbit starts clusters of its own: leave --clusters out")
     if args.bench:
         cases = BENCHES[args.bench]
     elif args.records:
@@ -446,7 +470,7 @@ def main(argv: list[str] | None = None) -> int:
     out: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="mirrorwatch-bench-") as tmp:
         work = Path(tmp)
-        with clusters_for(args.clusters, work) as clusters, contextlib.ExitStack() as started:
+        with _clusters(args.clusters, args.slow_kbit, work) as clusters, contextlib.ExitStack() as started:
             spark = None
             if any(peer_kind(p) in STANDALONE for p in peers):
                 spark = started.enter_context(LocalSparkCluster(work / "spark", workers=2, cores=1, progress=print))

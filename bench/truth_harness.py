@@ -31,9 +31,10 @@ from kernel.processes import free_port
 from kernel.wait import WaitTimeout, wait_until
 from localkafka.local import LocalClusters
 
-__all__ = ["FAULTS", "HELD_S", "LINK", "NET_FAULTS", "SLOW_KBIT", "run_truth", "spark_batches"]
+__all__ = ["CANNOT_SEE", "FAULTS", "HELD_S", "LINK", "NET_FAULTS", "SLOW_KBIT", "run_truth", "spark_batches"]
 
 POLL_S = 0.25
+CANNOT_SEE = "CANNOT_SEE"  # the link group's "status" when the monitor answers that it cannot see the source
 LINK = "truth"
 SPARK_TRIGGER_S = 0.5
 # The spark driver reads its checkpoint's commit log every 0.25 s (mirror.spark_engine.CHECKPOINT_POLL_S) and then
@@ -109,6 +110,20 @@ def _poll_monitor(url: str, topic: str, samples: list[Sample], stop: threading.E
                 target_silent_since_ms=link.get("target_silent_since_ms"),
             )
         )
+
+
+def _group_status(url: str) -> tuple[str, list[dict[str, Any]] | None] | None:
+    """The group's status and its partitions' detail; (CANNOT_SEE, None) when the monitor answers that it cannot see
+    the cluster (503); None when there is no answer to note."""
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            body = json.load(response)["status"]
+        keys = ("partition", "status", "complete", "start", "end", "current_lag")
+        return str(body["status"]), [{k: p[k] for k in keys} for p in body.get("partitions", [])]
+    except urllib.error.HTTPError as exc:
+        return (CANNOT_SEE, None) if exc.code == 503 else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 @contextlib.contextmanager
@@ -231,31 +246,16 @@ class _Harness:
             ) from None
 
     def watch_group(self, stop: threading.Event) -> None:
-        """The Burrow-style status of the link's own consumer group, as the monitor's Burrow API serves it, and whether
-        the monitor sees the target, once a second."""
+        """The Burrow-style status of the link's own consumer group, as the monitor's Burrow API serves it (CANNOT_SEE
+        when it answers that it cannot see the source), and whether the monitor sees the target, once a second."""
         url = f"http://127.0.0.1:{self.port}/v3/kafka/source/consumer/{self.group}/status"
         while not stop.wait(1.0):
-            try:
-                with urllib.request.urlopen(url, timeout=2) as response:
-                    body = json.load(response)["status"]
-                status = str(body["status"])
-                detail = [
-                    {
-                        "partition": p["partition"],
-                        "status": p["status"],
-                        "complete": p["complete"],
-                        "start": p["start"],
-                        "end": p["end"],
-                        "current_lag": p["current_lag"],
-                    }
-                    for p in body.get("partitions", [])
-                ]
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
-            if self.phases:
-                self.phases[-1].group_statuses.append(status)
+            read = _group_status(url)
+            if read is not None and self.phases:
+                self.phases[-1].group_statuses.append(read[0])
                 self.phases[-1].group_status_ms.append(_now_ms())
-                self.phases[-1].group_detail = detail
+                if read[1] is not None:
+                    self.phases[-1].group_detail = read[1]
             self.note_target_up()
 
     def run_fault(self, fault: Fault, progress: Callable[[str], None], recover_s: float) -> None:

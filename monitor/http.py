@@ -20,7 +20,6 @@ import gzip
 import logging
 import math
 import resource
-import socket
 import threading
 import zlib
 from collections.abc import Mapping, Sequence
@@ -38,8 +37,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kernel.web_config import BasicAuth, WebConfig
+from monitor.burrow_json import burrow, group_status_json, not_found, sample_json, unseen
 from monitor.connections import GuardedH11
-from monitor.evaluator import GroupEvaluation, OffsetSample, PartitionEvaluation, Status
 from monitor.exporter import MonitorCollector
 from monitor.history import History
 from monitor.links import LinkView
@@ -50,62 +49,6 @@ from monitor.state import GroupView, MonitorState
 __all__ = ["HttpServer", "create_app"]
 
 log = logging.getLogger("mirrorwatch.http")
-
-
-def _burrow(request: Request, message: str, status_code: int = 200, **body: Any) -> JSONResponse:
-    return JSONResponse(
-        {
-            "error": status_code >= 400,
-            "message": message,
-            **body,
-            "request": {"url": request.url.path, "host": socket.gethostname()},
-        },
-        status_code=status_code,
-    )
-
-
-def _not_found(request: Request, what: str) -> JSONResponse:
-    return _burrow(request, f"{what} not found", 404)
-
-
-def _sample(sample: OffsetSample | None) -> dict[str, int] | None:
-    if sample is None:
-        return None
-    return {
-        "offset": sample.offset,
-        "timestamp": sample.observed_ms if sample.commit_ms is None else sample.commit_ms,  # Burrow's: the commit's
-        "observedAt": sample.observed_ms,
-        "lag": sample.lag,
-    }
-
-
-def _partition(p: PartitionEvaluation) -> dict[str, Any]:
-    return {
-        "topic": p.topic,
-        "partition": p.partition,
-        "owner": "",
-        "client_id": "",
-        "status": p.status.name,
-        "start": _sample(p.start),
-        "end": _sample(p.end),
-        "current_lag": p.current_lag,
-        "complete": p.complete,
-        "records_lost": p.records_lost,  # mirrorwatch's: unread records below the log start (ERR, rule 0)
-    }
-
-
-def _group_status(cluster: str, group: str, evaluation: GroupEvaluation, *, only_bad: bool) -> dict[str, Any]:
-    partitions = [p for p in evaluation.partitions if not only_bad or p.status >= Status.WARN]
-    return {
-        "cluster": cluster,
-        "group": group,
-        "status": evaluation.status.name,
-        "complete": evaluation.complete,
-        "partitions": [_partition(p) for p in partitions],
-        "partition_count": len(evaluation.partitions),
-        "maxlag": _partition(evaluation.max_lag) if evaluation.max_lag is not None else None,
-        "totallag": evaluation.total_lag,
-    }
 
 
 def _link(view: LinkView) -> dict[str, Any]:
@@ -307,12 +250,12 @@ def _monitor_routes(service: MonitorService) -> list[Route]:
         return service.state
 
     async def clusters(request: Request) -> Response:
-        return _burrow(request, "cluster list returned", clusters=sorted(service.clusters))
+        return burrow(request, "cluster list returned", clusters=sorted(service.clusters))
 
     async def cluster(request: Request) -> Response:
         alias = request.path_params["cluster"]
         if alias not in service.clusters:
-            return _not_found(request, "cluster")
+            return not_found(request, "cluster")
         c = service.clusters[alias]
         module = {
             "class-name": "kafka",
@@ -321,7 +264,7 @@ def _monitor_routes(service: MonitorService) -> list[Route]:
             "topic-refresh": service.settings.interval_seconds,
             "offset-refresh": service.settings.interval_seconds,
         }
-        return _burrow(request, "cluster module detail returned", module=module)
+        return burrow(request, "cluster module detail returned", module=module)
 
     def snapshot_of(request: Request) -> Any:
         current = state()
@@ -329,24 +272,30 @@ def _monitor_routes(service: MonitorService) -> list[Route]:
         return current.clusters.get(alias) if current is not None else None
 
     async def topics(request: Request) -> Response:
+        if (cannot_see := unseen(request, state())) is not None:
+            return cannot_see
         snapshot = snapshot_of(request)
         if snapshot is None:
-            return _not_found(request, "cluster")
-        return _burrow(request, "topic list returned", topics=sorted(snapshot.topics()))
+            return not_found(request, "cluster")
+        return burrow(request, "topic list returned", topics=sorted(snapshot.topics()))
 
     async def topic(request: Request) -> Response:
+        if (cannot_see := unseen(request, state())) is not None:
+            return cannot_see
         snapshot = snapshot_of(request)
         name = request.path_params["topic"]
         if snapshot is None or name not in snapshot.topics():
-            return _not_found(request, "cluster or topic")
+            return not_found(request, "cluster or topic")
         offsets = [snapshot.partitions[(name, p)].latest for p in range(snapshot.topics()[name])]
-        return _burrow(request, "topic offsets returned", offsets=offsets)
+        return burrow(request, "topic offsets returned", offsets=offsets)
 
     async def consumers(request: Request) -> Response:
+        if (cannot_see := unseen(request, state())) is not None:
+            return cannot_see
         snapshot = snapshot_of(request)
         if snapshot is None:
-            return _not_found(request, "cluster")
-        return _burrow(request, "consumer list returned", consumers=sorted(snapshot.groups))
+            return not_found(request, "cluster")
+        return burrow(request, "consumer list returned", consumers=sorted(snapshot.groups))
 
     def group_view(request: Request) -> Any:
         current = state()
@@ -354,26 +303,35 @@ def _monitor_routes(service: MonitorService) -> list[Route]:
         return current.groups.get(key) if current is not None else None
 
     async def consumer(request: Request) -> Response:
+        if (cannot_see := unseen(request, state())) is not None:
+            return cannot_see
         view = group_view(request)
         if view is None:
-            return _not_found(request, "cluster or consumer")
+            return not_found(request, "cluster or consumer")
         detail: dict[str, list[dict[str, Any]]] = {}
         for p in view.evaluation.partitions:
             samples = view.windows.get((p.topic, p.partition), ())
             detail.setdefault(p.topic, []).append(
-                {"offsets": [_sample(s) for s in samples], "owner": "", "client_id": "", "current-lag": p.current_lag}
+                {
+                    "offsets": [sample_json(s) for s in samples],
+                    "owner": "",
+                    "client_id": "",
+                    "current-lag": p.current_lag,
+                }
             )
-        return _burrow(request, "consumer detail returned", topics=detail)
+        return burrow(request, "consumer detail returned", topics=detail)
 
     async def consumer_status(request: Request) -> Response:
+        if (cannot_see := unseen(request, state())) is not None:
+            return cannot_see
         view = group_view(request)
         if view is None:
-            return _not_found(request, "cluster or consumer")
+            return not_found(request, "cluster or consumer")
         only_bad = request.url.path.endswith("/status")
-        return _burrow(
+        return burrow(
             request,
             "consumer status returned",
-            status=_group_status(view.cluster, view.group, view.evaluation, only_bad=only_bad),
+            status=group_status_json(view.cluster, view.group, view.evaluation, only_bad=only_bad),
         )
 
     async def links(request: Request) -> Response:

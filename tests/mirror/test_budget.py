@@ -12,8 +12,6 @@ measured by `python -m bench.budget`, not here."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -26,6 +24,7 @@ from kernel.processes import free_port
 from kernel.wait import wait_until
 from mirror.flow import MIN_BURST_BYTES, Budget
 from tests.kafka_helpers import Record, produce, read_all
+from tests.mirror.test_pause import link_command
 from tests.processes import MirrorProcess
 
 pytestmark = pytest.mark.integration
@@ -47,16 +46,6 @@ def least_seconds(records: list[Record], rate: int) -> float:
     """The shortest time a link under `rate` can give these records to its target (the module docstring)."""
     bucket = max(Budget(rate).capacity(), MIN_BURST_BYTES)
     return (size(records) - bucket - len(VALUE) - 20) / rate
-
-
-def link_command(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mirrorwatch.cli", "link", *args, "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def metric(port: int, name: str, link: str) -> float | None:

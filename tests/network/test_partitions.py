@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from bench.netns import Apart, clusters_apart, sweep
-from bench.truth_harness import SLOW_KBIT, run_truth
+from bench.truth_harness import CANNOT_SEE, SLOW_KBIT, run_truth
 from bench.truth_judge import TruthRun
 from tests.monitor.test_truth import assert_truthful
 
@@ -82,12 +82,11 @@ def test_the_link_rides_out_a_minute_cut_off_from_the_target_and_from_the_source
     monitor still measures the link from the worker's positions; cut off from the source it says it cannot see it."""
     run = run_apart(apart, tmp_path, ("target-cut", "source-cut"), fault_s=60)
     source, target = "network to the source cut 60 s", "network to the target cut 60 s"
-    # Cut off from the source, the monitor cannot evaluate the link's group: its Burrow-style status keeps the last
-    # one it could judge (OK in some runs, ERR in others) — a known gap (issue #44: "cannot see" for the group too),
-    # so the WARN-or-worse rule is not asked of that phase; every figure rule is.
-    assert_truthful(
-        run, ["steady", target, source], blind=lambda name: name == source, brief=lambda name: name == source
-    )
+    # Cut off from the source, the monitor cannot evaluate the link's group: its Burrow API says so (503, "cannot see
+    # cluster source since ..."), which the harness notes as CANNOT_SEE: not OK, as the WARN-or-worse rule asks.
+    assert_truthful(run, ["steady", target, source], blind=lambda name: name == source, brief=lambda _name: False)
+    statuses = next(row for row in run.report() if row["phase"] == source)["group_statuses"]
+    assert CANNOT_SEE in statuses, statuses
     lost = sum(row["engine_lost_partitions"] > 0 for row in run.report())
     assert_duplicates_bounded(run, lost)
     assert_target_silence_said(run, target)
