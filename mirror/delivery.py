@@ -389,6 +389,11 @@ class Delivery:
     def sparse_failed(
         self, p: PartitionProgress, source: tuple[str, int], first: int, last: int, err: KafkaError
     ) -> None:
+        if not p.abandoned:
+            # The acknowledged position never passes the run that failed, whatever the reports of later runs say: a
+            # gapless producer's fatal error fails one request while the next may already be written (seen: the run
+            # after a refused record acknowledged through it, and the replay started past the refused record).
+            p.stop_at(first)
         if self.sparse_failure is None and not p.abandoned:
             where = f"{source[0]}[{source[1]}]@{first}" + (f"..{last}" if last != first else "")
             self.sparse_failure = f"{where}: {error_text(err)}"
