@@ -98,9 +98,10 @@ class Received:
         )
 
 
-def metric(port: int, name: str) -> float | None:
+def metric(port: int, name: str, link: str = "bench") -> float | None:
+    """A link's series of the monitor's /metrics at `port` (None: not there)."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        found = re.search(rf'^{name}{{link="bench"}} (\S+)$', response.read().decode(), re.MULTILINE)
+        found = re.search(rf'^{name}{{link="{re.escape(link)}"}} (\S+)$', response.read().decode(), re.MULTILINE)
     return float(found.group(1)) if found else None
 
 

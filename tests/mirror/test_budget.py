@@ -11,7 +11,6 @@ measured by `python -m bench.budget`, not here."""
 
 from __future__ import annotations
 
-import re
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -19,10 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from bench.budget import metric
 from kernel.config import MirrorwatchConfig
 from kernel.processes import free_port
 from kernel.wait import wait_until
-from mirror.flow import MIN_BURST_BYTES, Budget
+from mirror.flow import Budget
 from tests.kafka_helpers import Record, produce, read_all
 from tests.mirror.test_pause import link_command
 from tests.processes import MirrorProcess
@@ -44,17 +44,7 @@ def size(records: list[Record]) -> int:
 
 def least_seconds(records: list[Record], rate: int) -> float:
     """The shortest time a link under `rate` can give these records to its target (the module docstring)."""
-    bucket = max(Budget(rate).capacity(), MIN_BURST_BYTES)
-    return (size(records) - bucket - len(VALUE) - 20) / rate
-
-
-def metric(port: int, name: str, link: str) -> float | None:
-    import urllib.request
-
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    found = re.search(rf'^{name}{{link="{re.escape(link)}"}} (\S+)$', text, re.MULTILINE)
-    return float(found.group(1)) if found else None
+    return (size(records) - Budget(rate).capacity() - len(VALUE) - 20) / rate
 
 
 @pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
