@@ -16,6 +16,8 @@ cluster which of them the component's principal holds, and a running component t
                      group `mirrorwatch-monitor-<cluster>-offsets-reader` (optional: with `commits_from: auto`
                      the monitor follows commits as they come, without them it asks the admin API)
     canary   source: Write, Create and Describe on the canary topic; target: Read on its mirrored name
+    progress target: the mirror Write, Create and Describe, the monitor Read and Describe on `progress.topic`
+             (optional: without them a monitor sees the workers of its own host only, through their status files)
 """
 
 from __future__ import annotations
@@ -153,6 +155,23 @@ def _canary(config: MirrorwatchConfig, link: LinkConfig) -> list[Permission]:
     ]
 
 
+def _progress(config: MirrorwatchConfig, link: LinkConfig) -> list[Permission]:
+    if not config.progress.enabled:
+        return []
+    topic, target = config.progress.topic, link.target
+    why = "worker progress for monitors on other hosts (without it, the status files of one host)"
+    return [
+        *(
+            Permission(target, "mirror", operation, "topic", topic, why=why, optional=True)
+            for operation in ("Write", "Create", "Describe")
+        ),
+        *(
+            Permission(target, "monitor", operation, "topic", topic, why=why, optional=True)
+            for operation in ("Read", "Describe")
+        ),
+    ]
+
+
 def required(config: MirrorwatchConfig, link: LinkConfig, source_topics: Iterable[str]) -> list[Permission]:
     """Every permission the link's mirror, the monitor and the canary need for it, given the source's topics (the
     link's selection picks from them). Duplicates (a topic two components need the same way) are kept once."""
@@ -162,7 +181,12 @@ def required(config: MirrorwatchConfig, link: LinkConfig, source_topics: Iterabl
     topics = sorted(t for t in present if link.topics.matches(t) and t != canary and not (internal and t[:2] == "__"))
     if config.canary.enabled or canary in present:
         topics.append(canary)  # the mirror carries the canary's probes whatever the link's selection says
-    found = [*_mirror(config, link, topics), *_monitor(config, link, topics), *_canary(config, link)]
+    found = [
+        *_mirror(config, link, topics),
+        *_monitor(config, link, topics),
+        *_canary(config, link),
+        *_progress(config, link),
+    ]
     return list(dict.fromkeys(found))
 
 

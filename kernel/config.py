@@ -51,6 +51,7 @@ __all__ = [
     "MirrorwatchConfig",
     "MonitorConfig",
     "PrefixRename",
+    "ProgressConfig",
     "RenameConfig",
     "SyncOptions",
     "TopicSelection",
@@ -429,6 +430,18 @@ class CanaryConfig(_Model):
     signing_key: Annotated[SecretStr, Field(min_length=16)] | None = None
 
 
+class ProgressConfig(_Model):
+    """Where mirror workers publish their positions for any monitor to read (`kernel.progress_topic`): a compacted
+    topic on each link's target cluster, beside the status files of one host."""
+
+    enabled: bool = True
+    topic: TopicName = "mirrorwatch.progress"
+    # A worker publishes its positions at most this often (its status files are rewritten every 0.5 s).
+    interval_seconds: Annotated[float, Field(ge=0.2, le=60)] = 1.0
+    # The progress topic's replication factor when a worker creates it (default: the broker default).
+    replication_factor: Annotated[int, Field(ge=1, le=32)] | None = None
+
+
 class HttpConfig(_Model):
     host: str = "127.0.0.1"  # loopback unless said otherwise (0.0.0.0: every interface, for a remote Prometheus)
     port: Annotated[int, Field(ge=0, le=65535)] = 8000
@@ -440,6 +453,7 @@ class MirrorwatchConfig(_Model):
     links: tuple[LinkConfig, ...] = ()
     monitor: MonitorConfig = MonitorConfig()
     canary: CanaryConfig = CanaryConfig()
+    progress: ProgressConfig = ProgressConfig()
     http: HttpConfig = HttpConfig()
     # Where workers publish their status for the monitor, and Spark keeps its checkpoints.
     # Default: $XDG_STATE_HOME/mirrorwatch (~/.local/state/mirrorwatch).
@@ -484,6 +498,7 @@ def _all_field_names() -> set[str]:
         LinkConfig,
         MonitorConfig,
         CanaryConfig,
+        ProgressConfig,
         HttpConfig,
     ]
     return {name for model in models for name in model.model_fields}

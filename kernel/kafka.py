@@ -165,13 +165,19 @@ def create_topics(
     *,
     config: Mapping[str, str] | None = None,
     timeout_s: float = 30.0,
+    replication_factor: int | None = None,
 ) -> list[str]:
-    """Create topics that do not exist yet (replication factor: the broker's default); returns the ones created."""
+    """Create topics that do not exist yet (replication factor: the broker's default unless given); returns the ones
+    created."""
     from confluent_kafka.cimpl import NewTopic
 
     if not partitions_by_topic:
         return []
-    new = [NewTopic(name, num_partitions=n, config=dict(config or {})) for name, n in partitions_by_topic.items()]
+    factor = replication_factor or -1
+    new = [
+        NewTopic(name, num_partitions=n, replication_factor=factor, config=dict(config or {}))
+        for name, n in partitions_by_topic.items()
+    ]
     created = []
     for name, future in admin.create_topics(new, operation_timeout=timeout_s, request_timeout=timeout_s).items():
         try:

@@ -55,9 +55,13 @@ class StatusBoard:
             except OSError:
                 continue  # gone already, or not ours to remove
 
-    def publish(self, kind: str, name: str, worker: int, document: Mapping[str, Any], now_ms: int) -> None:
-        """Replace this worker's status; `updated_ms`, `host` and `pid` are added. Failures are logged, never
-        raised: a full disk must not stop a mirror."""
+    @property
+    def pid(self) -> int:
+        return os.getpid()
+
+    def publish(self, kind: str, name: str, worker: int, document: Mapping[str, Any], now_ms: int) -> dict[str, Any]:
+        """Replace this worker's status; `updated_ms`, `host` and `pid` are added (the document written is
+        returned). Failures are logged, never raised: a full disk must not stop a mirror."""
         path = self._path(kind, name, worker)
         body = {**document, "name": name, "worker": worker, "updated_ms": now_ms, "host": HOST, "pid": os.getpid()}
         tmp = path.with_name(f".{path.name}.{threading.get_ident()}.tmp")
@@ -69,6 +73,7 @@ class StatusBoard:
                 self._tidy(kind, name, worker, now_ms)
         except OSError as exc:
             log.warning("cannot write status file %s: %s", path, exc)
+        return body
 
     def withdraw(self, kind: str, name: str, worker: int) -> None:
         try:

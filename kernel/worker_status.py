@@ -116,6 +116,9 @@ class WorkerStatus:
     failure: str | None = None
     host: str = ""
     pid: int = 0
+    # The worker across restarts (host, state directory, number; `mirror.worker.writer_fields`): a dead worker whose
+    # instance a live one carries again was restarted, any other is gone ("" from a status of an older version).
+    instance: str = ""
     source: str = ""
     target: str = ""
     consumer_group: str = ""

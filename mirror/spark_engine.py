@@ -39,6 +39,7 @@ from kernel.clock import SystemClock
 from kernel.config import ClusterConfig, LinkConfig, MirrorwatchConfig
 from kernel.errors import SetupError
 from kernel.kafka import error_text, new_admin, new_consumer
+from kernel.progress_topic import StatusOut
 from kernel.provenance import (
     HOPS,
     PATH,
@@ -48,7 +49,6 @@ from kernel.provenance import (
     SOURCE_PARTITION,
     SOURCE_TOPIC,
 )
-from kernel.status_board import StatusBoard
 from kernel.worker_status import PartitionPosition, WorkerStatus
 from localkafka.jars import SPARK_KAFKA, SPARK_KAFKA_VERSION, resolve_jars
 from mirror.admin import link_cluster_ids
@@ -111,7 +111,8 @@ class _Progress:
             link.consumer_group,
             {"enable.auto.commit": False, "client.id": f"mirrorwatch-{link.name}-spark-commits"},
         )
-        self._board = StatusBoard(config.state_path / "status")
+        self._board = StatusOut(config, link.target, f"{link.name}-spark")
+        self._writer = writer_fields(config, link, 0)
         self._clock = SystemClock()
         self.keeper = keeper  # the link's topic keeper, for the drift in the status
         self._positions: dict[tuple[str, int], int] = {}
@@ -219,7 +220,7 @@ class _Progress:
                 for (t, p), o in positions
             ),
             stats=stats,
-            **writer_fields(self.link),
+            **self._writer,
             config_drift=tuple(asdict(d) for d in keeper.drift) if (keeper := self.keeper) is not None else (),
             config_synced=keeper.synced if keeper is not None else (),
             drift_report=keeper.drift_report if keeper is not None else {},
@@ -234,6 +235,7 @@ class _Progress:
 
     def close(self) -> None:
         self._board.withdraw("links", self.link.name, 0)
+        self._board.close()
         self._committer.close()
 
 

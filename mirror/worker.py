@@ -25,8 +25,9 @@ from kernel.clock import Clock, SystemClock
 from kernel.config import LinkConfig, MirrorwatchConfig
 from kernel.gap_ledger import GapLedger
 from kernel.kafka import error_text, new_admin, new_consumer, new_producer
+from kernel.progress_topic import StatusOut
 from kernel.rename import rename_policy
-from kernel.status_board import HOST, StatusBoard
+from kernel.status_board import HOST
 from kernel.worker_status import PartitionPosition, WorkerStatus
 from mirror.admin import link_cluster_ids
 from mirror.client_stats import ClientStats, summarize
@@ -57,11 +58,14 @@ _TOPIC_IN_ERROR = re.compile(r"topic not available: (\S+?):")
 STATUS_EVERY_S = 0.5
 
 
-def writer_fields(link: LinkConfig) -> dict[str, Any]:
-    """What every engine's WorkerStatus says of who writes it: this process (host, pid) and the link."""
+def writer_fields(config: MirrorwatchConfig, link: LinkConfig, worker: int) -> dict[str, Any]:
+    """What every engine's WorkerStatus says of who writes it: this process (host, pid), the worker it is across
+    restarts (its host, state directory and number: a process on another host or with a state of its own is another
+    worker, however it is numbered) and the link."""
     return {
         "host": HOST,
         "pid": os.getpid(),
+        "instance": f"{HOST}:{config.state_path}#{worker}",
         "source": link.source,
         "target": link.target,
         "consumer_group": link.consumer_group,
@@ -105,7 +109,7 @@ class WorkerBase:
         self._producer: Producer | None = None
         self._source_admin: AdminClient | None = None
         self._target_admin: AdminClient | None = None
-        self._board = StatusBoard(config.state_path / "status")
+        self._board = StatusOut(config, link.target, self.name)  # the status file and the progress topic
         self._denials = DenialLog(log, f"link {self.name}")  # a missing ACL: one line, not a warning per retry
         self._ledger = GapLedger(config.state_path / "lost", link.name)
         self._stopped: dict[tuple[str, int], str] = {}  # partitions this worker stopped mirroring alone, and why
@@ -172,7 +176,7 @@ class WorkerBase:
             state="failed" if self._failure else state,
             partitions=partitions,
             failure=self._failure,
-            **writer_fields(self.link),
+            **writer_fields(self.config, self.link, self.worker),
             source_cluster_id=(router.source_id.decode() or None) if router else None,
             target_cluster_id=(router.target_id.decode() or None) if router else None,
             stats={
@@ -294,6 +298,7 @@ class WorkerBase:
                 self._board.withdraw("links", self.link.name, self.worker)
             else:
                 self._publish_status()  # the failure stays visible until the file goes stale
+            self._board.close()
         if self._failure is not None:
             raise MirrorFailure(self._failure)
         return 0

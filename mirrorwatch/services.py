@@ -26,6 +26,8 @@ from kernel.config import MirrorwatchConfig
 from kernel.errors import MirrorwatchError
 from kernel.group_offsets import end_children
 from kernel.processes import limit_malloc_arenas
+from kernel.progress_format import merge_statuses
+from kernel.progress_topic import ProgressReader, progress_readers
 from kernel.status_board import HOST, KEEP_STALE_MS, STATUS_MAX_AGE_MS, StatusBoard
 from kernel.web_config import load_web_config
 from kernel.worker_status import WorkerStatus
@@ -165,18 +167,23 @@ def canary_running(config: MirrorwatchConfig, *, required: bool = False) -> Iter
         canary.stop()
 
 
-def _link_statuses(config: MirrorwatchConfig, in_memory: Mapping[str, Sequence[WorkerBase]]) -> LinkStatuses:
-    """Each link's worker statuses: in memory for the workers of this process, and from the status files of the
-    others, those of dead workers included (the last word of a worker that died is evidence of what reached the
-    target: `monitor.state`)."""
+def _link_statuses(
+    config: MirrorwatchConfig, in_memory: Mapping[str, Sequence[WorkerBase]], readers: Sequence[ProgressReader]
+) -> LinkStatuses:
+    """Each link's worker statuses: in memory for the workers of this process, and from the status files and the
+    progress topics for the others, wherever they run, those of dead workers included (the last word of a worker
+    that died is evidence of what reached the target: `monitor.state`)."""
     board = StatusBoard(config.state_path / "status")
     clock = SystemClock()
 
     def statuses() -> Mapping[str, Sequence[WorkerStatus]]:
         found: dict[str, list[WorkerStatus]] = {}
-        pid = os.getpid()
-        for name, documents in board.read("links", clock.now_ms(), KEEP_STALE_MS).items():
-            parsed = [WorkerStatus.from_json(d) for d in documents]
+        pid, now = os.getpid(), clock.now_ms()
+        documents = merge_statuses(
+            board.read("links", now, KEEP_STALE_MS), *(r.read("links", now, KEEP_STALE_MS) for r in readers)
+        )
+        for name, written in documents.items():
+            parsed = [WorkerStatus.from_json(d) for d in written]
             # This process's own workers are read in memory (fresher than their files).
             found[name] = [s for s in parsed if s is not None and not (s.host == HOST and s.pid == pid)]
         for name, workers in in_memory.items():
@@ -189,36 +196,40 @@ def _link_statuses(config: MirrorwatchConfig, in_memory: Mapping[str, Sequence[W
 @contextlib.contextmanager
 def _monitoring(
     config: MirrorwatchConfig,
-    link_statuses: LinkStatuses | None = None,
+    in_memory: Mapping[str, Sequence[WorkerBase]],
     canary: CanaryService | None = None,
     *,
     any_port_if_taken: bool = False,
 ) -> Iterator[tuple[MonitorService, HttpServer, list[Standby]]]:
     """The monitor collecting, the links' standbys translating and the HTTP API serving, for the duration of the
     block."""
-    clusters = config.as_client("monitor").clusters
-    service = MonitorService(config.monitor, clusters, config.links, link_statuses=link_statuses)
-    if config.canary.enabled and config.links:  # its latency joins the monitor's history, in this process or not
-        service.canary = lambda: canary_readings(canary.as_json() if canary is not None else published_canary(config))
-    service.start()
-    with standbys_running(config) as standbys:
-        try:
-            server = serve(config, service, canary, standbys=standbys, any_port_if_taken=any_port_if_taken)
-        except BaseException:
-            service.stop()
-            raise
-        try:
-            yield service, server, standbys
-        finally:
-            server.stop()
-            service.stop()
+    as_monitor = config.as_client("monitor")
+    with progress_readers(as_monitor) as readers:
+        link_statuses = _link_statuses(config, in_memory, readers)
+        service = MonitorService(config.monitor, as_monitor.clusters, config.links, link_statuses=link_statuses)
+        if config.canary.enabled and config.links:  # its latency joins the monitor's history, in this process or not
+            service.canary = lambda: canary_readings(
+                canary.as_json() if canary is not None else published_canary(config)
+            )
+        service.start()
+        with standbys_running(config) as standbys:
+            try:
+                server = serve(config, service, canary, standbys=standbys, any_port_if_taken=any_port_if_taken)
+            except BaseException:
+                service.stop()
+                raise
+            try:
+                yield service, server, standbys
+            finally:
+                server.stop()
+                service.stop()
 
 
 def run_monitor(config: MirrorwatchConfig, stop: threading.Event) -> int:
     """The monitor and its HTTP API until `stop` is set."""
     limit_malloc_arenas()  # before the first client's threads
     require_access(config, config.clusters, ("monitor", "failover"))
-    with _monitoring(config, _link_statuses(config, {})):
+    with _monitoring(config, {}):
         stop.wait()
         end_children()  # a collection or a standby waiting on one ends now: the stop is not held up by it
     return 0
@@ -299,7 +310,7 @@ def everything_running(
     try:
         with (
             canary_running(config) as canary,
-            _monitoring(config, _link_statuses(config, workers), canary, any_port_if_taken=any_port_if_taken) as (
+            _monitoring(config, workers, canary, any_port_if_taken=any_port_if_taken) as (
                 monitor,
                 server,
                 standbys,

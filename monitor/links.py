@@ -297,6 +297,10 @@ def safe_positions(
     return out
 
 
+def _instance(status: WorkerStatus) -> str:
+    return status.instance or f"#{status.worker}"  # a status of an older version: its number alone
+
+
 def _highest(*offsets: int | None) -> int | None:
     """The highest of the known offsets (None: none known)."""
     return max((o for o in offsets if o is not None), default=None)
@@ -375,8 +379,8 @@ def link_view(
         tuple(drift[k] for k in sorted(drift)),
         len(live),
         tuple(clients),
-        # A worker whose number a live worker carries again was restarted: not gone.
-        workers_gone=len({s.status.worker for s in sightings if not s.is_live} - {s.worker for s in live}),
+        # A worker whose instance a live worker carries again was restarted: not gone.
+        workers_gone=len({_instance(s.status) for s in sightings if not s.is_live} - {_instance(s) for s in live}),
         observed_ms=now_ms,
         reason=reason,
         gaps=tuple(sorted(gaps.values(), key=lambda g: (g.at_ms, g.key))),

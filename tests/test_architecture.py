@@ -39,6 +39,7 @@ PURE = {
     "kernel.acl",
     "kernel.link_control",
     "kernel.byte_rate",
+    "kernel.progress_format",
     "kernel.selection",
     "failover.copied",
     "dashboards.shards",

@@ -50,7 +50,7 @@ def test_the_mirror_reads_only_the_selected_topics_and_writes_only_their_copies(
         (op, "topic", f"dc1.orders.{region}")
         for op in ("Write", "Create", "DescribeConfigs", "Alter")
         for region in ("eu", "us")
-    }
+    } | {(op, "topic", "mirrorwatch.progress") for op in ("Write", "Create", "Describe")}
     assert not any(p.name == "payments" for p in needed)
     assert _names(needed, "canary", "dc1") == set()
 
@@ -97,9 +97,26 @@ def test_the_monitor_describes_and_reads_and_following_commits_is_optional() -> 
         ("hub", "__consumer_offsets"),
         ("dc1", "mirrorwatch-monitor-dc1-offsets-reader"),
         ("hub", "mirrorwatch-monitor-hub-offsets-reader"),
+        ("hub", "mirrorwatch.progress"),
     }
-    admin_api = _config(canary={"enabled": False}, monitor={"commits_from": "admin_api"})
+    admin_api = _config(canary={"enabled": False}, progress={"enabled": False}, monitor={"commits_from": "admin_api"})
     assert not any(p.optional for p in required(admin_api, admin_api.links[0], ["orders.eu"]))
+
+
+def test_the_progress_topic_is_written_by_the_mirror_and_read_by_the_monitor_on_the_target_alone() -> None:
+    """Optional: without them a monitor sees its own host's workers only (their status files)."""
+    config = _config(canary={"enabled": False}, progress={"topic": "mw.progress"})
+    progress = [p for p in required(config, config.links[0], ["orders.eu"]) if p.name == "mw.progress"]
+    assert {(p.cluster, p.role, p.operation) for p in progress} == {
+        ("hub", "mirror", "Write"),
+        ("hub", "mirror", "Create"),
+        ("hub", "mirror", "Describe"),
+        ("hub", "monitor", "Read"),
+        ("hub", "monitor", "Describe"),
+    }
+    assert all(p.optional for p in progress)
+    off = _config(canary={"enabled": False}, progress={"enabled": False})
+    assert not any("progress" in p.name for p in required(off, off.links[0], ["orders.eu"]))
 
 
 def test_the_grant_line_is_one_kafka_acls_command_a_shell_reads_back_as_written() -> None:

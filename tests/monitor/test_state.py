@@ -258,6 +258,18 @@ def test_the_best_position_wins_and_a_position_above_the_high_watermark_is_ignor
     assert (view.workers, view.workers_gone) == (1, 1)  # worker 0 was restarted; worker 1 is gone
 
 
+def test_a_dead_worker_on_another_host_is_gone_though_a_live_one_has_its_number() -> None:
+    """A fleet: `mirrorwatch mirror` on two hosts, each worker 0 of its own process. The one on host b died: it is
+    gone, not restarted, whatever the live one on host a is numbered; a new process on host b is its restart."""
+    live = sighting({"instance": "a:/var/lib/mirrorwatch#0", "partitions": [_position(85, high=120)]}, T0)
+    dead = sighting({"instance": "b:/var/lib/mirrorwatch#0", "partitions": [_position(90)]}, T0 - 9_000, is_live=False)
+    view = link_view(LINK, sightings=[live, dead], snapshot=snapshot(T0, 120, 80), record_times={}, now_ms=T0)
+    assert (view.workers, view.workers_gone) == (1, 1)
+    again = sighting({"instance": "b:/var/lib/mirrorwatch#0", "partitions": []}, T0)
+    view = link_view(LINK, sightings=[live, dead, again], snapshot=snapshot(T0, 120, 80), record_times={}, now_ms=T0)
+    assert (view.workers, view.workers_gone) == (2, 0)
+
+
 def test_a_status_newer_than_the_high_watermark_read_is_not_taken_for_a_recreated_topic() -> None:
     """In one process the workers' statuses are read after the snapshot: acked 1010 above the high-watermark of 1000
     read a moment before is progress, not a topic created again."""

@@ -1,0 +1,145 @@
+"""The progress topic's records: what a mirror worker publishes for any monitor to read (pure; the shared kernel).
+
+One record per status a worker publishes, on the compacted topic `progress.topic` of the link's target cluster
+(`kernel.progress_topic`). The key names the writer, the value is the status, versioned:
+
+    key     ["links", "<link>", <worker>, "<host>", <pid>]           compact JSON, UTF-8: one key per worker process
+    value   {"format": 1, "kind": "links", "document": {...}}        the status-file document (`kernel.status_board`):
+                                                                      the worker status (`kernel.worker_status`) and
+                                                                      name, worker, updated_ms, host, pid
+    header  mirrorwatch-progress-format: b"1"
+
+A null value (a tombstone) withdraws the writer's status: it stopped cleanly. The pid is in the key for the reason it
+is in a status file's name: a worker restarted after a crash does not overwrite its predecessor's last word (every
+record that one had acknowledged is on the target). Compaction keeps the newest record of each key.
+
+A reader must not trust the topic's writers more than the topic's ACLs do: a record whose key or value does not parse,
+whose document does not name the key's writer, or that is bigger than `MAX_VALUE_BYTES` is refused (counted by the
+reader, never raised); a record of a newer format is refused with that reason, so that an old monitor reading a fleet
+upgraded first says why it sees no statuses. Only the format's own additions may be read by an older reader: a field
+a reader does not know is ignored (`WorkerStatus.from_json`), a format whose meaning changed gets a new number.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "FORMAT",
+    "FORMAT_HEADER",
+    "MAX_VALUE_BYTES",
+    "Documents",
+    "Entry",
+    "Refused",
+    "Tombstone",
+    "decode",
+    "encode",
+    "merge_statuses",
+    "progress_key",
+]
+
+FORMAT = 1
+FORMAT_HEADER = "mirrorwatch-progress-format"
+# The topic's max.message.bytes when a worker creates it; a bigger record (thousands of partitions per worker with
+# every client statistic) is not published, and the worker says so once.
+MAX_VALUE_BYTES = 4 * 1024 * 1024
+
+Documents = dict[str, list[dict[str, Any]]]  # name -> its writers' documents, oldest update first (StatusBoard.read)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A writer's status: `document` has the status-file shape (name, worker, updated_ms, host, pid and the rest)."""
+
+    key: bytes
+    kind: str
+    document: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Tombstone:
+    """The writer withdrew its status (a clean stop)."""
+
+    key: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """Not a record a reader takes: why (a foreign or forged record, a newer format)."""
+
+    reason: str
+
+
+def progress_key(kind: str, name: str, worker: int, host: str, pid: int) -> bytes:
+    return json.dumps([kind, name, worker, host, pid], separators=(",", ":")).encode()
+
+
+def encode(kind: str, document: Mapping[str, Any]) -> tuple[bytes, bytes]:
+    """The key and value of a status-file document (it names its writer: name, worker, host, pid)."""
+    key = progress_key(kind, document["name"], document["worker"], document["host"], document["pid"])
+    value = json.dumps({"format": FORMAT, "kind": kind, "document": document}, separators=(",", ":"), default=str)
+    return key, value.encode()
+
+
+def decode(key: bytes | None, value: bytes | None) -> Entry | Tombstone | Refused:
+    writer = _writer(key)
+    if writer is None or key is None:
+        return Refused("a key that is not a progress key")
+    if value is None:
+        return Tombstone(key)
+    if len(value) > MAX_VALUE_BYTES:
+        return Refused(f"a value of {len(value)} bytes (at most {MAX_VALUE_BYTES})")
+    try:
+        body = json.loads(value)
+    except (ValueError, UnicodeDecodeError):
+        return Refused("a value that is not JSON")
+    if not isinstance(body, dict) or not isinstance(body.get("format"), int) or isinstance(body["format"], bool):
+        return Refused("a value without a format number")
+    if body["format"] > FORMAT:
+        return Refused(f"format {body['format']}, newer than this reader's {FORMAT}: upgrade the monitor")
+    document = body.get("document")
+    if body.get("kind") != writer[0] or not isinstance(document, dict):
+        return Refused("a value that is not a status")
+    if not isinstance(document.get("updated_ms"), int):
+        return Refused("a status without its moment")
+    named = (document.get("name"), document.get("worker"), document.get("host"), document.get("pid"))
+    if named != writer[1:]:
+        return Refused("a status that does not name its key's writer")
+    return Entry(key, writer[0], document)
+
+
+def _writer(key: bytes | None) -> tuple[str, str, int, str, int] | None:
+    if not key:
+        return None
+    try:
+        parts = json.loads(key)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(parts, list) or len(parts) != 5:
+        return None
+    kind, name, worker, host, pid = parts
+    if not (isinstance(kind, str) and isinstance(name, str) and isinstance(host, str)):
+        return None
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in (worker, pid)):
+        return None
+    return kind, name, worker, host, pid
+
+
+def merge_statuses(*sources: Documents) -> Documents:
+    """Statuses from the files and the progress topics as one: one document per writer (name, worker, host, pid),
+    the newest; oldest update first per name."""
+    newest: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for source in sources:
+        for documents in source.values():
+            for document in documents:
+                writer = (document.get("name"), document.get("worker"), document.get("host"), document.get("pid"))
+                known = newest.get(writer)
+                if known is None or document["updated_ms"] > known["updated_ms"]:
+                    newest[writer] = document
+    found: Documents = {}
+    for document in sorted(newest.values(), key=lambda d: d["updated_ms"]):
+        found.setdefault(str(document.get("name")), []).append(document)
+    return found

@@ -1,0 +1,325 @@
+"""Worker progress on the progress topic: published by every mirror worker, read by any monitor on any host.
+
+The status files (`kernel.status_board`) reach only a monitor on the worker's host. A worker also publishes its status
+to the compacted topic `progress.topic` on its link's *target* cluster (`kernel.progress_format`: one key per worker
+process, a versioned value): the target is the cluster a worker already writes to, the one a monitor must read anyway
+for the copies' high-watermarks, and the one that survives a lost source (what the last positions say is then all
+that is left to know). A monitor reads the topic of each target cluster of its links from its beginning and tails it
+(one consumer per cluster, never a poll per key), and merges what it holds with the status files it can see
+(`merge_statuses`: the newer status of a writer wins, whichever way it came).
+
+The publisher never holds a worker up: it publishes at most every `progress.interval_seconds` per worker, into a
+short queue (a target that takes nothing fills it and the statuses of that time are dropped, which is right: a newer
+one replaces them); the topic is created on a thread of its own (compacted, `MAX_VALUE_BYTES`); a refused ACL is one
+line (`DenialLog`); a clean stop withdraws the status with a tombstone, as it removes its file.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+
+from kernel.acl import DenialLog
+from kernel.config import ClusterConfig, MirrorwatchConfig, ProgressConfig
+from kernel.kafka import QUICK_RECONNECT, WAN_DEFAULTS, create_topics, error_text, new_admin, new_consumer, new_producer
+from kernel.progress_format import (
+    FORMAT,
+    FORMAT_HEADER,
+    MAX_VALUE_BYTES,
+    Documents,
+    Entry,
+    Refused,
+    Tombstone,
+    decode,
+    encode,
+)
+from kernel.status_board import HOST, StatusBoard
+
+__all__ = ["ProgressPublisher", "ProgressReader", "StatusOut", "progress_readers"]
+
+log = logging.getLogger("mirrorwatch")
+
+_DENIED = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED}
+_TOPIC_CONFIG = {
+    "cleanup.policy": "compact",
+    "max.message.bytes": str(MAX_VALUE_BYTES),
+    "segment.ms": "600000",  # a dead writer's records (one per second) are compacted away within minutes
+    "min.cleanable.dirty.ratio": "0.1",
+}
+
+
+class ProgressPublisher:
+    """A worker's statuses on the progress topic of its link's target cluster."""
+
+    def __init__(self, cluster: ClusterConfig, alias: str, settings: ProgressConfig, who: str) -> None:
+        self._cluster, self._alias, self._settings, self._who = cluster, alias, settings, who
+        self._producer: Producer | None = None  # created at the first publish, never in a constructor
+        self._ready = threading.Event()  # the topic exists
+        self._started = False
+        self._closed = threading.Event()
+        self._last: dict[bytes, float] = {}  # key -> when it was last published (monotonic)
+        self._lock = threading.Lock()
+        self._denials = DenialLog(log, f"{who}: progress topic {settings.topic!r}")
+        self._too_big = False
+        self.published = 0
+        self.dropped = 0
+
+    def publish(self, kind: str, document: Mapping[str, Any]) -> None:
+        """Publish a status-file document (it names its writer) unless this writer published less than an interval
+        ago; never blocks, never raises."""
+        key, value = encode(kind, document)
+        now = time.monotonic()
+        with self._lock:
+            if self._closed.is_set() or now - self._last.get(key, -1e9) < self._settings.interval_seconds:
+                return
+            if len(value) > MAX_VALUE_BYTES:
+                if not self._too_big:
+                    self._too_big = True
+                    log.warning("%s: a status of %d bytes is too big for the progress topic", self._who, len(value))
+                return
+            producer = self._start()
+            if producer is None or not self._ready.is_set():
+                return
+            self._produce(producer, key, value)
+            self._last[key] = now
+
+    def withdraw(self, kind: str, name: str, worker: int, pid: int) -> None:
+        """A clean stop: the writer's status is removed (a tombstone)."""
+        key, _ = encode(kind, {"name": name, "worker": worker, "host": HOST, "pid": pid})
+        with self._lock:
+            if self._producer is not None and self._ready.is_set():
+                self._produce(self._producer, key, None)
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        self._closed.set()
+        with self._lock:
+            producer, self._producer = self._producer, None
+        if producer is not None:
+            left = producer.flush(timeout_s)
+            if left:
+                log.info("%s: %d progress record(s) not delivered at the stop", self._who, left)
+
+    def _produce(self, producer: Producer, key: bytes, value: bytes | None) -> None:
+        headers: list[tuple[str, str | bytes | None]] = [(FORMAT_HEADER, str(FORMAT).encode())]
+        try:
+            producer.produce(self._settings.topic, value, key, headers=headers, on_delivery=self._delivered)
+            self.published += 1
+        except BufferError:
+            self.dropped += 1  # the target takes nothing: a newer status replaces this one
+        except KafkaException as exc:
+            log.debug("%s: progress record not produced: %s", self._who, error_text(exc))
+        producer.poll(0)
+
+    def _delivered(self, err: KafkaError | None, _msg: Message) -> None:
+        if err is None:
+            self._denials.allowed("Write", "topic", [self._settings.topic])
+        elif err.code() in _DENIED:
+            self._denials.denied("Write", "topic", self._settings.topic, error_text(err))
+
+    def _start(self) -> Producer | None:
+        if self._started:
+            return self._producer
+        self._started = True
+        overrides = {
+            **WAN_DEFAULTS,
+            "client.id": f"mirrorwatch-progress-{self._who}",
+            "enable.idempotence": True,  # in order, once: a status never overwrites a newer one
+            "linger.ms": 20,
+            "compression.type": "zstd",
+            "queue.buffering.max.messages": 64,
+            "message.timeout.ms": 10_000,  # a status older than this is worth less than the next one
+            "message.max.bytes": MAX_VALUE_BYTES + 65_536,
+        }
+        self._producer = new_producer(self._cluster, self._alias, overrides)
+        threading.Thread(target=self._create_topic, name=f"progress-topic-{self._who}", daemon=True).start()
+        return self._producer
+
+    def _create_topic(self) -> None:
+        """Make sure the topic exists (compacted), retried every 10 s until it does or the publisher closes."""
+        overrides = {**WAN_DEFAULTS, "client.id": f"mirrorwatch-progress-{self._who}"}
+        admin = new_admin(self._cluster, self._alias, overrides)
+        topic = self._settings.topic
+        while not self._closed.is_set():
+            try:
+                create_topics(
+                    admin,
+                    {topic: 1},
+                    config=_TOPIC_CONFIG,
+                    timeout_s=10,
+                    replication_factor=self._settings.replication_factor,
+                )
+                self._ready.set()
+                return
+            except Exception as exc:  # unreachable, or not allowed: the topic may exist all the same
+                if _exists(admin, topic):
+                    self._ready.set()
+                    return
+                if "AUTHORIZATION" in str(exc):
+                    self._denials.denied("Create", "topic", topic, str(exc))
+                else:
+                    log.info("%s: progress topic %r not created yet (%s); retried in 10 s", self._who, topic, exc)
+            self._closed.wait(10)
+
+
+def _exists(admin: Any, topic: str) -> bool:
+    try:
+        found = admin.list_topics(topic, timeout=10).topics.get(topic)
+    except KafkaException:
+        return False
+    return found is not None and found.error is None and bool(found.partitions)
+
+
+class StatusOut:
+    """Where a worker's statuses go: its status file (the same host) and, unless disabled, the progress topic."""
+
+    def __init__(self, config: MirrorwatchConfig, target: str, who: str) -> None:
+        self.board = StatusBoard(config.state_path / "status")
+        settings = config.progress
+        self.topic = ProgressPublisher(config.clusters[target], target, settings, who) if settings.enabled else None
+
+    def publish(self, kind: str, name: str, worker: int, document: Mapping[str, Any], now_ms: int) -> None:
+        body = self.board.publish(kind, name, worker, document, now_ms)
+        if self.topic is not None:
+            self.topic.publish(kind, body)
+
+    def withdraw(self, kind: str, name: str, worker: int) -> None:
+        self.board.withdraw(kind, name, worker)
+        if self.topic is not None:
+            self.topic.withdraw(kind, name, worker, self.board.pid)
+
+    def close(self) -> None:
+        if self.topic is not None:
+            self.topic.close()
+
+
+class ProgressReader:
+    """The statuses on one cluster's progress topic: read from its beginning, then tailed, on a thread of its own."""
+
+    def __init__(self, cluster: ClusterConfig, alias: str, topic: str) -> None:
+        self.alias, self.topic = alias, topic
+        self._consumer: Consumer = new_consumer(
+            cluster,
+            alias,
+            f"mirrorwatch-monitor-{alias}-progress-reader",  # never joins, never commits: no group appears
+            {
+                "client.id": f"mirrorwatch-monitor-{alias}-progress",
+                "enable.auto.commit": False,
+                "enable.partition.eof": False,
+                "fetch.wait.max.ms": 100,
+                "fetch.message.max.bytes": MAX_VALUE_BYTES + 65_536,
+                **QUICK_RECONNECT,
+            },
+        )
+        self._lock = threading.Lock()
+        self._entries: dict[bytes, Entry] = {}
+        self._refusals: set[str] = set()
+        self._partitions = 0
+        self._denials = DenialLog(log, f"monitor: cluster {alias!r}: progress topic {topic!r}")
+        self.records = 0
+        self.refused = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"mirrorwatch-progress-{alias}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def read(self, kind: str, now_ms: int, max_age_ms: int) -> Documents:
+        """As `StatusBoard.read`: the statuses of every name of this kind updated within `max_age_ms`."""
+        with self._lock:
+            entries = [e for e in self._entries.values() if e.kind == kind]
+        found: Documents = {}
+        for entry in entries:
+            if now_ms - entry.document["updated_ms"] <= max_age_ms:
+                found.setdefault(str(entry.document["name"]), []).append(dict(entry.document))
+        for documents in found.values():
+            documents.sort(key=lambda d: d["updated_ms"])
+        return found
+
+    def _run(self) -> None:
+        try:
+            next_look = 0.0
+            while not self._stop.is_set():
+                if time.monotonic() >= next_look:  # the topic's partitions: it may be created (or grow) later
+                    self._assign()
+                    next_look = time.monotonic() + (30 if self._partitions else 2)
+                if not self._partitions:
+                    self._stop.wait(0.5)
+                    continue
+                self._take(self._consumer.consume(num_messages=1000, timeout=0.2))
+        except Exception:  # a bug or an unexpected client failure: the status files remain
+            log.exception("monitor: cluster %r: reading the progress topic failed", self.alias)
+        finally:
+            self._consumer.close()
+
+    def _assign(self) -> None:
+        try:
+            metadata = self._consumer.list_topics(self.topic, timeout=5)
+        except KafkaException as exc:
+            log.debug("monitor: cluster %r: progress topic metadata: %s", self.alias, error_text(exc))
+            return
+        topic = metadata.topics.get(self.topic)
+        if topic is not None and topic.error is not None and topic.error.code() in _DENIED:
+            self._denials.denied("Describe", "topic", self.topic, error_text(topic.error))
+            return
+        if topic is None or topic.error is not None or len(topic.partitions) <= self._partitions:
+            return
+        new = [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(self._partitions, len(topic.partitions))]
+        self._consumer.incremental_assign(new)
+        self._partitions = len(topic.partitions)
+
+    def _take(self, messages: Iterable[Message]) -> None:
+        with self._lock:
+            for message in messages:
+                error = message.error()
+                if error is not None:
+                    if error.code() in _DENIED:
+                        self._denials.denied("Read", "topic", self.topic, error_text(error))
+                    continue
+                self._denials.allowed("Read", "topic", [self.topic])
+                self.records += 1
+                record = decode(message.key(), message.value())
+                if isinstance(record, Tombstone):
+                    self._entries.pop(record.key, None)
+                elif isinstance(record, Entry):
+                    self._entries[record.key] = record
+                else:
+                    self._refuse(record)
+
+    def _refuse(self, record: Refused) -> None:
+        self.refused += 1
+        if record.reason not in self._refusals and len(self._refusals) < 100:
+            self._refusals.add(record.reason)
+            log.warning(
+                "monitor: cluster %r: a record on progress topic %r is not a worker's status (%s); skipped",
+                self.alias,
+                self.topic,
+                record.reason,
+            )
+
+
+@contextmanager
+def progress_readers(config: MirrorwatchConfig) -> Iterator[list[ProgressReader]]:
+    """A reader of the progress topic of every target cluster of the config's links, for the block (none when
+    progress is disabled). `config` as the monitor uses it (its role's client settings)."""
+    if not config.progress.enabled:
+        yield []
+        return
+    targets = dict.fromkeys(link.target for link in config.links)
+    readers = [ProgressReader(config.clusters[alias], alias, config.progress.topic) for alias in targets]
+    for reader in readers:
+        reader.start()
+    try:
+        yield readers
+    finally:
+        for reader in readers:
+            reader.stop()

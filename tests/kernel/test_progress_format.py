@@ -1,0 +1,120 @@
+"""The progress topic's record format and the merge of statuses that came two ways (pure)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from kernel.progress_format import (
+    FORMAT,
+    MAX_VALUE_BYTES,
+    Entry,
+    Refused,
+    Tombstone,
+    decode,
+    encode,
+    merge_statuses,
+    progress_key,
+)
+from kernel.worker_status import PartitionPosition, WorkerStatus
+
+
+def _document(updated_ms: int = 1_000, *, name: str = "dr", worker: int = 0, host: str = "h1", pid: int = 7) -> Any:
+    status = WorkerStatus(
+        link=name,
+        worker=worker,
+        engine="python",
+        observed_ms=updated_ms,
+        publish_interval_ms=500,
+        state="running",
+        partitions=(PartitionPosition("orders", 0, "orders", 10, 8, 5, 2, 12, 999),),
+    )
+    return {**status.as_json(), "name": name, "worker": worker, "updated_ms": updated_ms, "host": host, "pid": pid}
+
+
+def test_a_status_survives_the_trip_and_its_key_names_the_writer() -> None:
+    document = _document()
+    key, value = encode("links", document)
+    assert key == progress_key("links", "dr", 0, "h1", 7)
+    entry = decode(key, value)
+    assert isinstance(entry, Entry)
+    assert entry.kind == "links"
+    status = WorkerStatus.from_json(entry.document)
+    assert status is not None
+    assert status.partitions[0] == PartitionPosition("orders", 0, "orders", 10, 8, 5, 2, 12, 999)
+    assert json.loads(value)["format"] == FORMAT
+
+
+def test_a_restarted_worker_has_a_key_of_its_own() -> None:
+    assert encode("links", _document(pid=7))[0] != encode("links", _document(pid=8))[0]
+    assert encode("links", _document(worker=0))[0] != encode("links", _document(worker=1))[0]
+
+
+def test_a_null_value_withdraws_the_status() -> None:
+    key = progress_key("links", "dr", 0, "h1", 7)
+    assert decode(key, None) == Tombstone(key)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "reason"),
+    [
+        (None, b"{}", "not a progress key"),
+        (b"\xff\x00garbage", b"{}", "not a progress key"),
+        (b'["links","dr",true,"h1",7]', b"{}", "not a progress key"),
+        (b'["links","dr",0,"h1"]', b"{}", "not a progress key"),
+        (progress_key("links", "dr", 0, "h1", 7), b"\xff\xfe", "not JSON"),
+        (progress_key("links", "dr", 0, "h1", 7), b"[1,2]", "without a format number"),
+        (progress_key("links", "dr", 0, "h1", 7), b'{"format":true}', "without a format number"),
+        (progress_key("links", "dr", 0, "h1", 7), b'{"format":1,"kind":"canary","document":{}}', "not a status"),
+        (progress_key("links", "dr", 0, "h1", 7), b'{"format":1,"kind":"links","document":{}}', "without its moment"),
+    ],
+)
+def test_foreign_and_broken_records_are_refused_with_a_reason(key: bytes | None, value: bytes, reason: str) -> None:
+    refused = decode(key, value)
+    assert isinstance(refused, Refused)
+    assert reason in refused.reason
+
+
+def test_a_status_that_does_not_name_its_keys_writer_is_refused() -> None:
+    """A writer of the topic cannot overwrite another worker's status by reusing its key with its own document."""
+    _, value = encode("links", _document(pid=8))
+    refused = decode(progress_key("links", "dr", 0, "h1", 7), value)
+    assert isinstance(refused, Refused)
+    assert "does not name" in refused.reason
+
+
+def test_a_newer_format_is_refused_saying_so() -> None:
+    key = progress_key("links", "dr", 0, "h1", 7)
+    refused = decode(key, json.dumps({"format": FORMAT + 1, "kind": "links", "document": {}}).encode())
+    assert isinstance(refused, Refused)
+    assert "upgrade the monitor" in refused.reason
+
+
+def test_a_value_too_big_is_refused_unread() -> None:
+    refused = decode(progress_key("links", "dr", 0, "h1", 7), b" " * (MAX_VALUE_BYTES + 1))
+    assert isinstance(refused, Refused)
+    assert "bytes" in refused.reason
+
+
+def test_fields_a_reader_does_not_know_are_ignored() -> None:
+    document = {**_document(), "added_in_a_later_format": {"x": 1}}
+    entry = decode(*encode("links", document))
+    assert isinstance(entry, Entry)
+    assert WorkerStatus.from_json(entry.document) is not None
+
+
+def test_merge_keeps_each_writers_newest_status_whichever_way_it_came() -> None:
+    from_files = {"dr": [_document(1_000, pid=7), _document(3_000, pid=9)]}
+    from_topic = {
+        "dr": [_document(2_000, pid=7), _document(1_500, host="h2", pid=7)],
+        "eu": [_document(500, name="eu")],
+    }
+    merged = merge_statuses(from_files, from_topic)
+    assert [(d["host"], d["pid"], d["updated_ms"]) for d in merged["dr"]] == [
+        ("h2", 7, 1_500),
+        ("h1", 7, 2_000),
+        ("h1", 9, 3_000),
+    ]
+    assert [d["updated_ms"] for d in merged["eu"]] == [500]

@@ -1,0 +1,109 @@
+"""Worker progress on the target's progress topic (issue #45), on real brokers: a monitor that shares no file with
+the workers (each process has a state directory of its own, as on another host) sees each live worker's exact
+positions, keeps a killed worker's last word, forgets a cleanly stopped one, and is not fooled or stopped by records
+someone else wrote to the topic. The truth is the target's own high-watermarks."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernel.config import MirrorwatchConfig
+from kernel.kafka import new_producer
+from kernel.processes import free_port
+from kernel.progress_format import encode
+from kernel.wait import wait_until
+from tests.kafka_helpers import Record, end_offsets, produce
+from tests.processes import MirrorProcess, get_json
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 4
+
+
+def test_a_monitor_on_another_host_reads_every_workers_exact_positions_from_the_progress_topic(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    write_config: Callable[..., Path],
+    start_mirror: Callable[..., MirrorProcess],
+    unique: Callable[[str], str],
+    tmp_path: Path,
+) -> None:
+    source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
+    topic, name, port, progress = make_topic("source", PARTITIONS), unique("link"), free_port(), unique("progress")
+    link = {"name": name, "source": "source", "target": "target", "topics": {"include": [topic]}}
+    common: dict[str, Any] = {"canary": {"enabled": False}, "progress": {"topic": f"mirrorwatch.{progress}"}}
+    worker_configs = [write_config([link], state_dir=str(tmp_path / f"host-{i}"), **common) for i in range(2)]
+    monitor_config = write_config(
+        [link],
+        state_dir=str(tmp_path / "monitor-host"),
+        monitor={"interval_seconds": 1},
+        http={"host": "127.0.0.1", "port": port},
+        **common,
+    )
+
+    workers = [start_mirror("--config", str(path), "--link", name) for path in worker_configs]
+    monitor = start_mirror("--config", str(monitor_config), command="monitor")
+    produce(source, "source", topic, [Record(key=b"%d" % i, value=b"v", partition=i % PARTITIONS) for i in range(4000)])
+
+    def view() -> dict[str, Any]:
+        seen: dict[str, Any] = get_json(f"http://127.0.0.1:{port}/mirror/links/{name}")
+        return seen
+
+    def caught_up() -> dict[str, Any] | None:
+        seen = view()
+        truth = end_offsets(target, "target", topic, PARTITIONS)  # what the target holds: every record mirrored
+        if seen["workers"] != 2 or truth != [1000] * PARTITIONS:
+            return None
+        acked = [p["acked"] for p in sorted(seen["partitions"], key=lambda p: p["partition"])]
+        return seen if acked == truth and seen["replication_lag_records"] == 0 else None
+
+    seen = wait_until(
+        caught_up, timeout_s=90, ignore=(OSError,), description="the monitor to see both workers' positions"
+    )
+    # Each partition's position comes from a live worker's status, which reached the monitor only through the topic.
+    assert {p["position_from"] for p in seen["partitions"]} == {"worker"}, seen["partitions"]
+    assert all(p["consumed"] == 1000 for p in seen["partitions"]), seen["partitions"]
+    assert not list((tmp_path / "monitor-host").glob("status/links/*.json"))
+
+    # Someone else's records on the topic: garbage, and a forged status under another writer's key.
+    failed: list[str] = []
+    forger = new_producer(target, "target", {"on_delivery": lambda err, _msg: failed.extend([str(err)] if err else [])})
+    forged_key, _ = encode("links", {"name": name, "worker": 0, "host": "elsewhere", "pid": 1})
+    _, forged_value = encode("links", {"name": name, "worker": 0, "host": "elsewhere", "pid": 2, "updated_ms": 1})
+    for key, value in ((b"\xff\xfe", os.urandom(64)), (forged_key, forged_value), (forged_key, b"{not json")):
+        forger.produce(f"mirrorwatch.{progress}", value, key)
+    assert forger.flush(30) == 0 and not failed, failed
+    wait_until(lambda: "not a worker's status" in monitor.log(), timeout_s=30, description="the monitor to refuse them")
+    assert view()["workers"] == 2  # the forged status counts no worker
+
+    # A worker killed: its last word stands (its partitions move to the other worker); a clean stop withdraws one.
+    wait_until(  # once committed (every 5 s): what a killed worker had not committed is copied again, by design
+        lambda: all(p["committed"] == 1000 for p in view()["partitions"]),
+        timeout_s=30,
+        description="the workers' commits",
+    )
+    workers[0].kill()
+    wait_until(
+        lambda: (v := view())["workers_gone"] == 1 and v["workers"] == 1,
+        timeout_s=60,
+        description="the monitor to know the killed worker gone",
+    )
+    produce(source, "source", topic, [Record(key=b"x", value=b"v", partition=p) for p in range(PARTITIONS)])
+    wait_until(
+        lambda: [p["acked"] for p in sorted(view()["partitions"], key=lambda p: p["partition"])] == [1001] * PARTITIONS,
+        timeout_s=60,
+        description="the survivor's positions past the new records",
+    )
+    assert end_offsets(target, "target", topic, PARTITIONS) == [1001] * PARTITIONS
+    assert workers[1].stop() == 0
+    wait_until(
+        lambda: (v := view())["workers"] == 0 and v["workers_gone"] == 1,
+        timeout_s=30,
+        description="the cleanly stopped worker withdrawn (the killed one's last word kept)",
+    )
+    assert monitor.stop() == 0
