@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.monitor_truth [--rate 1500] [--partitions 6] [--fault-seconds 30] [--clusters DIR]
                                             [--engine-run | --engine spark] [--faults LIST] [--json FILE]
+                                            [--network] [--fleet N]
 
 Steady traffic into a fresh topic; `mirrorwatch mirror` and `mirrorwatch monitor` (monitor.interval_seconds 2) as
 separate processes, as an operator runs them (or, with --engine-run, both in one `mirrorwatch run`; with --engine
@@ -32,7 +33,7 @@ import tempfile
 from pathlib import Path
 
 from bench.common import exit_on_sigterm
-from bench.netns import NetHost, clusters_apart
+from bench.netns import ClientHost, NetHost, clusters_apart
 from bench.truth_harness import FAULTS, HELD_S, LINK, NET_FAULTS, run_truth
 from bench.truth_judge import Phase, TruthRun, print_report
 from localkafka.local import LocalClusters
@@ -64,12 +65,24 @@ def main(argv: list[str] | None = None) -> int:
         "the mirror on a host of its own, with doors into the clusters' (and then leaves the slow and flapping "
         "ones out); cannot go with --clusters)",
     )
+    parser.add_argument(
+        "--fleet",
+        type=int,
+        default=0,
+        metavar="N",
+        help="N `mirrorwatch mirror` workers, each on a host of its own (with --network's clusters apart; the monitor "
+        "on this host sees them through the progress topic alone); the mirror faults hit the first [0: one mirror]",
+    )
     parser.add_argument("--json", type=Path, help="also write the result here")
     parser.add_argument("--logs", type=Path, help="keep the processes' logs and config in this directory")
     args = parser.parse_args(argv)
-    if args.network and args.clusters:
+    if (args.network or args.fleet) and args.clusters:
         parser.error("--network starts clusters of its own: leave --clusters out")
-    chosen = args.faults.split(",") if args.faults else list(NET_FAULTS[:4] if args.network else FAULTS)
+    args.network = args.network or args.fleet > 0
+    default: tuple[str, ...] = NET_FAULTS[:4] if args.network else FAULTS
+    if args.fleet:
+        default = ("mirror-kill", "mirror-stop", "target-kill")
+    chosen = args.faults.split(",") if args.faults else list(default)
     faults = tuple(f for f in (*FAULTS, *NET_FAULTS) if f in chosen)
     if args.engine_run:
         faults = tuple(f for f in faults if f != "mirror-stop")
@@ -79,10 +92,12 @@ def main(argv: list[str] | None = None) -> int:
         stack = contextlib.ExitStack()
         network: dict[str, NetHost] = {}
         mirror_host = None
+        fleet: list[ClientHost] = []
         if args.network:
             client = "monitor-target-cut" in faults
             apart = stack.enter_context(clusters_apart(Path(tmp) / "clusters", client=client))
             clusters, network, mirror_host = apart.clusters, dict(apart.hosts), apart.client
+            fleet = stack.enter_context(apart.client_hosts(args.fleet))
         else:
             clusters = LocalClusters(args.clusters or Path(tmp) / "clusters", progress=lambda _line: None)
         owned = args.clusters is None
@@ -105,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                 delivery="exactly-once" if args.exactly_once else "at-least-once",
                 network=network,
                 mirror_host=mirror_host,
+                fleet=fleet,
             )
     print_report(run)
     if args.json:

@@ -297,3 +297,18 @@ class Apart:
     clusters: LocalClusters
     hosts: Mapping[str, NetHost]
     client: ClientHost | None = None  # a host of its own with a door into each cluster's (clusters_apart(client=))
+
+    @contextlib.contextmanager
+    def client_hosts(self, count: int) -> Iterator[list[ClientHost]]:
+        """`count` more client hosts, each with a door into every cluster's host (a fleet: issue #45), removed at
+        the end of the block."""
+        made: list[ClientHost] = []
+        try:
+            for _ in range(count):
+                made.append(ClientHost.make())
+                for host in self.hosts.values():
+                    made[-1].door_to(host)
+            yield made
+        finally:
+            for client in made:
+                client.close()

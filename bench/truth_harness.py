@@ -14,7 +14,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,7 @@ GROUP_OK_WAIT_S = 60.0
 HELD_S = 2.5
 HELD_WAIT_S = 60.0
 LOST = (f"link {LINK}: lost ", f"link {LINK}: revoked ")  # the python engine's log when its group takes partitions
+FLEET_HOST = "mirrorwatch-fleet-"  # a fleet worker's host name, then its number
 
 
 def spark_batches(checkpoint: Path) -> list[tuple[int, int]]:
@@ -197,16 +198,36 @@ class _Harness:
         self.engine: subprocess.Popen[bytes] | None = None
         self.monitor: subprocess.Popen[bytes] | None = None  # None when the engine's process monitors too
         self.engine_prefix: list[str] = []  # `ip netns exec NAME` when the engine runs on a host of its own
+        # A fleet (issue #45): one `mirrorwatch mirror` per host, each with a state directory and a host name of its
+        # own; `engine` is the first one's (the one the mirror faults hit), `others` the rest.
+        self.fleet: list[ClientHost] = []
+        self.others: list[subprocess.Popen[bytes]] = []
         self.lost_before = 0  # the engine's "lost"/"revoked" log lines when the phase started
 
     def command(self, name: str) -> list[str]:
         return [sys.executable, "-m", "mirrorwatch.cli", name, "--config", str(self.config_path)]
 
     def start_engine(self) -> None:
-        """The process that mirrors: `mirrorwatch mirror`, or `mirrorwatch run` when all runs in one."""
+        """The process that mirrors: `mirrorwatch mirror`, or `mirrorwatch run` when all runs in one; in a fleet, the
+        first worker (restarted alone after its SIGKILL)."""
+        if self.fleet:
+            self.engine = self.start_worker(0)
+            return
         name = "run" if self.one_process else "mirror"
         command = self.command(name) + (["--link", LINK] if self.engine_name == "spark" else [])
         self.engine = self.stack.enter_context(_process([*self.engine_prefix, *command], self.work / f"{name}.log"))
+
+    def start_worker(self, index: int) -> subprocess.Popen[bytes]:
+        """Worker `index` of a fleet on its host (`ip netns exec`, its own UTS namespace and host name: the monitor
+        knows it only through the progress topic, as a worker on another machine) with its own state directory."""
+        document = yaml.safe_load(self.config_path.read_text())
+        document["state_dir"] = str(self.work / f"state-{index}")
+        config = self.work / f"truth-worker-{index}.yaml"
+        config.write_text(yaml.safe_dump(document, sort_keys=False))
+        named = ["unshare", "--uts", "sh", "-c", f'hostname {FLEET_HOST}{index} && exec "$@"', "sh"]
+        command = [*named, sys.executable, "-m", "mirrorwatch.cli", "mirror", "--config", str(config)]
+        prefix = ["ip", "netns", "exec", self.fleet[index].name]
+        return self.stack.enter_context(_process([*prefix, *command], self.work / f"mirror-{index}.log"))
 
     def phase(self, name: str, progress: Callable[[str], None]) -> Phase:
         progress(f"truth: {name}")
@@ -223,11 +244,21 @@ class _Harness:
     def engine_log_count(self, words: tuple[str, ...]) -> int:
         """Lines of the engine's log with any of `words` (its log is the run's own)."""
         name = "run" if self.one_process else "mirror"
-        path = self.work / f"{name}.log"
-        if not path.exists():
-            return 0
-        with path.open(encoding="utf-8", errors="replace") as log:
-            return sum(1 for line in log if any(w in line for w in words))
+        count = 0
+        for path in self.work.glob(f"{name}*.log"):  # a fleet's: mirror-0.log, mirror-1.log, ...
+            with path.open(encoding="utf-8", errors="replace") as log:
+                count += sum(1 for line in log if any(w in line for w in words))
+        return count
+
+    def hold(self, seconds: float) -> float:
+        """Wait `seconds`; the truth's largest lag meanwhile (in a fleet the group hands a frozen worker's partitions
+        to the others after a session timeout: the lag a fault made may be gone again before it is removed)."""
+        peak, until = 0.0, time.monotonic() + seconds
+        while (left := until - time.monotonic()) > 0:
+            with self.truth.lock:
+                peak = max(peak, self.truth.behind_s(_now_ms()))
+            time.sleep(min(0.1, left))
+        return peak
 
     def wait_held(self, name: str) -> None:
         """Until the fault has held the mirror back HELD_S by the truth (the precondition its phase judges on)."""
@@ -264,8 +295,8 @@ class _Harness:
         fault.inject()
         current.events_ms.append(_now_ms())
         try:
-            time.sleep(fault.hold_s)
-            if fault.holds_mirror and not fault.behind_after_removal:
+            peak = self.hold(fault.hold_s)
+            if fault.holds_mirror and not fault.behind_after_removal and peak < HELD_S:
                 self.wait_held(fault.name)
         finally:
             fault.remove()
@@ -360,8 +391,10 @@ class _Harness:
             wait_until(ok, timeout_s=GROUP_OK_WAIT_S, interval_s=0.2, description="the link group to read OK")
 
     def check_alive(self) -> None:
+        workers = {f"worker {i + 1}": p for i, p in enumerate(self.others, start=1)}
         check_alive(
-            {"monitor": self.monitor, "engine": self.engine}, self.phases[-1].name if self.phases else "the start"
+            {"monitor": self.monitor, "engine": self.engine, **workers},
+            self.phases[-1].name if self.phases else "the start",
         )
 
     def missing_summary(self) -> str:
@@ -457,18 +490,24 @@ def run_truth(
     delivery: str = "at-least-once",
     network: Mapping[str, NetHost] | None = None,
     mirror_host: ClientHost | None = None,
+    fleet: Sequence[ClientHost] = (),
 ) -> TruthRun:
     """Run every phase once (see the module docstring) and return the samples with the truth filled in. `port`: the
     monitor's HTTP port (chosen here when None); `firing`: the alerts firing now (a Prometheus scraping that port),
     polled every second and recorded per phase; `engine`: "python" or "spark"; `faults`: which of FAULTS, in that
     order; `network`: the clusters' hosts when they run on hosts of their own (bench.netns), for NET_FAULTS;
     `mirror_host`: a client host with a door into each, where the engine then runs (its network apart from the
-    monitor's, which "monitor-target-cut" needs)."""
+    monitor's, which "monitor-target-cut" needs); `fleet`: client hosts, one worker on each (the mirror faults hit
+    the first), the monitor on this host with a state directory of its own: it sees them through the progress
+    topic alone."""
     check_faults(faults, one_process=one_process, engine=engine, network=bool(network), mirror_host=mirror_host)
+    if fleet and (one_process or engine != "python" or mirror_host is not None):
+        raise ValueError("a fleet is python workers, one per host, each its own process")
     h = _Harness(
         clusters, work, partitions=partitions, one_process=one_process, engine=engine, port=port, delivery=delivery
     )
     h.engine_prefix = ["ip", "netns", "exec", mirror_host.name] if mirror_host is not None else []
+    h.fleet = list(fleet)
     stop_traffic, stop_reading = threading.Event(), threading.Event()
     url = f"http://127.0.0.1:{h.port}/mirror/links/{LINK}"
     producer, follower = _truth_threads(h, rate, network, stop_traffic, stop_reading)
@@ -483,6 +522,7 @@ def run_truth(
         if not one_process:
             h.monitor = h.stack.enter_context(_process(h.command("monitor"), work / "monitor.log"))
         h.start_engine()
+        h.others = [h.start_worker(i) for i in range(1, len(h.fleet))]
         engine_started = time.monotonic()
         for thread in (producer, *readers):
             thread.start()

@@ -70,13 +70,15 @@ class ProgressPublisher:
         self.published = 0
         self.dropped = 0
 
-    def publish(self, kind: str, document: Mapping[str, Any]) -> None:
+    def publish(self, kind: str, document: Mapping[str, Any], *, urgent: bool = False) -> None:
         """Publish a status-file document (it names its writer) unless this writer published less than an interval
-        ago; never blocks, never raises."""
+        ago and it is not `urgent`; never blocks, never raises."""
         key, value = encode(kind, document)
         now = time.monotonic()
         with self._lock:
-            if self._closed.is_set() or now - self._last.get(key, -1e9) < self._settings.interval_seconds:
+            if self._closed.is_set() or (
+                not urgent and now - self._last.get(key, -1e9) < self._settings.interval_seconds
+            ):
                 return
             if len(value) > MAX_VALUE_BYTES:
                 if not self._too_big:
@@ -129,7 +131,11 @@ class ProgressPublisher:
         overrides = {
             **WAN_DEFAULTS,
             "client.id": f"mirrorwatch-progress-{self._who}",
-            "enable.idempotence": True,  # in order, once: a status never overwrites a newer one
+            # In order (one request at a time), never idempotent: an idempotent producer waits for a producer id
+            # after a target restart ("coordinator load in progress": seconds), and a status sent twice is harmless
+            "enable.idempotence": False,
+            "max.in.flight.requests.per.connection": 1,
+            "acks": "all",
             "linger.ms": 20,
             "compression.type": "zstd",
             "queue.buffering.max.messages": 64,
@@ -182,11 +188,17 @@ class StatusOut:
         self.board = StatusBoard(config.state_path / "status")
         settings = config.progress
         self.topic = ProgressPublisher(config.clusters[target], target, settings, who) if settings.enabled else None
+        self._owned: dict[tuple[str, str, int], frozenset[tuple[Any, Any]]] = {}
 
     def publish(self, kind: str, name: str, worker: int, document: Mapping[str, Any], now_ms: int) -> None:
+        """A status goes to the topic at most every `progress.interval_seconds`, but at once when the partitions the
+        worker owns changed (a rebalance: until the new owner's status arrives, the monitor measures a moved
+        partition from its last owner's word)."""
         body = self.board.publish(kind, name, worker, document, now_ms)
         if self.topic is not None:
-            self.topic.publish(kind, body)
+            owned = frozenset((p.get("topic"), p.get("partition")) for p in body.get("partitions", ()))
+            urgent, self._owned[(kind, name, worker)] = owned != self._owned.get((kind, name, worker)), owned
+            self.topic.publish(kind, body, urgent=urgent)
 
     def withdraw(self, kind: str, name: str, worker: int) -> None:
         self.board.withdraw(kind, name, worker)

@@ -38,6 +38,8 @@ class SeenHighs:
         self.noted: dict[Key, int] = {}  # the loop's, every status interval
         self._stale: dict[Key, int] = {}  # the cached values at the last lost broker (`vouched_highs`)
         self._lost_ms: int | None = None
+        self._stats_ms: int | None = None  # when the consumer's last statistics were served
+        self._ran_again_ms: int | None = None  # when they came again after a gap: the worker did not run meanwhile
 
     @property
     def stale_since_ms(self) -> int | None:
@@ -74,7 +76,17 @@ class SeenHighs:
         partitions: Iterable[Key],
     ) -> None:
         """A client's statistics (served in consume(), like the error callback: the consumer is the loop's): a
-        fetching consumer silent too long loses its source (`silent_since`), else `seen_again`."""
+        fetching consumer silent too long loses its source (`silent_since`), else `seen_again`. A silence counts from
+        when the worker ran again at the earliest: statistics that came after a gap follow a freeze of the process
+        (a worker SIGSTOPped on another host read "lost sight of the source 15 s ago" as it thawed, issue #45)."""
+        if summary.role == "consumer":
+            last, self._stats_ms = self._stats_ms, now_ms
+            if last is not None and now_ms - last > RX_SILENT_MS:
+                # They come every 500 ms while the process runs and the loop serves them: a gap is a process frozen
+                # (SIGSTOP, a VM paused) or a loop held up, and librdkafka's own clock of "last heard" went on.
+                self._ran_again_ms = now_ms
+        if fetching_since_ms is not None and self._ran_again_ms is not None:
+            fetching_since_ms = max(fetching_since_ms, self._ran_again_ms)
         silent = self.silent_since(summary, now_ms, fetching_since_ms)
         if silent is not None and self.stale_since_ms is None and cache is not None:
             self.lost(cache, partitions, silent)

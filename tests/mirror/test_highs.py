@@ -78,3 +78,20 @@ def test_a_fetching_consumer_that_hears_nothing_from_a_leader_stales_its_values_
     assert highs.stale_since_ms is None
     highs.note(cache({A: 900}), [A])
     assert highs.stated() == {A: 900}
+
+
+def test_a_silence_that_spans_a_freeze_of_the_worker_says_nothing_about_the_source() -> None:
+    """SIGSTOP (issue #45, a worker on another host): librdkafka froze with the process, and its first statistics after
+    the thaw say the leader was heard 15 s ago. The statistics came every 500 ms before and after, not during: the
+    silence counts from the thaw; one that lasts past RX_SILENT_MS after it is a source lost."""
+    highs = SeenHighs()
+    highs.note(cache({A: 120}), [A])
+    highs.heard(silent_stats(100), 10_000, 0, cache({A: 120}), [A])
+    highs.heard(silent_stats(100), 10_500, 0, cache({A: 120}), [A])
+    highs.heard(silent_stats(15_100), 25_500, 0, cache({A: 120}), [A])  # the first after a 15 s freeze
+    assert highs.stale_since_ms is None and highs.stated() == {A: 120}
+    highs.heard(silent_stats(200), 26_000, 0, cache({A: 130}), [A])  # fetching again
+    assert highs.stale_since_ms is None
+    for now in range(26_500, 28_500, 500):  # then silent for real, past RX_SILENT_MS since it ran again
+        highs.heard(silent_stats(now - 25_800), now, 0, cache({A: 130}), [A])
+    assert highs.stale_since_ms == 25_800

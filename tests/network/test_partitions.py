@@ -12,13 +12,11 @@ printed here and measured by `python -m bench.monitor_truth --network` (the READ
 
 from __future__ import annotations
 
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from bench.netns import Apart, clusters_apart, sweep
+from bench.netns import Apart
 from bench.truth_harness import CANNOT_SEE, SLOW_KBIT, run_truth
 from bench.truth_judge import TruthRun
 from tests.monitor.test_truth import assert_truthful
@@ -26,21 +24,6 @@ from tests.monitor.test_truth import assert_truthful
 pytestmark = [pytest.mark.integration, pytest.mark.alone]
 
 RATE = 500
-
-
-@pytest.fixture(scope="module")
-def apart(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Apart]:
-    sweep()  # what a killed run left
-    with clusters_apart(tmp_path_factory.mktemp("apart"), client=True) as made:
-        assert made.client is not None
-        names = [n for h in made.hosts.values() for n in (h.name, h.router)]
-        names += [made.client.name, *(d.router for d in made.client.doors.values())]
-        yield made
-    # torn down: no namespace, veth pair or route of ours left (the brokers stopped before)
-    left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
-    assert not [n for n in names if n in left.split()], left
-    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout
-    assert not [h.outside for h in made.hosts.values() if f" {h.outside}@" in links or f" {h.outside}:" in links]
 
 
 def run_apart(
