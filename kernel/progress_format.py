@@ -39,6 +39,7 @@ __all__ = [
     "encode",
     "merge_statuses",
     "progress_key",
+    "writer_of",
 ]
 
 FORMAT = 1
@@ -85,7 +86,7 @@ def encode(kind: str, document: Mapping[str, Any]) -> tuple[bytes, bytes]:
 
 
 def decode(key: bytes | None, value: bytes | None) -> Entry | Tombstone | Refused:
-    writer = _writer(key)
+    writer = writer_of(key)
     if writer is None or key is None:
         return Refused("a key that is not a progress key")
     if value is None:
@@ -111,7 +112,8 @@ def decode(key: bytes | None, value: bytes | None) -> Entry | Tombstone | Refuse
     return Entry(key, writer[0], document)
 
 
-def _writer(key: bytes | None) -> tuple[str, str, int, str, int] | None:
+def writer_of(key: bytes | None) -> tuple[str, str, int, str, int] | None:
+    """Who a key names (kind, name, worker, host, pid), without reading the value; None: not a progress key."""
     if not key:
         return None
     try:

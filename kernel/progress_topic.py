@@ -38,6 +38,7 @@ from kernel.progress_format import (
     Tombstone,
     decode,
     encode,
+    writer_of,
 )
 from kernel.status_board import HOST, StatusBoard
 
@@ -49,7 +50,7 @@ _DENIED = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATI
 _TOPIC_CONFIG = {
     "cleanup.policy": "compact",
     "max.message.bytes": str(MAX_VALUE_BYTES),
-    "segment.ms": "600000",  # a dead writer's records (one per second) are compacted away within minutes
+    "segment.ms": "60000",  # a segment a minute, compacted soon after: a reader starting reads minutes, not hours
     "min.cleanable.dirty.ratio": "0.1",
 }
 
@@ -213,8 +214,9 @@ class StatusOut:
 class ProgressReader:
     """The statuses on one cluster's progress topic: read from its beginning, then tailed, on a thread of its own."""
 
-    def __init__(self, cluster: ClusterConfig, alias: str, topic: str) -> None:
+    def __init__(self, cluster: ClusterConfig, alias: str, topic: str, names: frozenset[str]) -> None:
         self.alias, self.topic = alias, topic
+        self._names = names  # the links this monitor measures: another's records are skipped unread
         self._consumer: Consumer = new_consumer(
             cluster,
             alias,
@@ -299,6 +301,9 @@ class ProgressReader:
                     continue
                 self._denials.allowed("Read", "topic", [self.topic])
                 self.records += 1
+                writer = writer_of(message.key())
+                if writer is not None and writer[1] not in self._names:
+                    continue
                 record = decode(message.key(), message.value())
                 if isinstance(record, Tombstone):
                     self._entries.pop(record.key, None)
@@ -327,7 +332,13 @@ def progress_readers(config: MirrorwatchConfig) -> Iterator[list[ProgressReader]
         yield []
         return
     targets = dict.fromkeys(link.target for link in config.links)
-    readers = [ProgressReader(config.clusters[alias], alias, config.progress.topic) for alias in targets]
+    topic = config.progress.topic
+    readers = [
+        ProgressReader(
+            config.clusters[alias], alias, topic, frozenset(link.name for link in config.links if link.target == alias)
+        )
+        for alias in targets
+    ]
     for reader in readers:
         reader.start()
     try:

@@ -175,6 +175,7 @@ def _link_statuses(
     that died is evidence of what reached the target: `monitor.state`)."""
     board = StatusBoard(config.state_path / "status")
     clock = SystemClock()
+    groups = {link.name: link.consumer_group for link in config.links}
 
     def statuses() -> Mapping[str, Sequence[WorkerStatus]]:
         found: dict[str, list[WorkerStatus]] = {}
@@ -184,8 +185,15 @@ def _link_statuses(
         )
         for name, written in documents.items():
             parsed = [WorkerStatus.from_json(d) for d in written]
-            # This process's own workers are read in memory (fresher than their files).
-            found[name] = [s for s in parsed if s is not None and not (s.host == HOST and s.pid == pid)]
+            # This process's own workers are read in memory (fresher than their files); a status of another link of
+            # the same name (another config's, on the same target: its group says so) is not this link's.
+            found[name] = [
+                s
+                for s in parsed
+                if s is not None
+                and not (s.host == HOST and s.pid == pid)
+                and s.consumer_group in ("", groups.get(name, s.consumer_group))
+            ]
         for name, workers in in_memory.items():
             found.setdefault(name, []).extend(w.worker_status() for w in workers)
         return found
