@@ -39,9 +39,23 @@ METRICS_USED = (
 )
 
 
+# Monitors may run in pairs for availability (issue #45), scraped as two targets of one job: every series then comes
+# twice, apart only in the labels that name the target. Each rule reads a series through `_one`, which keeps one of
+# them (the larger: a lag, a status, a loss that either monitor sees counts; a cluster or a worker counts as up while
+# either sees it), so that nothing is summed twice and no alert fires once per monitor.
+_TARGET_LABELS = "instance, pod"
+
+
+_RECORDS_OUT = 'rate(mirrorwatch_mirror_records_total{{direction="out"}}[{rate}])'
+
+
+def _one(series: str) -> str:
+    return f"max without ({_TARGET_LABELS}) ({series})"
+
+
 # A partition's lag series, less those an operator paused; a link's series, while none of its partitions is paused
 # (the canary's probes cross every partition of its topic, and a paused link holds them).
-_UNLESS_PAUSED = "unless on (link, topic, partition) mirrorwatch_mirror_partition_paused == 1"
+_UNLESS_PAUSED = f"unless on (link, topic, partition) {_one('mirrorwatch_mirror_partition_paused')} == 1"
 _UNLESS_LINK_PAUSED = "unless on (link) mirrorwatch:mirror_partitions_paused:sum > 0"
 
 
@@ -67,41 +81,41 @@ def build_rules(overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
         # grows by design, and MirrorwatchMirrorPaused says a pause that lasts.
         {
             "record": "mirrorwatch:mirror_replication_lag_seconds:max",
-            "expr": f"max by (link) (mirrorwatch_mirror_replication_lag_seconds {_UNLESS_PAUSED})",
+            "expr": f"max by (link) ({_one('mirrorwatch_mirror_replication_lag_seconds')} {_UNLESS_PAUSED})",
         },
         {
             "record": "mirrorwatch:mirror_replication_lag_records:sum",
-            "expr": f"sum by (link) (mirrorwatch_mirror_replication_lag_records {_UNLESS_PAUSED})",
+            "expr": f"sum by (link) ({_one('mirrorwatch_mirror_replication_lag_records')} {_UNLESS_PAUSED})",
         },
         {
             "record": "mirrorwatch:mirror_partitions_paused:sum",
-            "expr": "sum by (link) (mirrorwatch_mirror_partition_paused)",
+            "expr": f"sum by (link) ({_one('mirrorwatch_mirror_partition_paused')})",
         },
         {
             "record": f"mirrorwatch:mirror_records_out:rate{rate}",
-            "expr": f'sum by (link) (rate(mirrorwatch_mirror_records_total{{direction="out"}}[{rate}]))',
+            "expr": f"sum by (link) ({_one(_RECORDS_OUT.format(rate=rate))})",
         },
         # The share of the time the link's workers were held back by its bandwidth budget (`max_bytes_per_second`,
         # `mirrorwatch link budget`): over half, the link is as far behind as its budget makes it, on purpose.
         {
             "record": f"mirrorwatch:mirror_budget_throttled:ratio{rate}",
             "expr": (
-                f"sum by (link) (rate(mirrorwatch_mirror_budget_throttled_seconds_total[{rate}]))"
-                " / clamp_min(sum by (link) (mirrorwatch_mirror_workers), 1)"
+                f"sum by (link) ({_one(f'rate(mirrorwatch_mirror_budget_throttled_seconds_total[{rate}])')})"
+                f" / clamp_min(sum by (link) ({_one('mirrorwatch_mirror_workers')}), 1)"
             ),
         },
         {
             "record": f"mirrorwatch:canary_e2e_latency_seconds:p99_{window}",
             "expr": (
                 "histogram_quantile(0.99, sum by (link, le) "
-                f"(rate(mirrorwatch_canary_e2e_latency_seconds_bucket[{window}])))"
+                f"({_one(f'rate(mirrorwatch_canary_e2e_latency_seconds_bucket[{window}])')}))"
             ),
         },
         {
             "record": f"mirrorwatch:canary_e2e_latency_seconds:p50_{window}",
             "expr": (
                 "histogram_quantile(0.50, sum by (link, le) "
-                f"(rate(mirrorwatch_canary_e2e_latency_seconds_bucket[{window}])))"
+                f"({_one(f'rate(mirrorwatch_canary_e2e_latency_seconds_bucket[{window}])')}))"
             ),
         },
     ]
@@ -145,16 +159,16 @@ def build_rules(overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
         ),
         _alert(
             "MirrorwatchMirrorDown",
-            "mirrorwatch_mirror_workers == 0",
+            f"{_one('mirrorwatch_mirror_workers')} == 0",
             t["mirror_down_for"],
             "critical",
             "No worker of link {{ $labels.link }} is running",
-            "The monitor sees no worker of link {{ $labels.link }} (neither in its process nor in status files); "
+            "The monitor sees no worker of link {{ $labels.link }} (not in its process, its status files or the progress topic); "
             "its replication lag is now measured from the group's commits only.",
         ),
         _alert(
             "MirrorwatchClusterDown",
-            "mirrorwatch_cluster_up == 0",
+            f"{_one('mirrorwatch_cluster_up')} == 0",
             t["cluster_down_for"],
             "critical",
             "Cluster {{ $labels.cluster }} does not answer the monitor",
@@ -164,7 +178,7 @@ def build_rules(overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
         ),
         _alert(
             "KafkaConsumerGroupError",
-            "burrow_kafka_consumer_status >= 3",
+            f"{_one('burrow_kafka_consumer_status')} >= 3",
             t["consumer_group_error_for"],
             "warning",
             "Consumer group {{ $labels.group }} on {{ $labels.cluster }} is in error",
@@ -173,7 +187,7 @@ def build_rules(overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
         ),
         _alert(
             "KafkaConsumerGroupRecordsLost",
-            "mirrorwatch_consumergroup_records_lost > 0",
+            f"{_one('mirrorwatch_consumergroup_records_lost')} > 0",
             "0m",
             "critical",
             "Group {{ $labels.group }} on {{ $labels.cluster }} lost records of {{ $labels.topic }}"
@@ -185,7 +199,7 @@ def build_rules(overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
         ),
         _alert(
             "KafkaConsumerLagSecondsHigh",
-            f"kafka_consumergroup_group_max_lag_seconds > {t['consumer_lag_seconds']}",
+            f"{_one('kafka_consumergroup_group_max_lag_seconds')} > {t['consumer_lag_seconds']}",
             t["consumer_lag_for"],
             "warning",
             "Consumer group {{ $labels.group }} is {{ $value | humanizeDuration }} behind",
@@ -203,7 +217,7 @@ def build_rules(overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
         ),
         _alert(
             "MirrorwatchCanaryProbesLost",
-            f"sum by (link, partition) (increase(mirrorwatch_canary_probes_lost_total[{window}])) > "
+            f"sum by (link, partition) ({_one(f'increase(mirrorwatch_canary_probes_lost_total[{window}])')}) > "
             f"{t['canary_lost_probes']} {_UNLESS_LINK_PAUSED}",
             "0m",
             "warning",
@@ -213,7 +227,7 @@ def build_rules(overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
         ),
         _alert(
             "MirrorwatchCanaryAbsent",
-            f"mirrorwatch_canary_absent == 1 {_UNLESS_LINK_PAUSED}",
+            f"{_one('mirrorwatch_canary_absent')} == 1 {_UNLESS_LINK_PAUSED}",
             t["canary_absent_for"],
             "critical",
             "No canary probe arrives through link {{ $labels.link }}",
@@ -222,7 +236,7 @@ def build_rules(overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
         ),
         _alert(
             "MirrorwatchTopicDrift",
-            "mirrorwatch_topic_config_drift == 1",
+            f"{_one('mirrorwatch_topic_config_drift')} == 1",
             t["drift_for"],
             "warning",
             "Topic {{ $labels.target_topic }} differs from its source in {{ $labels.config }}",
@@ -231,8 +245,8 @@ def build_rules(overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
         ),
         _alert(
             "MirrorwatchCheckpointsStale",
-            "time() - mirrorwatch_failover_checkpoint_timestamp_seconds"
-            f" > {t['checkpoint_stale_intervals']} * mirrorwatch_failover_checkpoint_interval_seconds",
+            f"time() - {_one('mirrorwatch_failover_checkpoint_timestamp_seconds')}"
+            f" > {t['checkpoint_stale_intervals']} * {_one('mirrorwatch_failover_checkpoint_interval_seconds')}",
             t["checkpoint_stale_for"],
             "warning",
             "Standby groups of link {{ $labels.link }} are not kept ready",
@@ -243,9 +257,9 @@ def build_rules(overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
         _alert(
             "MirrorwatchRecordsLost",
             # A series born with its first gap has no sample `offset` the window ago: it counts from 0.
-            "sum by (link, topic, partition, reason) (mirrorwatch_mirror_records_lost_total - "
-            f"(mirrorwatch_mirror_records_lost_total offset {t['records_lost_window']}"
-            " or mirrorwatch_mirror_records_lost_total * 0)) > 0",
+            f"sum by (link, topic, partition, reason) ({_one('mirrorwatch_mirror_records_lost_total')} - "
+            f"({_one('mirrorwatch_mirror_records_lost_total offset ' + t['records_lost_window'])}"
+            f" or {_one('mirrorwatch_mirror_records_lost_total')} * 0)) > 0",
             "0m",
             "critical",
             "Link {{ $labels.link }} lost records of {{ $labels.topic }}[{{ $labels.partition }}]",
@@ -258,7 +272,7 @@ def build_rules(overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
         ),
         _alert(
             "MirrorwatchPartitionStopped",
-            "mirrorwatch_mirror_partition_failed == 1",
+            f"{_one('mirrorwatch_mirror_partition_failed')} == 1",
             "0m",
             "critical",
             "Link {{ $labels.link }} stopped mirroring {{ $labels.topic }}[{{ $labels.partition }}]",

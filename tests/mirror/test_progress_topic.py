@@ -1,7 +1,8 @@
 """Worker progress on the target's progress topic (issue #45), on real brokers: a monitor that shares no file with
 the workers (each process has a state directory of its own, as on another host) sees each live worker's exact
 positions, keeps a killed worker's last word, forgets a cleanly stopped one, and is not fooled or stopped by records
-someone else wrote to the topic. The truth is the target's own high-watermarks."""
+someone else wrote to the topic; a second monitor beside it (monitors in pairs) says the same. The truth is the
+target's own high-watermarks."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kernel.config import MirrorwatchConfig
+from kernel.config import ClusterConfig, MirrorwatchConfig
 from kernel.kafka import new_producer
 from kernel.processes import free_port
 from kernel.progress_format import encode
@@ -25,6 +26,17 @@ pytestmark = pytest.mark.integration
 PARTITIONS = 4
 
 
+def forge(target: ClusterConfig, topic: str, name: str) -> None:
+    """Garbage, and a forged status under another writer's key, written to the progress topic."""
+    failed: list[str] = []
+    forger = new_producer(target, "target", {"on_delivery": lambda err, _msg: failed.extend([str(err)] if err else [])})
+    forged_key, _ = encode("links", {"name": name, "worker": 0, "host": "elsewhere", "pid": 1})
+    _, forged_value = encode("links", {"name": name, "worker": 0, "host": "elsewhere", "pid": 2, "updated_ms": 1})
+    for key, value in ((b"\xff\xfe", os.urandom(64)), (forged_key, forged_value), (forged_key, b"{not json")):
+        forger.produce(topic, value, key)
+    assert forger.flush(30) == 0 and not failed, failed
+
+
 def test_a_monitor_on_another_host_reads_every_workers_exact_positions_from_the_progress_topic(
     clusters_config: MirrorwatchConfig,
     make_topic: Callable[..., str],
@@ -34,25 +46,50 @@ def test_a_monitor_on_another_host_reads_every_workers_exact_positions_from_the_
     tmp_path: Path,
 ) -> None:
     source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
-    topic, name, port, progress = make_topic("source", PARTITIONS), unique("link"), free_port(), unique("progress")
+    topic, name, progress = make_topic("source", PARTITIONS), unique("link"), unique("progress")
+    port, pair_port = free_port(), free_port()
     link = {"name": name, "source": "source", "target": "target", "topics": {"include": [topic]}}
     common: dict[str, Any] = {"canary": {"enabled": False}, "progress": {"topic": f"mirrorwatch.{progress}"}}
     worker_configs = [write_config([link], state_dir=str(tmp_path / f"host-{i}"), **common) for i in range(2)]
-    monitor_config = write_config(
-        [link],
-        state_dir=str(tmp_path / "monitor-host"),
-        monitor={"interval_seconds": 1},
-        http={"host": "127.0.0.1", "port": port},
-        **common,
+    monitor_config, pair_config = (
+        write_config(
+            [link],
+            state_dir=str(tmp_path / host),
+            monitor={"interval_seconds": 1},
+            http={"host": "127.0.0.1", "port": at},
+            **common,
+        )
+        for host, at in (("monitor-host", port), ("pair-host", pair_port))
     )
 
     workers = [start_mirror("--config", str(path), "--link", name) for path in worker_configs]
     monitor = start_mirror("--config", str(monitor_config), command="monitor")
+    pair = start_mirror("--config", str(pair_config), command="monitor")  # a second monitor, for availability
     produce(source, "source", topic, [Record(key=b"%d" % i, value=b"v", partition=i % PARTITIONS) for i in range(4000)])
 
-    def view() -> dict[str, Any]:
-        seen: dict[str, Any] = get_json(f"http://127.0.0.1:{port}/mirror/links/{name}")
+    def view(at: int = port) -> dict[str, Any]:
+        seen: dict[str, Any] = get_json(f"http://127.0.0.1:{at}/mirror/links/{name}")
         return seen
+
+    def figures(seen: dict[str, Any]) -> list[Any]:
+        parts = sorted(seen["partitions"], key=lambda p: p["partition"])
+        fields = ("acked", "committed", "replication_lag_records", "position_from")
+        return [seen["workers"], seen["workers_gone"], [[p[f] for f in fields] for p in parts]]
+
+    def pair_agrees() -> None:
+        """Monitors in pairs: once the link stands still, the second says what the first does (the same rules on
+        the same inputs), and so does its Burrow view of the link's group."""
+        group = f"/v3/kafka/source/consumer/mirrorwatch-{name}/status"
+
+        def burrow(at: int) -> str:
+            return str(get_json(f"http://127.0.0.1:{at}{group}")["status"]["status"])
+
+        wait_until(
+            lambda: figures(view(pair_port)) == figures(view()) and burrow(pair_port) == burrow(port),
+            timeout_s=15,
+            ignore=(OSError,),  # a group not committed yet: 404 from both
+            description=f"the pair to agree: {figures(view())}",
+        )
 
     def caught_up() -> dict[str, Any] | None:
         seen = view()
@@ -69,15 +106,10 @@ def test_a_monitor_on_another_host_reads_every_workers_exact_positions_from_the_
     assert {p["position_from"] for p in seen["partitions"]} == {"worker"}, seen["partitions"]
     assert all(p["consumed"] == 1000 for p in seen["partitions"]), seen["partitions"]
     assert not list((tmp_path / "monitor-host").glob("status/links/*.json"))
+    pair_agrees()
 
     # Someone else's records on the topic: garbage, and a forged status under another writer's key.
-    failed: list[str] = []
-    forger = new_producer(target, "target", {"on_delivery": lambda err, _msg: failed.extend([str(err)] if err else [])})
-    forged_key, _ = encode("links", {"name": name, "worker": 0, "host": "elsewhere", "pid": 1})
-    _, forged_value = encode("links", {"name": name, "worker": 0, "host": "elsewhere", "pid": 2, "updated_ms": 1})
-    for key, value in ((b"\xff\xfe", os.urandom(64)), (forged_key, forged_value), (forged_key, b"{not json")):
-        forger.produce(f"mirrorwatch.{progress}", value, key)
-    assert forger.flush(30) == 0 and not failed, failed
+    forge(target, f"mirrorwatch.{progress}", name)
     wait_until(lambda: "not a worker's status" in monitor.log(), timeout_s=30, description="the monitor to refuse them")
     assert view()["workers"] == 2  # the forged status counts no worker
 
@@ -100,10 +132,12 @@ def test_a_monitor_on_another_host_reads_every_workers_exact_positions_from_the_
         description="the survivor's positions past the new records",
     )
     assert end_offsets(target, "target", topic, PARTITIONS) == [1001] * PARTITIONS
+    pair_agrees()
     assert workers[1].stop() == 0
     wait_until(
         lambda: (v := view())["workers"] == 0 and v["workers_gone"] == 1,
         timeout_s=30,
         description="the cleanly stopped worker withdrawn (the killed one's last word kept)",
     )
-    assert monitor.stop() == 0
+    pair_agrees()
+    assert monitor.stop() == 0 and pair.stop() == 0
