@@ -406,6 +406,9 @@ class MonitorConfig(_Model):
     commits_from: Literal["auto", "admin_api"] = "auto"
     # Groups whose per-partition series the borrowed families serve (all keep their per-group series).
     partition_series_groups: GroupSelection = GroupSelection()
+    # At most this many group-partitions get per-partition series in the borrowed families (monitor.cardinality): a
+    # fleet's scrape stays within what a Prometheus server is sized for; per-group series are kept for every group.
+    partition_series_limit: Annotated[int, Field(ge=0)] = 10_000
     # Kept in memory: `history_seconds` of the monitor's own figures (0: none), the newest `events` transitions.
     history_seconds: Annotated[float, Field(ge=0, le=7 * 24 * 3600)] = 3600
     events: Annotated[int, Field(ge=0, le=1_000_000)] = 10_000

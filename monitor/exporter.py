@@ -11,18 +11,22 @@ never NaN.
 
 from __future__ import annotations
 
+import logging
 import zlib
 from collections.abc import Iterator
 from typing import Any
 
 from kernel.histogram import Histogram
+from monitor.cardinality import partition_series_groups, series_exposition
 from monitor.exposition import CounterFamily, Family, GaugeFamily, HistogramFamily
-from monitor.link_families import drift_differences, link_lags, partition_states
+from monitor.link_families import drift_differences, link_budgets, link_lags, partition_states
 from monitor.service import MonitorService
 from monitor.snapshot import ClusterSnapshot, GroupInfo, Member
 from monitor.state import GroupView, MonitorState
 
-__all__ = ["METRIC_NAMES", "STYLES", "MonitorCollector", "series_exposition"]
+__all__ = ["METRIC_NAMES", "STYLES", "MonitorCollector"]
+
+log = logging.getLogger("mirrorwatch.monitor")
 
 # librdkafka statistics of each worker's clients: (metric name, ClientStats field, scale, help)
 _CLIENT_GAUGES = (
@@ -103,6 +107,7 @@ OWN_NAMES = (
     "mirrorwatch_monitor_interval_seconds",
     "mirrorwatch_monitor_round_overruns_total",
     "mirrorwatch_exporter_series",
+    "mirrorwatch_exporter_groups_without_partition_series",
     "mirrorwatch_mirror_replication_lag_records",
     "mirrorwatch_mirror_replication_lag_seconds",
     "mirrorwatch_mirror_inflight_records",
@@ -130,16 +135,6 @@ METRIC_NAMES = (*KAFKA_EXPORTER_NAMES, *LAG_EXPORTER_NAMES, *BURROW_NAMES, *OWN_
 _STYLE_OF = {name: style for style, names in STYLES.items() for name in names}
 
 
-def series_exposition(counts: dict[str, int]) -> bytes:
-    """`mirrorwatch_exporter_series{style}`: the cardinality of what /metrics serves for the monitor."""
-    lines = [
-        "# HELP mirrorwatch_exporter_series Series /metrics serves for the monitor, per exporter style",
-        "# TYPE mirrorwatch_exporter_series gauge",
-        *(f'mirrorwatch_exporter_series{{style="{style}"}} {count}' for style, count in counts.items()),
-    ]
-    return ("\n".join(lines) + "\n").encode()
-
-
 # kafka-lag-exporter's member labels for a partition no member holds
 _NO_MEMBER = Member("unknown", "unknown", "unknown")
 
@@ -154,6 +149,9 @@ class MonitorCollector:
     def __init__(self, service: MonitorService) -> None:
         self._service = service
         self._counts: dict[str, int] = {}  # series per style of the families last rendered (`_texts`)
+        self._partition_groups: frozenset[tuple[str, str]] = frozenset()  # per-partition series: `collect`
+        self._left_out = 0  # groups the partition series budget left out, last rendered
+        self._said_left_out = False
 
     def render(self) -> bytes:
         """The families as exposition text, with `mirrorwatch_exporter_series` counting what they hold."""
@@ -178,7 +176,7 @@ class MonitorCollector:
         repl, repl_s = link_lags(self._service.served_links())
         counts = dict(self._counts)
         counts["mirrorwatch"] = counts.get("mirrorwatch", 0) + repl.samples + repl_s.samples
-        return repl.text() + repl_s.text() + series_exposition(counts)
+        return repl.text() + repl_s.text() + series_exposition(counts, self._left_out)
 
     def _texts(self) -> Iterator[bytes]:
         counts = dict.fromkeys((*STYLES, "mirrorwatch"), 0)
@@ -191,6 +189,7 @@ class MonitorCollector:
         """Every family but the served ones (`render_served`)."""
         state = self._service.state  # one round for the whole scrape
         styles = set(self._service.settings.compatible_metrics)
+        self._budget_partition_series(state)
         yield from self._clusters(state)
         if "kafka_exporter" in styles:
             yield from self._kafka_exporter(state)
@@ -317,7 +316,7 @@ class MonitorCollector:
             members.add_metric([alias, group], view.members)
             lags: dict[str, int] = {}
             offsets: dict[str, int] = {}
-            per_partition = self._per_partition(group)
+            per_partition = self._per_partition(alias, group)
             for p in view.evaluation.partitions:
                 if p.end is not None:
                     offsets[p.topic] = offsets.get(p.topic, 0) + p.end.offset
@@ -364,7 +363,7 @@ class MonitorCollector:
             simple = "true" if info is not None and info.is_simple else "false"
             lags: dict[str, int] = {}
             seconds: list[float] = []
-            per_partition = self._per_partition(group)
+            per_partition = self._per_partition(alias, group)
             for p in view.evaluation.partitions:
                 lags[p.topic] = lags.get(p.topic, 0) + p.current_lag
                 if p.lag_seconds is not None:
@@ -406,8 +405,13 @@ class MonitorCollector:
                     earliest.add_metric(labels, offsets.earliest)
         yield from (latest, earliest, poll)
 
-    def _per_partition(self, group: str) -> bool:
-        return self._service.settings.partition_series_groups.matches(group)
+    def _budget_partition_series(self, state: MonitorState | None) -> None:
+        self._partition_groups, self._left_out = _partition_budget(self._service, self._views(state))
+        if self._left_out and not self._said_left_out:
+            self._said_left_out = _say_left_out(len(self._partition_groups), self._left_out, self._service)
+
+    def _per_partition(self, alias: str, group: str) -> bool:
+        return (alias, group) in self._partition_groups
 
     @staticmethod
     def _group_info(state: MonitorState | None, alias: str, group: str) -> GroupInfo | None:
@@ -432,7 +436,7 @@ class MonitorCollector:
             evaluation = view.evaluation
             status.add_metric([alias, group], int(evaluation.status))
             total.add_metric([alias, group], evaluation.total_lag)
-            for p in evaluation.partitions if self._per_partition(group) else ():
+            for p in evaluation.partitions if self._per_partition(alias, group) else ():
                 labels = [alias, group, p.topic, str(p.partition)]
                 p_status.add_metric(labels, int(p.status))
                 p_lag.add_metric(labels, p.current_lag)
@@ -539,26 +543,26 @@ class MonitorCollector:
         yield from client_counters.values()
 
 
-def link_budgets(links: list[str], state: MonitorState | None) -> Iterator[Family]:
-    """Each link's bandwidth budget in force and the time it held the link back (issue #44)."""
-    budget = GaugeFamily(
-        "mirrorwatch_mirror_budget_bytes_per_second",
-        "The link's bandwidth budget in force (max_bytes_per_second, or as set by mirrorwatch link budget): its "
-        "live workers' shares added up; absent when the link has none",
-        labels=["link"],
+def _partition_budget(
+    service: MonitorService, views: list[tuple[tuple[str, str], GroupView]]
+) -> tuple[frozenset[tuple[str, str]], int]:
+    return partition_series_groups(
+        ((key, len(view.evaluation.partitions)) for key, view in views),
+        service.settings.partition_series_groups.matches,
+        frozenset(link.consumer_group for link in service.links),
+        service.settings.partition_series_limit,
     )
-    throttled = CounterFamily(
-        "mirrorwatch_mirror_budget_throttled_seconds",
-        "Seconds the link's workers were held back by its bandwidth budget (added up over its live workers)",
-        labels=["link"],
+
+
+def _say_left_out(served: int, left_out: int, service: MonitorService) -> bool:
+    log.warning(
+        "monitor: per-partition series of the borrowed families for %d group(s) only: %d more would pass "
+        "monitor.partition_series_limit (%d group-partitions); their per-group series are served",
+        served,
+        left_out,
+        service.settings.partition_series_limit,
     )
-    for name in links:
-        view = state.links.get(name) if state is not None else None
-        stats = view.stats if view is not None else {}
-        throttled.add_metric([name], stats.get("budget_throttled_seconds_total", 0))
-        if stats.get("budget_bytes_per_second"):
-            budget.add_metric([name], stats["budget_bytes_per_second"])
-    yield from (budget, throttled)
+    return True
 
 
 def _group_losses(views: list[tuple[tuple[str, str], GroupView]]) -> Family:

@@ -1,15 +1,15 @@
 """The families of a link's partitions and drift (the exporter's, `monitor.exporter`): replication lag as served now,
-partitions stopped alone or paused by an operator, and the drift report's differences by kind."""
+partitions stopped alone or paused by an operator, the drift report's differences by kind, and the bandwidth budget."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
-from monitor.exposition import Family, GaugeFamily
+from monitor.exposition import CounterFamily, Family, GaugeFamily
 from monitor.links import LinkView
 from monitor.state import MonitorState
 
-__all__ = ["drift_differences", "link_lags", "partition_states"]
+__all__ = ["drift_differences", "link_budgets", "link_lags", "partition_states"]
 
 
 def partition_states(state: MonitorState | None) -> tuple[Family, Family]:
@@ -62,3 +62,25 @@ def link_lags(views: Mapping[str, LinkView]) -> tuple[GaugeFamily, GaugeFamily]:
             if p.replication_lag_seconds is not None:
                 repl_s.add_metric(labels, p.replication_lag_seconds)
     return repl, repl_s
+
+
+def link_budgets(links: list[str], state: MonitorState | None) -> Iterator[Family]:
+    """Each link's bandwidth budget in force and the time it held the link back (issue #44)."""
+    budget = GaugeFamily(
+        "mirrorwatch_mirror_budget_bytes_per_second",
+        "The link's bandwidth budget in force (max_bytes_per_second, or as set by mirrorwatch link budget): its "
+        "live workers' shares added up; absent when the link has none",
+        labels=["link"],
+    )
+    throttled = CounterFamily(
+        "mirrorwatch_mirror_budget_throttled_seconds",
+        "Seconds the link's workers were held back by its bandwidth budget (added up over its live workers)",
+        labels=["link"],
+    )
+    for name in links:
+        view = state.links.get(name) if state is not None else None
+        stats = view.stats if view is not None else {}
+        throttled.add_metric([name], stats.get("budget_throttled_seconds_total", 0))
+        if stats.get("budget_bytes_per_second"):
+            budget.add_metric([name], stats["budget_bytes_per_second"])
+    yield from (budget, throttled)
