@@ -64,6 +64,11 @@ def _scrape(url: str, timeout_s: float = 60) -> tuple[bytes, int, float]:
     return (gzip.decompress(body) if packed else body), len(body), seconds
 
 
+def _series(text: bytes) -> int:
+    """Series in an exposition text: its sample lines."""
+    return sum(1 for line in text.splitlines() if line and not line.startswith(b"#"))
+
+
 def _unload(source: ClusterConfig, topic: str, groups: int) -> None:
     admin = new_admin(source, "source")
     names = [f"{topic}-{g}" for g in range(groups)]
@@ -121,7 +126,13 @@ def run_monitor(
         round_s: list[float] = []
         seen: tuple[int, str] = (-1, "")
         deadline = time.monotonic() + 600
+        after_ready: list[tuple[float, int, float]] = []  # every 2 s from the first ready: seconds, series, at
+        next_scrape = 0.0
         while len(round_s) < rounds and time.monotonic() < deadline:
+            if first_s is not None and time.monotonic() >= next_scrape:
+                next_scrape = time.monotonic() + 2.0
+                text, _, took = _scrape(f"{base}/metrics")
+                after_ready.append((took, _series(text), time.monotonic() - started))
             try:
                 status, body, _ = _get(f"{base}/readyz", 10)
             except (urllib.error.URLError, ConnectionError, TimeoutError):
@@ -148,9 +159,20 @@ def run_monitor(
         collect_s = median(
             [figure(body, 'mirrorwatch_cluster_collect_seconds{cluster="source"}') for body, _, _ in scrapes]
         )
+        by_style = {
+            line.split('"')[1]: int(float(line.split()[-1]))
+            for line in scrapes[-1][0].decode().splitlines()
+            if line.startswith("mirrorwatch_exporter_series{")
+        }
         return {
             "mode": mode,
             "groups": groups,
+            # every scrape from the first one after /readyz said ready: the slowest, and whether each was complete
+            "scrapes_after_ready": len(after_ready),
+            "scrape_after_ready_max_seconds": max((t for t, _, _ in after_ready), default=None),
+            "series_after_ready": sorted({n for _, n, _ in after_ready}),
+            "series": _series(scrapes[-1][0]),
+            "series_by_style": by_style,
             "first_collection_seconds": first_s,
             "round_seconds": median(round_s) if round_s else None,
             "collect_seconds": collect_s,
@@ -208,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
                     results.append(result)
             finally:
                 _unload(source, topic, groups)
+    for r in results:
+        print(f"{r['groups']:,} groups, {r['mode']}: series per style {r['series_by_style']}")
     print(
         markdown_table(
             [
@@ -218,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
                 "round",
                 "overran",
                 "scrape (gzip)",
+                "slowest scrape after ready",
+                "series (after ready: fewest / most)",
                 "scrape MB (text / gzip)",
                 "RSS MB",
                 "listed",
@@ -231,6 +257,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"{r['round_seconds']:.1f} s" if r["round_seconds"] is not None else "not measured",
                     f"{r['overruns']:.0f}",
                     f"{r['scrape_seconds'] * 1000:.0f} ms",
+                    f"{r['scrape_after_ready_max_seconds'] or 0:.2f} s ({r['scrapes_after_ready']} scrapes)",
+                    f"{r['series']:,} ({min(r['series_after_ready'], default=0):,} / "
+                    f"{max(r['series_after_ready'], default=0):,})",
                     f"{r['scrape_bytes'] / 1e6:.1f} / {r['scrape_wire_bytes'] / 1e6:.1f}",
                     f"{r['peak_rss_mb']:.0f}",
                     f"{r['groups_listed']:,}",

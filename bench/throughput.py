@@ -18,7 +18,8 @@ process tree (from /proc), time to the first record on the target; afterwards ev
 is read back and checked (count, no duplicates, per-partition order where the peer keeps partitions, per-key order
 otherwise).
 
-Peers: `python-1` and `python-2` (mirrorwatch's python engine with 1 and 2 worker processes), `spark` (the spark
+Peers: `python-1`, `python-2` and `python-4` (mirrorwatch's python engine with 1, 2 and 4 worker processes: the
+scale-out curve, `--peers python-1,python-2,python-4`), `spark` (the spark
 engine, local mode), `spark-standalone-1` and `-2` (the spark engine on a Spark standalone cluster of two workers of
 one core, started for the run from pyspark's own distribution, its application given one or two cores: executors on
 one or both workers; their CPU and memory count with the driver's), `kcat`
@@ -70,8 +71,9 @@ from kernel.kafka import create_topics, new_admin, new_consumer, new_producer
 from mirror.spark_cluster import LocalSparkCluster
 
 STANDALONE = ("spark-standalone-1", "spark-standalone-2")
-PEERS = ("python-1", "python-2", "spark", *STANDALONE, "kcat", "mm2", "mm2-tuned")
-KEEPS_PARTITIONS = {"python-1", "python-2", "spark", *STANDALONE, "mm2", "mm2-tuned"}
+SCALE_OUT = ("python-1", "python-2", "python-4")  # the python engine with 1, 2 and 4 worker processes (issue #45)
+PEERS = (*SCALE_OUT, "spark", *STANDALONE, "kcat", "mm2", "mm2-tuned")
+KEEPS_PARTITIONS = {*SCALE_OUT, "spark", *STANDALONE, "mm2", "mm2-tuned"}
 PEER_TIMEOUT_S = 900.0  # one peer's drain, at most
 
 
@@ -421,7 +423,7 @@ def summarize(title: str, runs: Sequence[Run], peers: Sequence[str]) -> str:
 def _ratios(medians: dict[str, float]) -> list[str]:
     """mirrorwatch's engines against the other peers, and each engine against its own earlier checkout's."""
     ratios = []
-    for mine in ("python-1", "python-2", "spark", *STANDALONE):
+    for mine in (*SCALE_OUT, "spark", *STANDALONE):
         for peer in ("mm2", "mm2-tuned", "kcat", "python-1"):
             if mine in medians and peer in medians and mine != peer:
                 ratios.append(f"{mine} / {peer} = {medians[mine] / medians[peer]:.2f}")
@@ -457,6 +459,7 @@ def main(argv: list[str] | None = None) -> int:
         "to this many kbit/s (tbf in its router) for every peer alike: a WAN link (cannot go with --clusters)",
     )
     add_run_options(parser, PEERS, repeat_help="runs per peer, interleaved")
+    parser.set_defaults(peers=",".join(p for p in PEERS if p != "python-4"))  # the scale-out peer when asked for
     args = parser.parse_args(argv)
     if args.slow_kbit and args.clusters:
         parser.error("--slow-kbit starts clusters of its own: leave --clusters out")
