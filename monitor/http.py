@@ -142,8 +142,9 @@ def _accepts_gzip(accept_encoding: str) -> bool:
 class _RenderedOnce:
     """The monitor's families rendered once per published state (a collection), gzip-compressed as they are
     rendered, and served as those bytes to every scrape until the next one: rendered on the monitor's thread right
-    after the round (so no scrape waits for it), or, for a state published otherwise, by the first scrape in a
-    worker thread (never on the event loop that answers the API)."""
+    after the round, and until it is done a scrape gets the last complete rendering (never waits for one: a fleet's
+    takes seconds), or, for a state published otherwise, by the first scrape in a worker thread (never on the event
+    loop that answers the API)."""
 
     def __init__(self, service: MonitorService | None) -> None:
         self._service = service
@@ -151,6 +152,7 @@ class _RenderedOnce:
         self._lock = asyncio.Lock()  # concurrent scrapes of a new state wait for one rendering
         # the state rendered from, its text (an open gzip stream) and the stream's compressor
         self._cached: tuple[object, bytes, Any] = (object(), b"", None)
+        self._rendering: MonitorState | None = None  # the state the monitor's thread renders now (`_prerender`)
         if service is not None:
             service.on_publish.append(self._prerender)
 
@@ -160,7 +162,11 @@ class _RenderedOnce:
         return (state, *self._collector.render_gzip())
 
     def _prerender(self, state: MonitorState) -> None:
-        self._cached = self._render()
+        self._rendering = state
+        try:
+            self._cached = self._render()
+        finally:
+            self._rendering = None
 
     def served(self) -> bytes:
         """The families served for the moment of the scrape (`MonitorCollector.render_served`)."""
@@ -171,8 +177,14 @@ class _RenderedOnce:
         if self._service is None:
             return b"", None
         async with self._lock:
-            if self._cached[0] is not self._service.state:
-                self._cached = await run_in_threadpool(self._render)
+            service = self._service
+            while self._cached[0] is not service.state:
+                if self._cached[1] and (service.publishing or self._rendering is not None):
+                    break  # the round's own rendering is coming: the last complete one until then, no waiting
+                if self._rendering is service.state:  # the first one: wait for it rather than render it twice
+                    await asyncio.sleep(0.05)
+                    continue
+                self._cached = await run_in_threadpool(self._render)  # a state published otherwise
             return self._cached[1], self._cached[2]
 
 
@@ -344,9 +356,9 @@ def _monitor_routes(service: MonitorService) -> list[Route]:
         return view if isinstance(view, Response) else JSONResponse(_link(view))
 
     async def readyz(request: Request) -> Response:
-        current = state()
-        if current is None:
-            return JSONResponse({"status": "no collection yet"}, status_code=503)
+        current, why = state(), service.not_ready()
+        if current is None or why is not None:
+            return JSONResponse({"status": why or "no collection yet"}, status_code=503)
         return JSONResponse(
             {
                 "status": "ready",

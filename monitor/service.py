@@ -43,6 +43,10 @@ log = logging.getLogger("mirrorwatch.monitor")
 # waits for the commit follower to catch up): until then it publishes nothing (the API answers 503 "no collection
 # yet") rather than figures without a source; a cluster still silent after it reads down, "no answer for N s".
 FIRST_ANSWER_WAIT_S = 15.0
+# /readyz says ready once every cluster has answered its first collection (a fleet's first collection, reading the
+# history of __consumer_offsets, can take longer than FIRST_ANSWER_WAIT_S: until then a scrape would hold almost no
+# group, issue #45), or after this long whatever a cluster does (it then reads down, with its reason).
+READY_WAIT_S = 300.0
 # How long served_links reuses the workers' statuses it read (they are written every 0.5 s)
 SERVED_REUSE_MS = 200
 DATES_KEPT = 200_000  # record times settled by `_dated` (as many as the record time fetcher caches)
@@ -191,6 +195,9 @@ class MonitorService:
         self._served_lock = threading.Lock()
         # served_links' last read of the statuses: the round it was for, when, the positions it found
         self._served: tuple[MonitorState, int, Mapping[str, Mapping[tuple[str, int], SafePosition]]] | None = None
+        self.publishing = False  # a round of the loop is under way: its state will be rendered (`on_publish`)
+        self.rounds_published = 0  # rounds of the loop whose state the `on_publish` listeners have had
+        self._started_ms: int | None = None
         self.round_seconds = 0.0  # how long the last round took
         self.overruns = 0  # rounds that took longer than the interval (the interval stretched)
 
@@ -468,12 +475,30 @@ class MonitorService:
         return out
 
     def _collect_safely(self) -> None:
+        self.publishing = True
         try:
             state = self.collect()
             for listener in self.on_publish:  # e.g. /metrics rendered now, so no scrape waits for it
                 listener(state)
+            self.rounds_published += 1
         except Exception:  # a bug in one round must not stop the monitor; the next round tries again
             log.exception("monitor: collection failed")
+        finally:
+            self.publishing = False
+
+    def not_ready(self) -> str | None:
+        """Why /readyz is not ready yet (None: ready): no round yet; a cluster's first collection still under way
+        (for at most READY_WAIT_S); the loop's first state not yet rendered for /metrics."""
+        if self.state is None:
+            return "no collection yet"
+        now = self._clock.now_ms()
+        if self._started_ms is not None and now - self._started_ms < READY_WAIT_S * 1000:
+            waiting = [alias for alias in self.clusters if alias not in self._latest]
+            if waiting:
+                return f"the first collection of cluster {waiting[0]!r} is under way"
+        if self._loop is not None and self.rounds_published == 0:
+            return "rendering /metrics for the first time"
+        return None
 
     def _run(self) -> None:
         interval = self.settings.interval_seconds
@@ -502,6 +527,7 @@ class MonitorService:
 
     def start(self) -> None:
         """Collect now and then every interval, in a background thread."""
+        self._started_ms = self._clock.now_ms()
         self._loop = threading.Thread(target=self._run, name="mirrorwatch-monitor", daemon=True)
         self._loop.start()
 

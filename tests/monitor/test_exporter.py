@@ -3,6 +3,7 @@ monitor state built by the same pure steps the service runs, and /metrics render
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -163,6 +164,42 @@ def test_metrics_are_rendered_once_per_collection(service: MonitorService, monke
     assert len(renders) == 2
     families = {f.name for f in text_string_to_metric_families(first)}
     assert "kafka_topic_partition_in_sync_replica" in families
+
+
+def test_a_scrape_during_a_rounds_rendering_gets_the_last_complete_one_without_waiting(
+    service: MonitorService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fleet's rendering takes seconds (issue #45: the first full scrape took 10.5 s, past Prometheus' timeout): a
+    scrape while the monitor's thread renders the new round gets the previous rendering at once, whole."""
+    client = TestClient(create_app(service))
+    before = client.get("/metrics").text
+    assert 'consumergroup="billing"' in before
+    started, release = threading.Event(), threading.Event()
+    original = MonitorCollector.collect
+
+    def slow(self: MonitorCollector) -> Iterator[object]:
+        started.set()
+        release.wait(30)
+        return original(self)
+
+    monkeypatch.setattr(MonitorCollector, "collect", slow)
+    newer = _state()
+    service.publishing = True  # the loop's round: it publishes, then renders for /metrics (`on_publish`)
+    service.state = newer
+    renderer = threading.Thread(target=lambda: [listener(newer) for listener in service.on_publish])
+    renderer.start()
+    try:
+        assert started.wait(10)
+        answers: list[str] = []  # the rendering goes on until released: a scrape that waits for it answers nothing
+        scraper = threading.Thread(target=lambda: answers.append(client.get("/metrics").text))
+        scraper.start()
+        scraper.join(10)
+        assert answers, "the scrape waited for the round's rendering"
+        assert 'consumergroup="billing"' in answers[0] and answers[0].count("\n") == before.count("\n")
+    finally:
+        release.set()
+        renderer.join(30)
+        service.publishing = False
 
 
 def test_partition_series_can_be_trimmed_to_some_groups(service: MonitorService) -> None:

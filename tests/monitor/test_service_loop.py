@@ -131,3 +131,34 @@ def test_each_round_records_the_canary_s_latency_and_its_absence_as_events() -> 
         service.stop()
     assert [v for _, v in service.history.link("dr")["canary_e2e_latency_p99_seconds"]] == [0.5]
     assert [(e.kind, e.subject, e.after) for e in service.events.query()] == [("canary", "dr", "absent")]
+
+
+def test_readyz_is_not_ready_while_a_clusters_first_collection_is_under_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fleet's first collection (the history of __consumer_offsets at 10,000 groups) outlasts the first round's
+    wait: that round publishes the cluster as not answering yet, and /readyz said ready while /metrics held almost no
+    group for 40 s (issue #45). Ready once the cluster answered, and once the round's /metrics rendering is done."""
+    from starlette.testclient import TestClient
+
+    from monitor.http import create_app
+
+    monkeypatch.setattr(service_module, "FIRST_ANSWER_WAIT_S", 0.3)
+    service = MonitorService(MonitorConfig(interval_seconds=0.5), {"c": ClusterConfig(bootstrap_servers="x:1")})
+    release = threading.Event()
+
+    def slow_first(alias: str, started_ms: int) -> ClusterSnapshot:
+        release.wait(30)
+        return ClusterSnapshot(alias, started_ms, up=True)
+
+    service._collect_cluster = slow_first  # type: ignore[method-assign,assignment]
+    client = TestClient(create_app(service))
+    service.start()
+    try:
+        wait_until(lambda: service.state is not None, timeout_s=10, description="the first round")
+        answer = client.get("/readyz")
+        assert answer.status_code == 503, answer.json()
+        assert answer.json()["status"] == "the first collection of cluster 'c' is under way"
+        release.set()
+        wait_until(lambda: client.get("/readyz").status_code == 200, timeout_s=10, description="ready")
+    finally:
+        release.set()
+        service.stop()
