@@ -163,8 +163,8 @@ def build_rules(overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
             t["mirror_down_for"],
             "critical",
             "No worker of link {{ $labels.link }} is running",
-            "The monitor sees no worker of link {{ $labels.link }} (not in its process, its status files or the progress topic); "
-            "its replication lag is now measured from the group's commits only.",
+            "The monitor sees no worker of link {{ $labels.link }} (not in its process, its status files or the "
+            "progress topic); its replication lag is now measured from the group's commits only.",
         ),
         _alert(
             "MirrorwatchClusterDown",

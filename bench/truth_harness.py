@@ -59,6 +59,7 @@ HELD_S = 2.5
 HELD_WAIT_S = 60.0
 LOST = (f"link {LINK}: lost ", f"link {LINK}: revoked ")  # the python engine's log when its group takes partitions
 FLEET_HOST = "mirrorwatch-fleet-"  # a fleet worker's host name, then its number
+SETTLED_S = 10 * INTERVAL_S  # the monitor's window (10 commits observed, one an interval)
 
 
 def spark_batches(checkpoint: Path) -> list[tuple[int, int]]:
@@ -377,6 +378,21 @@ class _Harness:
         self.wait_group_ok()
         self.check_alive()
 
+    def wait_group_settled(self) -> None:
+        """A fleet's start: its workers join one after another and the group hands partitions over while they do,
+        which the link group's window of commits remembers (Burrow's WARN: a lag that grew across it). The steady
+        phase starts once the group has read OK for a whole window since (`SETTLED_S`)."""
+        url = f"http://127.0.0.1:{self.port}/v3/kafka/source/consumer/{self.group}/status"
+        since = [time.monotonic()]
+
+        def settled() -> bool:
+            read = _group_status(url)
+            if read is None or read[0] != "OK":
+                since[0] = time.monotonic()
+            return time.monotonic() - since[0] >= SETTLED_S
+
+        wait_until(settled, timeout_s=180, interval_s=1.0, description="the fleet's group to settle")
+
     def wait_group_ok(self) -> None:
         """Until the link group's status, read after now, is OK (at most GROUP_OK_WAIT_S; the report says what it
         was at the phase's end and when it became OK)."""
@@ -539,6 +555,8 @@ def run_truth(
                 interval_s=0.2,
                 description="the monitor's first figures for every partition",
             )
+            if h.fleet:
+                h.wait_group_settled()
             h.phase("steady", progress)
             time.sleep(steady_s)
 

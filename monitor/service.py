@@ -489,16 +489,11 @@ class MonitorService:
     def not_ready(self) -> str | None:
         """Why /readyz is not ready yet (None: ready): no round yet; a cluster's first collection still under way
         (for at most READY_WAIT_S); the loop's first state not yet rendered for /metrics."""
-        if self.state is None:
-            return "no collection yet"
-        now = self._clock.now_ms()
-        if self._started_ms is not None and now - self._started_ms < READY_WAIT_S * 1000:
-            waiting = [alias for alias in self.clusters if alias not in self._latest]
-            if waiting:
-                return f"the first collection of cluster {waiting[0]!r} is under way"
-        if self._loop is not None and self.rounds_published == 0:
-            return "rendering /metrics for the first time"
-        return None
+        early = self._started_ms is not None and self._clock.now_ms() - self._started_ms < READY_WAIT_S * 1000
+        waiting = [alias for alias in self.clusters if alias not in self._latest] if early else []
+        if self.state is None or waiting:
+            return f"the first collection of cluster {waiting[0]!r} is under way" if waiting else "no collection yet"
+        return "rendering /metrics for the first time" if self._loop is not None and not self.rounds_published else None
 
     def _run(self) -> None:
         interval = self.settings.interval_seconds
