@@ -74,7 +74,8 @@ STANDALONE = ("spark-standalone-1", "spark-standalone-2")
 SCALE_OUT = ("python-1", "python-2", "python-4")  # the python engine with 1, 2 and 4 worker processes (issue #45)
 PEERS = (*SCALE_OUT, "spark", *STANDALONE, "kcat", "mm2", "mm2-tuned")
 KEEPS_PARTITIONS = {*SCALE_OUT, "spark", *STANDALONE, "mm2", "mm2-tuned"}
-PEER_TIMEOUT_S = 900.0  # one peer's drain, at most
+PEER_TIMEOUT_S = 900.0  # one peer's drain, at most (--peer-timeout)
+EXITED_GRACE_S = 10.0  # kcat exits once it flushed: what it wrote is on the target within this, or it never comes
 
 
 @dataclass(frozen=True)
@@ -268,6 +269,8 @@ def peer_command(
             "bash",
             "-c",
             # follow: -u, or the last records of a quiet moment wait in kcat's stdout buffer; else -e: exit at the end
+            # pipefail: a consumer that fails (an error fetching) fails the peer, not only an empty producer's stdin
+            "set -o pipefail; "
             f"kcat -C -b {source} -t {source_topic} -o beginning {'-u' if follow else '-e'} -q -K $'\\x1f' -D $'\\x1e' "
             f"| kcat -P -b {target} -t {target_topic} -X enable.idempotence=true -K $'\\x1f' -D $'\\x1e'",
         ]
@@ -309,6 +312,7 @@ def run_peer(
     case: Case,
     partitions: int,
     spark: LocalSparkCluster | None = None,
+    timeout_s: float = PEER_TIMEOUT_S,
 ) -> Run:
     target = clusters.clusters["target"]
     target_topic = target_topic_for(peer, clusters, source_topic, partitions)
@@ -329,7 +333,7 @@ def run_peer(
     cpu_at_first = cpu_at_half = cpu_at_done = 0.0
     count_at_half = None
     try:
-        deadline = started + PEER_TIMEOUT_S
+        deadline = started + timeout_s
         while time.monotonic() < deadline:
             tree.sample()
             count = total_records(target, "target", target_topic, partitions)
@@ -341,8 +345,11 @@ def run_peer(
             if count >= records:
                 done, cpu_at_done = now, tree.cpu_seconds
                 break
-            if process.poll() is not None and peer != "kcat":
-                break
+            if process.poll() is not None:
+                # the others exit only on failure; kcat (-e) when it flushed everything, a moment before it counts
+                if peer != "kcat" or process.returncode != 0:
+                    break
+                deadline = min(deadline, now + EXITED_GRACE_S)
             time.sleep(0.2)
         tree.sample()
     finally:
@@ -352,7 +359,7 @@ def run_peer(
     if first is None or done is None:
         # the work directory goes with the run: the peer's last words go into the message
         tail = Path(log.name).read_text(errors="replace").splitlines()[-30:]
-        how = f"it exited with {exited}" if exited is not None else f"stopped after {PEER_TIMEOUT_S:.0f} s"
+        how = f"it exited with {exited}" if exited is not None else f"stopped after {timeout_s:.0f} s"
         raise SystemExit(f"{peer} did not mirror {records} records ({how}); its log ends:\n" + "\n".join(tail))
     span = max(done - first, 1e-3)
     # no sample between half and the end (a drain shorter than one poll): from the first record instead
@@ -458,6 +465,12 @@ def main(argv: list[str] | None = None) -> int:
         help="each cluster on a host of its own (bench.netns, root only) and the network to the target rate-limited "
         "to this many kbit/s (tbf in its router) for every peer alike: a WAN link (cannot go with --clusters)",
     )
+    parser.add_argument(
+        "--peer-timeout",
+        type=float,
+        default=PEER_TIMEOUT_S,
+        help=f"seconds a peer may take to mirror the records, else the run fails with its log [{PEER_TIMEOUT_S:.0f}]",
+    )
     add_run_options(parser, PEERS, repeat_help="runs per peer, interleaved")
     parser.set_defaults(peers=",".join(p for p in PEERS if p != "python-4"))  # the scale-out peer when asked for
     args = parser.parse_args(argv)
@@ -484,7 +497,16 @@ def main(argv: list[str] | None = None) -> int:
                 runs = []
                 for repeat in range(args.repeat):
                     for peer in peers:
-                        run = run_peer(peer, work, clusters, topic, case=case, partitions=args.partitions, spark=spark)
+                        run = run_peer(
+                            peer,
+                            work,
+                            clusters,
+                            topic,
+                            case=case,
+                            partitions=args.partitions,
+                            spark=spark,
+                            timeout_s=args.peer_timeout,
+                        )
                         print(f"  run {repeat + 1} {peer}: {run.records_per_second:,.0f} records/s, {run.verified}")
                         runs.append(run)
                 print(summarize(case.title(args.partitions), runs, peers), flush=True)

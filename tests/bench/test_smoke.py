@@ -110,7 +110,9 @@ def test_every_peer_variant_has_the_command_it_stands_for(clusters_config: Mirro
 def test_throughput_smoke_each_way_of_running_a_peer_mirrors_and_verifies(
     local_clusters: LocalClusters, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    argv = ["--records", "600", "--repeat", "1", "--peers", ",".join(THROUGHPUT_PEERS)]
+    # a peer stuck past 150 s fails the run with its own log (the default 900 s outlasts this test's timeout, which
+    # said only "Timeout" when kcat once never delivered its records)
+    argv = ["--records", "600", "--repeat", "1", "--peers", ",".join(THROUGHPUT_PEERS), "--peer-timeout", "150"]
     (case,) = run_bench(throughput.main, argv, local_clusters, tmp_path)
     assert [r["peer"] for r in case["runs"]] == list(THROUGHPUT_PEERS)
     assert {r["verified"] for r in case["runs"]} == {"ok"}
