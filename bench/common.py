@@ -23,7 +23,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicP
 from confluent_kafka.admin import AdminClient
 
 from kernel.config import ClusterConfig, MirrorwatchConfig, load_config
-from kernel.kafka import create_topics, new_admin, new_producer
+from kernel.kafka import create_topics, new_admin, new_consumer, new_producer
 from kernel.processes import stop_process
 from localkafka.local import LocalClusters
 
@@ -41,6 +41,7 @@ __all__ = [
     "stop_peer",
     "stop_process",
     "topic_label",
+    "total_records",
 ]
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -328,3 +329,17 @@ def load_groups(source: ClusterConfig, topic: str, groups: int, partitions: int,
             ).values()
         for future in futures:
             future.result(timeout=300)
+
+
+def total_records(cluster: ClusterConfig, alias: str, topic: str, partitions: int) -> int:
+    consumer = new_consumer(cluster, alias, "mirrorwatch-bench-watermarks")
+    try:
+        total = 0
+        for p in range(partitions):
+            try:
+                total += consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
+            except KafkaException:
+                return total  # not created yet
+        return total
+    finally:
+        consumer.close()

@@ -45,8 +45,9 @@ from bench.common import (
     median,
     percentile,
     stop_peer,
+    total_records,
 )
-from bench.throughput import peer_command, target_topic_for, total_records
+from bench.throughput import peer_command, target_topic_for
 from kernel.config import ClusterConfig, MirrorwatchConfig
 from kernel.kafka import create_topics, new_admin, new_consumer, new_producer
 

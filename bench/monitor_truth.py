@@ -41,6 +41,18 @@ from localkafka.local import LocalClusters
 __all__ = ["HELD_S", "LINK", "Phase", "TruthRun", "main", "print_report", "run_truth"]
 
 
+def _faults(args: argparse.Namespace) -> tuple[str, ...]:
+    """The faults asked for, in the harness' order (the defaults of the network, a fleet, one process)."""
+    default: tuple[str, ...] = NET_FAULTS[:4] if args.network else FAULTS
+    if args.fleet:
+        default = ("mirror-kill", "mirror-stop", "target-kill")
+    chosen = args.faults.split(",") if args.faults else list(default)
+    faults = tuple(f for f in (*FAULTS, *NET_FAULTS) if f in chosen)
+    if args.engine_run:
+        faults = tuple(f for f in faults if f != "mirror-stop")
+    return faults
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rate", type=int, default=1500, help="records/s into the source [1500]")
@@ -71,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         metavar="N",
         help="N `mirrorwatch mirror` workers, each on a host of its own (with --network's clusters apart; the monitor "
-        "on this host sees them through the progress topic alone); the mirror faults hit the first [0: one mirror]",
+        "on one more sees them through the progress topic alone); the mirror faults hit the first [0: one mirror]",
     )
     parser.add_argument("--json", type=Path, help="also write the result here")
     parser.add_argument("--logs", type=Path, help="keep the processes' logs and config in this directory")
@@ -79,13 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     if (args.network or args.fleet) and args.clusters:
         parser.error("--network starts clusters of its own: leave --clusters out")
     args.network = args.network or args.fleet > 0
-    default: tuple[str, ...] = NET_FAULTS[:4] if args.network else FAULTS
-    if args.fleet:
-        default = ("mirror-kill", "mirror-stop", "target-kill")
-    chosen = args.faults.split(",") if args.faults else list(default)
-    faults = tuple(f for f in (*FAULTS, *NET_FAULTS) if f in chosen)
-    if args.engine_run:
-        faults = tuple(f for f in faults if f != "mirror-stop")
+    faults = _faults(args)
     with tempfile.TemporaryDirectory(prefix="mirrorwatch-bench-") as tmp:
         work = (args.logs or Path(tmp)).resolve()  # absolute: the processes run in it
         work.mkdir(parents=True, exist_ok=True)
@@ -93,11 +99,13 @@ def main(argv: list[str] | None = None) -> int:
         network: dict[str, NetHost] = {}
         mirror_host = None
         fleet: list[ClientHost] = []
+        monitor_host = None
         if args.network:
             client = "monitor-target-cut" in faults
             apart = stack.enter_context(clusters_apart(Path(tmp) / "clusters", client=client))
             clusters, network, mirror_host = apart.clusters, dict(apart.hosts), apart.client
-            fleet = stack.enter_context(apart.client_hosts(args.fleet))
+            if args.fleet:  # and the monitor on a host of its own too
+                *fleet, monitor_host = stack.enter_context(apart.client_hosts(args.fleet + 1))
         else:
             clusters = LocalClusters(args.clusters or Path(tmp) / "clusters", progress=lambda _line: None)
         owned = args.clusters is None
@@ -121,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
                 network=network,
                 mirror_host=mirror_host,
                 fleet=fleet,
+                monitor_host=monitor_host,
             )
     print_report(run)
     if args.json:

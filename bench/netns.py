@@ -34,7 +34,7 @@ import re
 import subprocess
 import threading
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from localkafka.local import LocalClusters, Placement
@@ -193,6 +193,7 @@ class ClientHost:
 
     name: str
     doors: dict[str, Door]
+    homes: list[str] = field(default_factory=list)  # this host's ends of the paths home()
 
     @classmethod
     def make(cls) -> ClientHost:
@@ -236,11 +237,32 @@ class ClientHost:
         self.doors[host.name] = door
         return door
 
+    def home(self) -> str:
+        """A path from this host straight into the client's namespace (a veth pair, never cut), by which this host
+        reaches what the client serves (a monitor's HTTP API): the client's address on it, which it may bind."""
+        with _lock:
+            n = next(_counter)
+            a, b = _subnet()
+            outside = f"mwh{os.getpid()}x{n}"  # named as NetHost's ends: sweep() finds a killed run's
+        try:
+            _ip("link", "add", outside, "type", "veth", "peer", "name", f"home{n}", "netns", self.name)
+            self.homes.append(outside)
+            _ip("addr", "add", f"10.{a}.{b}.1/30", "dev", outside)
+            _ip("link", "set", outside, "up")
+            _ip("-n", self.name, "addr", "add", f"10.{a}.{b}.2/30", "dev", f"home{n}")
+            _ip("-n", self.name, "link", "set", f"home{n}", "up")
+        except subprocess.CalledProcessError as exc:
+            raise RuntimeError(f"cannot make a path home from {self.name}: {exc.stderr.strip()}") from None
+        return f"10.{a}.{b}.2"
+
     def close(self) -> None:
-        """The doors' routers (and with them their veth pairs, the host ends included) and the namespace go."""
+        """The doors' routers (and with them their veth pairs, the host ends included), the paths home and the
+        namespace go."""
         for door in self.doors.values():
             _ip("netns", "del", door.router, check=False)
         _ip("netns", "del", self.name, check=False)
+        for outside in self.homes:
+            _ip("link", "del", outside, check=False)
 
 
 def sweep() -> list[str]:

@@ -6,7 +6,9 @@ Steady traffic into a fresh topic of 6 partitions (`--rate` records/s, each reco
 noted), a consumer following the target (each record's arrival noted): the truth, taken outside mirrorwatch, as in
 B5. `--workers` `mirrorwatch mirror` processes share the link. Once the target is caught up, each worker in turn gets
 SIGTERM (the stopwatch starts with the signal and stops when the process is gone), is started again at once, and the
-next goes `--settle-seconds` later. Measured: each worker's exit code and seconds to exit (the goal: within 5 s),
+next goes `--settle-seconds` later. Then `mirrorwatch run` joins the link as one more worker (its monitor and canary
+with it) and `mirrorwatch monitor` and `mirrorwatch canary` run beside the workers, each SIGTERMed in turn after the
+same settle under the same load. Measured: each process' exit code and seconds to exit (the goal: within 5 s),
 the true lag's peak during the roll against the bound the hand-over promises (`LAG_BOUND_S`), and at the end the
 records missing on the target and those that arrived twice (a clean hand-over flushes and commits what it sent
 before the partitions move: none). Every process it starts is stopped; the clusters too when it started them.
@@ -28,11 +30,12 @@ from pathlib import Path
 
 import yaml
 
-from bench.common import clusters_for, exit_on_sigterm, markdown_table, stop_all
+from bench.common import clusters_for, exit_on_sigterm, markdown_table, stop_all, total_records
 from bench.truth_judge import Truth
 from bench.truth_traffic import Traffic, in_process
 from kernel.config import MirrorwatchConfig
 from kernel.kafka import create_topics, new_admin
+from kernel.processes import free_port
 from kernel.wait import wait_until
 
 __all__ = ["LAG_BOUND_S", "Roll", "roll"]
@@ -42,6 +45,7 @@ PARTITIONS = 6
 # so the link is never that far behind during a rolling restart.
 LAG_BOUND_S = 10.0
 EXIT_GOAL_S = 5.0
+OTHERS = ("run", "monitor", "canary")  # the other processes that must stop as promptly under load
 
 
 @dataclass
@@ -54,21 +58,27 @@ class Roll:
     acked: int = 0
     missing: int = 0
     duplicates: int = 0
+    # `run` (joining the link as one more worker, with its monitor and canary), then `monitor` and `canary` alone,
+    # each SIGTERMed under the same load: kind -> [seconds to exit, exit code]
+    others: dict[str, list[float]] = field(default_factory=dict)
 
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _config_file(config: MirrorwatchConfig, work: Path, topic: str) -> Path:
+def _config_file(config: MirrorwatchConfig, work: Path, topic: str, kind: str = "mirror") -> Path:
+    """The link's config for a process of `kind`: the workers' (no canary), or `run`'s, `monitor`'s or `canary`'s
+    (the canary on, probing every second; each its own HTTP port)."""
     link = {"name": "roll", "source": "source", "target": "target", "topics": {"include": [topic.replace(".", "\\.")]}}
     document = {
         "clusters": {a: {"bootstrap_servers": c.bootstrap_servers} for a, c in config.clusters.items()},
         "links": [{**link, "group_id": f"{topic}-mirror"}],
-        "canary": {"enabled": False},
+        "canary": {"enabled": kind != "mirror", "topic": f"mirrorwatch.canary.{topic}", "interval_seconds": 1},
+        "http": {"port": free_port()},
         "state_dir": str(work / "state"),
     }
-    path = work / "roll.yaml"
+    path = work / f"roll-{kind}.yaml"
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     return path
 
@@ -77,12 +87,13 @@ class _Fleet:
     """The workers of the link, each restartable, and the truth's lag as it is now."""
 
     def __init__(self, path: Path, work: Path, workers: int, truth: Truth) -> None:
-        self._path, self._truth = path, truth
-        self._logs = [(work / f"mirror-{i}.log").open("ab") for i in range(workers)]
+        self._path, self._truth, self._work = path, truth, work
+        names = [*(f"mirror-{i}" for i in range(workers)), *OTHERS]
+        self._logs = [(work / f"{name}.log").open("ab") for name in names]
         self.processes: list[subprocess.Popen[bytes]] = []
 
-    def start(self, i: int) -> subprocess.Popen[bytes]:
-        command = [sys.executable, "-m", "mirrorwatch.cli", "mirror", "--config", str(self._path)]
+    def start(self, i: int, kind: str = "mirror", path: Path | None = None) -> subprocess.Popen[bytes]:
+        command = [sys.executable, "-m", "mirrorwatch.cli", kind, "--config", str(path or self._path)]
         return subprocess.Popen(command, stdout=self._logs[i], stderr=subprocess.STDOUT, start_new_session=True)
 
     def behind(self) -> float:
@@ -103,22 +114,43 @@ class _Fleet:
     def restart_each(self, result: Roll, settle_s: float) -> None:
         """SIGTERM each worker in turn (the stopwatch until it is gone), start it again, let the link settle."""
         for i, process in enumerate(self.processes):
-            stopwatch = time.monotonic()
-            process.send_signal(signal.SIGTERM)
-            while process.poll() is None and time.monotonic() - stopwatch < 60:
-                result.peak_lag_seconds = max(result.peak_lag_seconds, self.behind())
-                time.sleep(0.05)
-            result.exit_seconds.append(time.monotonic() - stopwatch)
-            code = process.poll()
-            result.exit_codes.append(code if code is not None else -1)
+            seconds, code = self._terminate(process, result)
+            result.exit_seconds.append(seconds)
+            result.exit_codes.append(code)
             self.processes[i] = self.start(i)
-            until = time.monotonic() + settle_s
-            while time.monotonic() < until:
-                result.peak_lag_seconds = max(result.peak_lag_seconds, self.behind())
-                time.sleep(0.05)
+            self._settle(result, settle_s)
+
+    def stop_each_other(self, result: Roll, topic: str, config: MirrorwatchConfig, settle_s: float) -> None:
+        """`run`, `monitor` and `canary` in turn beside the workers, each SIGTERMed after `settle_s` under the load."""
+        for n, kind in enumerate(OTHERS, start=len(self.processes)):
+            process = self.start(n, kind, _config_file(config, self._work, topic, kind))
+            self._settle(result, settle_s)
+            seconds, code = self._terminate(process, result)
+            result.others[kind] = [round(seconds, 3), code]
+
+    def _terminate(self, process: subprocess.Popen[bytes], result: Roll) -> tuple[float, int]:
+        stopwatch = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        while process.poll() is None and time.monotonic() - stopwatch < 60:
+            result.peak_lag_seconds = max(result.peak_lag_seconds, self.behind())
+            time.sleep(0.05)
+        seconds = time.monotonic() - stopwatch
+        if process.poll() is None:
+            stop_all([process])
+        code = process.poll()
+        return seconds, code if code is not None else -1
+
+    def _settle(self, result: Roll, settle_s: float) -> None:
+        until = time.monotonic() + settle_s
+        while time.monotonic() < until:
+            result.peak_lag_seconds = max(result.peak_lag_seconds, self.behind())
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        stop_all([p for p in self.processes if p.poll() is None])
 
     def close(self) -> None:
-        stop_all([p for p in self.processes if p.poll() is None])
+        self.stop()
         for log in self._logs:
             log.close()
 
@@ -141,19 +173,24 @@ def roll(config: MirrorwatchConfig, work: Path, *, rate: int, workers: int, sett
         fleet.processes = [fleet.start(i) for i in range(workers)]
         fleet.wait_steady()
         fleet.restart_each(result, settle_s)
+        fleet.stop_each_other(result, topic, config, settle_s)
         stop_traffic.set()
         threads[0].join(timeout=90)
         wait_until(lambda: fleet.behind() == 0.0, timeout_s=120, interval_s=0.2, description="the target to catch up")
-        time.sleep(1.0)  # a record arriving twice after the catch-up counts too
+        fleet.stop()  # nothing is written after this: every record on the target, a repeat too, is read and counted
+        end = total_records(config.clusters["target"], "target", topic, PARTITIONS)
+        wait_until(lambda: truth.seen() >= end, timeout_s=60, interval_s=0.1, description="the target read to its end")
     finally:
         stop_traffic.set()
         stop_reading.set()
         for thread in threads:
             thread.join(timeout=90)
         fleet.close()
-        with contextlib.suppress(Exception):
-            for alias in ("source", "target"):
-                new_admin(config.clusters[alias], alias).delete_topics([topic])[topic].result(30)
+        for alias in ("source", "target"):
+            admin = new_admin(config.clusters[alias], alias)
+            for done in admin.delete_topics([topic, f"mirrorwatch.canary.{topic}"]).values():
+                with contextlib.suppress(Exception):  # the canary's is there only once a canary created it
+                    done.result(30)
     with truth.lock:
         result.acked = sum(len(a) for a in truth.acked_ms)
         result.missing = truth.missing()
@@ -176,9 +213,11 @@ def main(argv: list[str] | None = None) -> int:
     header = ["rate", "workers", "exit after SIGTERM (code)", "peak lag (bound)", "records", "missing", "twice"]
     lag = f"{r.peak_lag_seconds:.2f} s ({LAG_BOUND_S:g} s)"
     print(markdown_table(header, [[f"{r.rate:,}/s", r.workers, exits, lag, f"{r.acked:,}", r.missing, r.duplicates]]))
+    others = [[kind, f"{seconds:.2f} s", int(code)] for kind, (seconds, code) in r.others.items()]
+    print(markdown_table(["process", "exit after SIGTERM", "code"], others))
     if args.json:
         args.json.write_text(json.dumps(asdict(r), indent=2))
-    slow = [s for s in r.exit_seconds if s > EXIT_GOAL_S]
+    slow = [s for s in [*r.exit_seconds, *(seconds for seconds, _code in r.others.values())] if s > EXIT_GOAL_S]
     return 0 if not slow and r.missing == 0 and r.peak_lag_seconds <= LAG_BOUND_S else 1
 
 

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from bench.common import (
     EventBodies,
@@ -63,6 +63,7 @@ from bench.common import (
     python_for,
     stop_peer,
     topic_label,
+    total_records,
 )
 from bench.mm2 import DATA_ONLY, mm2_command, mm2_properties
 from bench.netns import clusters_apart
@@ -152,20 +153,6 @@ def preload(source: ClusterConfig, topic: str, case: Case, partitions: int) -> N
             producer.poll(0)
     if producer.flush(120):
         raise SystemExit("could not pre-load the source topic")
-
-
-def total_records(cluster: ClusterConfig, alias: str, topic: str, partitions: int) -> int:
-    consumer = new_consumer(cluster, alias, "mirrorwatch-bench-watermarks")
-    try:
-        total = 0
-        for p in range(partitions):
-            try:
-                total += consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
-            except KafkaException:
-                return total  # not created yet
-        return total
-    finally:
-        consumer.close()
 
 
 def verify(target: ClusterConfig, topic: str, records: int, partitions: int, keeps_partitions: bool) -> str:

@@ -169,6 +169,7 @@ class _Harness:
             config.clusters["source"].bootstrap_servers, config.clusters["target"].bootstrap_servers, topic, partitions
         )
         self.port = port or free_port()
+        self.http = f"http://127.0.0.1:{self.port}"  # the monitor's API, as this host reaches it
         self.group = f"{topic}-mirror"
         link: dict[str, Any] = {
             "name": LINK,
@@ -199,6 +200,7 @@ class _Harness:
         self.engine: subprocess.Popen[bytes] | None = None
         self.monitor: subprocess.Popen[bytes] | None = None  # None when the engine's process monitors too
         self.engine_prefix: list[str] = []  # `ip netns exec NAME` when the engine runs on a host of its own
+        self.monitor_prefix: list[str] = []  # the same for the monitor
         # A fleet (issue #45): one `mirrorwatch mirror` per host, each with a state directory and a host name of its
         # own; `engine` is the first one's (the one the mirror faults hit), `others` the rest.
         self.fleet: list[ClientHost] = []
@@ -217,6 +219,15 @@ class _Harness:
         name = "run" if self.one_process else "mirror"
         command = self.command(name) + (["--link", LINK] if self.engine_name == "spark" else [])
         self.engine = self.stack.enter_context(_process([*self.engine_prefix, *command], self.work / f"{name}.log"))
+
+    def place_monitor(self, host: ClientHost) -> None:
+        """The monitor on a host of its own: its API on the host's path home (bench.netns.ClientHost.home)."""
+        address = host.home()
+        document = yaml.safe_load(self.config_path.read_text())
+        document["http"]["host"] = address
+        self.config_path.write_text(yaml.safe_dump(document, sort_keys=False))
+        self.http = f"http://{address}:{self.port}"
+        self.monitor_prefix = ["ip", "netns", "exec", host.name]
 
     def start_worker(self, index: int) -> subprocess.Popen[bytes]:
         """Worker `index` of a fleet on its host (`ip netns exec`, its own UTS namespace and host name: the monitor
@@ -280,7 +291,7 @@ class _Harness:
     def watch_group(self, stop: threading.Event) -> None:
         """The Burrow-style status of the link's own consumer group, as the monitor's Burrow API serves it (CANNOT_SEE
         when it answers that it cannot see the source), and whether the monitor sees the target, once a second."""
-        url = f"http://127.0.0.1:{self.port}/v3/kafka/source/consumer/{self.group}/status"
+        url = f"{self.http}/v3/kafka/source/consumer/{self.group}/status"
         while not stop.wait(1.0):
             read = _group_status(url)
             if read is not None and self.phases:
@@ -322,7 +333,7 @@ class _Harness:
     def note_target_up(self) -> None:
         """Whether the monitor says it sees the target (`mirrorwatch_cluster_up`), with the moment it was read."""
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=2) as response:
+            with urllib.request.urlopen(f"{self.http}/metrics", timeout=2) as response:
                 text = response.read().decode()
         except OSError:
             return
@@ -382,7 +393,7 @@ class _Harness:
         """A fleet's start: its workers join one after another and the group hands partitions over while they do,
         which the link group's window of commits remembers (Burrow's WARN: a lag that grew across it). The steady
         phase starts once the group has read OK for a whole window since (`SETTLED_S`)."""
-        url = f"http://127.0.0.1:{self.port}/v3/kafka/source/consumer/{self.group}/status"
+        url = f"{self.http}/v3/kafka/source/consumer/{self.group}/status"
         since = [time.monotonic()]
 
         def settled() -> bool:
@@ -507,6 +518,7 @@ def run_truth(
     network: Mapping[str, NetHost] | None = None,
     mirror_host: ClientHost | None = None,
     fleet: Sequence[ClientHost] = (),
+    monitor_host: ClientHost | None = None,
 ) -> TruthRun:
     """Run every phase once (see the module docstring) and return the samples with the truth filled in. `port`: the
     monitor's HTTP port (chosen here when None); `firing`: the alerts firing now (a Prometheus scraping that port),
@@ -514,18 +526,22 @@ def run_truth(
     order; `network`: the clusters' hosts when they run on hosts of their own (bench.netns), for NET_FAULTS;
     `mirror_host`: a client host with a door into each, where the engine then runs (its network apart from the
     monitor's, which "monitor-target-cut" needs); `fleet`: client hosts, one worker on each (the mirror faults hit
-    the first), the monitor on this host with a state directory of its own: it sees them through the progress
-    topic alone."""
+    the first), the monitor with a state directory of its own: it sees them through the progress topic alone;
+    `monitor_host`: a client host where the monitor runs (its API reached by a path home)."""
     check_faults(faults, one_process=one_process, engine=engine, network=bool(network), mirror_host=mirror_host)
     if fleet and (one_process or engine != "python" or mirror_host is not None):
         raise ValueError("a fleet is python workers, one per host, each its own process")
+    if monitor_host is not None and (one_process or "monitor-target-cut" in faults):
+        raise ValueError("a monitor on a host of its own is a process of its own, its paths not this host's")
     h = _Harness(
         clusters, work, partitions=partitions, one_process=one_process, engine=engine, port=port, delivery=delivery
     )
     h.engine_prefix = ["ip", "netns", "exec", mirror_host.name] if mirror_host is not None else []
     h.fleet = list(fleet)
     stop_traffic, stop_reading = threading.Event(), threading.Event()
-    url = f"http://127.0.0.1:{h.port}/mirror/links/{LINK}"
+    if monitor_host is not None:
+        h.place_monitor(monitor_host)
+    url = f"{h.http}/mirror/links/{LINK}"
     producer, follower = _truth_threads(h, rate, network, stop_traffic, stop_reading)
     readers = [
         follower,
@@ -536,7 +552,8 @@ def run_truth(
         readers.append(threading.Thread(target=h.watch_alerts, args=(firing, stop_reading)))
     with h.stack:
         if not one_process:
-            h.monitor = h.stack.enter_context(_process(h.command("monitor"), work / "monitor.log"))
+            monitor = [*h.monitor_prefix, *h.command("monitor")]
+            h.monitor = h.stack.enter_context(_process(monitor, work / "monitor.log"))
         h.start_engine()
         h.others = [h.start_worker(i) for i in range(1, len(h.fleet))]
         engine_started = time.monotonic()

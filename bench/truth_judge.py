@@ -226,6 +226,11 @@ class Truth:
         else:
             self.arrived_ms[partition][seq] = at_ms
 
+    def seen(self) -> int:
+        """Records read on the target, each repeat counted (under `lock`: taken here)."""
+        with self.lock:
+            return sum(len(a) for a in self.arrived_ms) + self.duplicates
+
     def arrived_prefix(self, partition: int) -> int:
         arrived, n = self.arrived_ms[partition], self._arrived_prefix[partition]
         while n in arrived:

@@ -22,11 +22,13 @@ from kernel.log_repeats import RepeatFilter
 __all__ = [
     "COORDINATOR_NOT_READY",
     "COORDINATOR_NOT_READY_NAMES",
+    "DENIED",
     "QUICK_RECONNECT",
     "WAN_DEFAULTS",
     "already_exists",
     "client_config",
     "create_topics",
+    "denied",
     "error_of",
     "error_text",
     "headers_of",
@@ -46,6 +48,15 @@ COORDINATOR_NOT_READY = frozenset(
     {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.COORDINATOR_LOAD_IN_PROGRESS}
 )
 COORDINATOR_NOT_READY_NAMES = frozenset(KafkaError(code).name() for code in COORDINATOR_NOT_READY)  # as FetchError has
+# An ACL refused the request: asking again changes nothing until an operator grants it (said once, not retried loudly).
+DENIED = frozenset(
+    {
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    }
+)
+_DENIED_NAMES = frozenset(KafkaError(code).name() for code in DENIED)
 
 # A consumed record's headers, read so that a header name that is not UTF-8 raises SystemError. confluent-kafka's
 # Message.headers() returns a list *and* sets an exception for such a name; the generic call path turns that into
@@ -115,6 +126,14 @@ def already_exists(exc: BaseException) -> bool:
     """A topic creation that failed only because the topic is there already."""
     error = error_of(exc)
     return error is not None and error.code() == KafkaError.TOPIC_ALREADY_EXISTS
+
+
+def denied(exc: BaseException) -> bool:
+    """A request an ACL refused, raised by confluent-kafka or wrapped by `kafka_error` (its code name kept)."""
+    error = error_of(exc)
+    if error is not None:
+        return error.code() in DENIED
+    return isinstance(exc, KafkaClientError) and exc.code in _DENIED_NAMES
 
 
 def no_authorizer(exc: BaseException) -> bool:

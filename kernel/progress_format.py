@@ -36,6 +36,7 @@ __all__ = [
     "Refused",
     "Tombstone",
     "decode",
+    "decode_as",
     "encode",
     "merge_statuses",
     "progress_key",
@@ -85,8 +86,15 @@ def encode(kind: str, document: Mapping[str, Any]) -> tuple[bytes, bytes]:
     return key, value.encode()
 
 
+Writer = tuple[str, str, int, str, int]  # kind, name, worker, host, pid
+
+
 def decode(key: bytes | None, value: bytes | None) -> Entry | Tombstone | Refused:
-    writer = writer_of(key)
+    return decode_as(writer_of(key), key, value)
+
+
+def decode_as(writer: Writer | None, key: bytes | None, value: bytes | None) -> Entry | Tombstone | Refused:
+    """`decode` with `writer_of(key)` already read (by a reader that filters records by their key first)."""
     if writer is None or key is None:
         return Refused("a key that is not a progress key")
     if value is None:
@@ -112,7 +120,7 @@ def decode(key: bytes | None, value: bytes | None) -> Entry | Tombstone | Refuse
     return Entry(key, writer[0], document)
 
 
-def writer_of(key: bytes | None) -> tuple[str, str, int, str, int] | None:
+def writer_of(key: bytes | None) -> Writer | None:
     """Who a key names (kind, name, worker, host, pid), without reading the value; None: not a progress key."""
     if not key:
         return None

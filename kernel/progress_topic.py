@@ -27,7 +27,17 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from kernel.acl import DenialLog
 from kernel.config import ClusterConfig, MirrorwatchConfig, ProgressConfig
-from kernel.kafka import QUICK_RECONNECT, WAN_DEFAULTS, create_topics, error_text, new_admin, new_consumer, new_producer
+from kernel.kafka import (
+    DENIED,
+    QUICK_RECONNECT,
+    WAN_DEFAULTS,
+    create_topics,
+    denied,
+    error_text,
+    new_admin,
+    new_consumer,
+    new_producer,
+)
 from kernel.progress_format import (
     FORMAT,
     FORMAT_HEADER,
@@ -36,7 +46,7 @@ from kernel.progress_format import (
     Entry,
     Refused,
     Tombstone,
-    decode,
+    decode_as,
     encode,
     writer_of,
 )
@@ -46,7 +56,6 @@ __all__ = ["ProgressPublisher", "ProgressReader", "StatusOut", "progress_readers
 
 log = logging.getLogger("mirrorwatch")
 
-_DENIED = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED}
 _TOPIC_CONFIG = {
     "cleanup.policy": "compact",
     "max.message.bytes": str(MAX_VALUE_BYTES),
@@ -122,7 +131,7 @@ class ProgressPublisher:
     def _delivered(self, err: KafkaError | None, _msg: Message) -> None:
         if err is None:
             self._denials.allowed("Write", "topic", [self._settings.topic])
-        elif err.code() in _DENIED:
+        elif err.code() in DENIED:
             self._denials.denied("Write", "topic", self._settings.topic, error_text(err))
 
     def _start(self) -> Producer | None:
@@ -167,7 +176,7 @@ class ProgressPublisher:
                 if _exists(admin, topic):
                     self._ready.set()
                     return
-                if "AUTHORIZATION" in str(exc):
+                if denied(exc):
                     self._denials.denied("Create", "topic", topic, str(exc))
                 else:
                     log.info("%s: progress topic %r not created yet (%s); retried in 10 s", self._who, topic, exc)
@@ -282,7 +291,7 @@ class ProgressReader:
             log.debug("monitor: cluster %r: progress topic metadata: %s", self.alias, error_text(exc))
             return
         topic = metadata.topics.get(self.topic)
-        if topic is not None and topic.error is not None and topic.error.code() in _DENIED:
+        if topic is not None and topic.error is not None and topic.error.code() in DENIED:
             self._denials.denied("Describe", "topic", self.topic, error_text(topic.error))
             return
         if topic is None or topic.error is not None or len(topic.partitions) <= self._partitions:
@@ -296,7 +305,7 @@ class ProgressReader:
             for message in messages:
                 error = message.error()
                 if error is not None:
-                    if error.code() in _DENIED:
+                    if error.code() in DENIED:
                         self._denials.denied("Read", "topic", self.topic, error_text(error))
                     continue
                 self._denials.allowed("Read", "topic", [self.topic])
@@ -304,7 +313,7 @@ class ProgressReader:
                 writer = writer_of(message.key())
                 if writer is not None and writer[1] not in self._names:
                     continue
-                record = decode(message.key(), message.value())
+                record = decode_as(writer, message.key(), message.value())
                 if isinstance(record, Tombstone):
                     self._entries.pop(record.key, None)
                 elif isinstance(record, Entry):

@@ -24,7 +24,6 @@ from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
     IsolationLevel,
-    KafkaError,
     KafkaException,
     Message,
     TopicPartition,
@@ -32,7 +31,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from kernel.config import ClusterConfig
-from kernel.kafka import QUICK_RECONNECT, error_text, new_consumer
+from kernel.kafka import DENIED, QUICK_RECONNECT, error_text, new_consumer
 from monitor.offsets_topic import CommitValue, parse_commit_key, parse_commit_value
 
 __all__ = ["OFFSETS_TOPIC", "CommitFollower", "CommitTable"]
@@ -42,7 +41,6 @@ log = logging.getLogger("mirrorwatch.monitor")
 OFFSETS_TOPIC = "__consumer_offsets"
 # group -> (topic, partition) -> its newest commit
 CommitTable = Mapping[str, Mapping[tuple[str, int], CommitValue]]
-_FATAL = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED}
 
 
 class CommitFollower:
@@ -107,7 +105,7 @@ class CommitFollower:
                 self._stop.wait(2)
                 continue
             topic = metadata.topics.get(OFFSETS_TOPIC)
-            if topic is not None and topic.error is not None and topic.error.code() in _FATAL:
+            if topic is not None and topic.error is not None and topic.error.code() in DENIED:
                 self.failure = f"not allowed to read {OFFSETS_TOPIC}: {error_text(topic.error)}"
                 return
             if topic is None or topic.error is not None or not topic.partitions:
@@ -122,7 +120,7 @@ class CommitFollower:
             for message in messages:
                 error = message.error()
                 if error is not None:
-                    if error.code() in _FATAL:
+                    if error.code() in DENIED:
                         self.failure = f"not allowed to read {OFFSETS_TOPIC}: {error_text(error)}"
                     continue
                 self.records += 1
