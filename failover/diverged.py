@@ -24,8 +24,9 @@ from failover.plan import FailoverUsageError, find_link
 from failover.promote import PROMOTIONS_TOPIC, TIMEOUT_S, topics_of
 from failover.scan import Watermarks, read_partitions, watermarks
 from kernel.config import LinkConfig, MirrorwatchConfig
+from kernel.control_store import load_control
 from kernel.kafka import create_topics, kafka_error, new_admin, new_consumer, new_producer
-from kernel.link_control import ControlUnreadable, Promotion, read_control
+from kernel.link_control import ControlUnreadable, Promotion
 from kernel.selection import select_topics
 
 __all__ = ["Tail", "TopicExport", "diverged", "file_export", "record_json", "topic_export"]
@@ -66,7 +67,7 @@ def promotion_of(config: MirrorwatchConfig, link: LinkConfig) -> Promotion | Non
     if found is not None:
         return found
     try:
-        return read_control(config.state_path, link.name).promoted
+        return load_control(config, link).promoted
     except ControlUnreadable:
         return None
 

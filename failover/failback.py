@@ -13,14 +13,18 @@ R` moves the groups back to A exactly and stops it — the cycle can start again
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from failover.diverged import promotion_of
 from failover.plan import FailoverUsageError, committed_offsets, find_link
 from kernel.config import LinkConfig, MirrorwatchConfig
+from kernel.control_store import load_control, save_control
 from kernel.group_offsets import FetchError, GroupOffsetsUnknown, commit_offsets
-from kernel.link_control import LinkControl, read_control, write_control
+from kernel.link_control import LinkControl
 from kernel.selection import select_topics
+
+log = logging.getLogger("mirrorwatch.failover")
 
 __all__ = ["Failback", "failback", "reverse_of"]
 
@@ -75,7 +79,7 @@ def failback(
             f"link {link.name}'s promotion did not record where {link.target} began to take records of its own "
             "(promoted by an older mirrorwatch): set the reverse link's start by hand (failover apply its group)"
         )
-    control = read_control(config.state_path, back.name)
+    control = load_control(config, back)
     if control.promoted is not None and control.promoted.at_ms >= promotion.at_ms:
         raise FailoverUsageError(
             f"the reverse link {back.name} was promoted after link {link.name} ({control.describe()}): fail back "
@@ -99,7 +103,10 @@ def failback(
         return Failback(link.name, back.name, back.consumer_group, changes, result.unchanged, False, refused)
     armed = control.promoted is not None
     if armed:  # an earlier cycle's promotion of the reverse link: it copies again
-        write_control(config.state_path, LinkControl(back.name, since_ms=promotion.at_ms, by=promotion.by))
+        missed = save_control(config, back, LinkControl(back.name, since_ms=promotion.at_ms, by=promotion.by))
+        if missed is not None:
+            log.warning("link %s: armed on this host only (its workers on other hosts stay stopped): %s",
+                        back.name, missed)  # fmt: skip
     return Failback(link.name, back.name, back.consumer_group, changes, result.unchanged, armed)
 
 

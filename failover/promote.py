@@ -42,9 +42,10 @@ from failover.plan import FailoverUsageError, cluster_id_of, committed_offsets, 
 from failover.report import outcome_lines
 from failover.scan import last_copies, watermarks
 from kernel.config import LinkConfig, MirrorwatchConfig
+from kernel.control_store import load_control, save_control
 from kernel.errors import MirrorwatchError
 from kernel.kafka import create_topics, kafka_error, new_admin, new_producer
-from kernel.link_control import LinkControl, Promotion, read_control, write_control
+from kernel.link_control import LinkControl, Promotion
 from kernel.rename import rename_policy
 from kernel.selection import select_topics
 from kernel.wait import WaitTimeout, wait_until
@@ -99,7 +100,7 @@ def promote(
             f"link {link.name} runs on the spark engine, whose query does not obey a link's control yet: promoting it "
             "is not built (stop its query, then move the groups with failover apply); nothing changed"
         )
-    control = read_control(config.state_path, link.name)
+    control = load_control(config, link)
     if control.promoted is not None:
         raise PromoteRefused(f"link {link.name} is already promoted ({control.describe()}): nothing changed")
     if control.paused or control.paused_topics:
@@ -247,12 +248,21 @@ def _promoted(
     failed = _record_on_target(config, link, promotion)
     if failed:
         return Step("stop", False, f"the promotion was not written to {link.target}:{PROMOTIONS_TOPIC}: {failed}")
-    write_control(config.state_path, control.promote(promotion))
+    missed = save_control(config, link, control.promote(promotion))
+    if missed is not None:  # the workers on this host stopped; those on other hosts would copy on
+        return Step(
+            "stop",
+            False,
+            f"link {link.name} promoted on this host only: its control was not published for its workers on other "
+            f"hosts ({missed}); stop them by hand",
+        )
+    published = f" (its workers on every host read it on {link.target}:{config.progress.topic})"
     return Step(
         "stop",
         True,
-        f"link {link.name} promoted: it copies nothing more; where each of {len(offsets)} partition(s) stood is on "
-        f"{link.target}:{PROMOTIONS_TOPIC} and in {config.state_path}/control",
+        f"link {link.name} promoted: it copies nothing more{published if config.progress.enabled else ''}; where "
+        f"each of {len(offsets)} partition(s) stood is on {link.target}:{PROMOTIONS_TOPIC} and in "
+        f"{config.state_path}/control",
     )
 
 

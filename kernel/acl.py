@@ -16,8 +16,9 @@ cluster which of them the component's principal holds, and a running component t
                      group `mirrorwatch-monitor-<cluster>-offsets-reader` (optional: with `commits_from: auto`
                      the monitor follows commits as they come, without them it asks the admin API)
     canary   source: Write, Create and Describe on the canary topic; target: Read on its mirrored name
-    progress target: the mirror Write, Create and Describe, the monitor Read and Describe on `progress.topic`
-             (optional: without them a monitor sees the workers of its own host only, through their status files)
+    progress target: the mirror Write, Create, Describe and Read (the link's control), the monitor Read and Describe
+             on `progress.topic` (optional: without them a monitor sees the workers of its own host only, through
+             their status files, and a worker obeys its own host's control document only)
 """
 
 from __future__ import annotations
@@ -160,11 +161,13 @@ def _progress(config: MirrorwatchConfig, link: LinkConfig) -> list[Permission]:
         return []
     topic, target = config.progress.topic, link.target
     why = "worker progress for monitors on other hosts (without it, the status files of one host)"
+    control = "the link's control from any host (without it, this host's control document alone)"
     return [
         *(
             Permission(target, "mirror", operation, "topic", topic, why=why, optional=True)
             for operation in ("Write", "Create", "Describe")
         ),
+        Permission(target, "mirror", "Read", "topic", topic, why=control, optional=True),
         *(
             Permission(target, "monitor", operation, "topic", topic, why=why, optional=True)
             for operation in ("Read", "Describe")

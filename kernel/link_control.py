@@ -15,6 +15,10 @@ copied (every record below it is on the target), the point a failback starts fro
 The states a partition can be in beside `active`/`paused` come from the workers, not from here: `failed` (stopped
 alone with its reason, e.g. a gap under `on_gap: stop`).
 
+Where it lives: under `<state_dir>/control/<link>.json` on the host where the operator changed it, and on the link
+target's progress topic (`kernel.progress_format`, `kernel.control_store`), from which the link's workers on every
+host read it; a worker obeys whichever was changed last (`newest`).
+
 The operator may also change the link's bandwidth budget at run time (`mirrorwatch link budget`, issue #44):
 `max_bytes_per_second` here overrides the config's `max_bytes_per_second` (0: no budget) until it is cleared (None:
 the config's again). Pausing, resuming and promoting keep it.
@@ -36,6 +40,7 @@ __all__ = [
     "LinkControl",
     "Promotion",
     "control_path",
+    "newest",
     "read_control",
     "write_control",
 ]
@@ -233,6 +238,14 @@ class LinkControl:
             Promotion.from_json(promoted) if promoted is not None else None,
             budget,
         )
+
+
+def newest(local: LinkControl, published: LinkControl | None) -> LinkControl:
+    """The control a worker obeys: this host's document or the one published on the progress topic (another host's
+    operator), whichever was changed last; this host's on a tie (the same change, written both ways)."""
+    if published is None or published.since_ms <= local.since_ms:
+        return local
+    return published
 
 
 def control_path(state_dir: Path, link: str) -> Path:

@@ -9,6 +9,12 @@ One record per status a worker publishes, on the compacted topic `progress.topic
                                                                       name, worker, updated_ms, host, pid
     header  mirrorwatch-progress-format: b"1"
 
+The same topic carries each link's control document (`kernel.link_control`: paused, promoted, its budget), so that
+`mirrorwatch link pause` on one host is obeyed by the link's workers on every host:
+
+    key     ["control", "<link>"]
+    value   {"format": 1, "kind": "control", "document": {...}}      the control document (`LinkControl.as_json`)
+
 A null value (a tombstone) withdraws the writer's status: it stopped cleanly. The pid is in the key for the reason it
 is in a status file's name: a worker restarted after a crash does not overwrite its predecessor's last word (every
 record that one had acknowledged is on the target). Compaction keeps the newest record of each key.
@@ -35,9 +41,13 @@ __all__ = [
     "Entry",
     "Refused",
     "Tombstone",
+    "control_key",
+    "control_link_of",
     "decode",
     "decode_as",
+    "decode_control",
     "encode",
+    "encode_control",
     "merge_statuses",
     "progress_key",
     "writer_of",
@@ -89,16 +99,46 @@ def encode(kind: str, document: Mapping[str, Any]) -> tuple[bytes, bytes]:
 Writer = tuple[str, str, int, str, int]  # kind, name, worker, host, pid
 
 
-def decode(key: bytes | None, value: bytes | None) -> Entry | Tombstone | Refused:
-    return decode_as(writer_of(key), key, value)
+CONTROL = "control"
 
 
-def decode_as(writer: Writer | None, key: bytes | None, value: bytes | None) -> Entry | Tombstone | Refused:
-    """`decode` with `writer_of(key)` already read (by a reader that filters records by their key first)."""
-    if writer is None or key is None:
-        return Refused("a key that is not a progress key")
+def control_key(link: str) -> bytes:
+    return json.dumps([CONTROL, link], separators=(",", ":")).encode()
+
+
+def encode_control(link: str, document: Mapping[str, Any]) -> tuple[bytes, bytes]:
+    """The key and value of a link's control document."""
+    value = json.dumps({"format": FORMAT, "kind": CONTROL, "document": document}, separators=(",", ":"))
+    return control_key(link), value.encode()
+
+
+def control_link_of(key: bytes | None) -> str | None:
+    """The link a control record's key names; None: not a control key."""
+    if not key or not key.startswith(b'["control"'):
+        return None
+    try:
+        parts = json.loads(key)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(parts, list) or len(parts) != 2 or parts[0] != CONTROL or not isinstance(parts[1], str):
+        return None
+    return parts[1]
+
+
+def decode_control(key: bytes, value: bytes | None) -> Entry | Tombstone | Refused:
+    """A control record whose key names a link (`control_link_of`): its document, to be read by
+    `LinkControl.from_json`, which refuses one that is not a control document of that link."""
     if value is None:
         return Tombstone(key)
+    body = _body(value)
+    if isinstance(body, Refused):
+        return body
+    if body.get("kind") != CONTROL or not isinstance(body.get("document"), dict):
+        return Refused("a value that is not a control document")
+    return Entry(key, CONTROL, body["document"])
+
+
+def _body(value: bytes) -> dict[str, Any] | Refused:
     if len(value) > MAX_VALUE_BYTES:
         return Refused(f"a value of {len(value)} bytes (at most {MAX_VALUE_BYTES})")
     try:
@@ -109,6 +149,22 @@ def decode_as(writer: Writer | None, key: bytes | None, value: bytes | None) -> 
         return Refused("a value without a format number")
     if body["format"] > FORMAT:
         return Refused(f"format {body['format']}, newer than this reader's {FORMAT}: upgrade the monitor")
+    return body
+
+
+def decode(key: bytes | None, value: bytes | None) -> Entry | Tombstone | Refused:
+    return decode_as(writer_of(key), key, value)
+
+
+def decode_as(writer: Writer | None, key: bytes | None, value: bytes | None) -> Entry | Tombstone | Refused:
+    """`decode` with `writer_of(key)` already read (by a reader that filters records by their key first)."""
+    if writer is None or key is None:
+        return Refused("a key that is not a progress key")
+    if value is None:
+        return Tombstone(key)
+    body = _body(value)
+    if isinstance(body, Refused):
+        return body
     document = body.get("document")
     if body.get("kind") != writer[0] or not isinstance(document, dict):
         return Refused("a value that is not a status")

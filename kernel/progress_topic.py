@@ -38,6 +38,7 @@ from kernel.kafka import (
     new_consumer,
     new_producer,
 )
+from kernel.link_control import ControlUnreadable, LinkControl
 from kernel.progress_format import (
     FORMAT,
     FORMAT_HEADER,
@@ -46,13 +47,16 @@ from kernel.progress_format import (
     Entry,
     Refused,
     Tombstone,
+    control_link_of,
     decode_as,
+    decode_control,
     encode,
+    encode_control,
     writer_of,
 )
 from kernel.status_board import HOST, StatusBoard
 
-__all__ = ["ProgressPublisher", "ProgressReader", "StatusOut", "progress_readers"]
+__all__ = ["ProgressPublisher", "ProgressReader", "StatusOut", "progress_readers", "publish_control"]
 
 log = logging.getLogger("mirrorwatch")
 
@@ -183,9 +187,38 @@ class ProgressPublisher:
             self._closed.wait(10)
 
 
-def _exists(admin: Any, topic: str) -> bool:
+def publish_control(
+    cluster: ClusterConfig, alias: str, settings: ProgressConfig, control: LinkControl, timeout_s: float = 5.0
+) -> str | None:
+    """Publish a link's control document on the progress topic (creating the topic if it is missing), waiting for
+    the cluster's acknowledgement: None when it took it, else why not (the link's workers elsewhere do not know)."""
+    topic = settings.topic
+    overrides = {**WAN_DEFAULTS, "client.id": "mirrorwatch-link-control"}
+    admin = new_admin(cluster, alias, overrides)
     try:
-        found = admin.list_topics(topic, timeout=10).topics.get(topic)
+        create_topics(
+            admin, {topic: 1}, config=_TOPIC_CONFIG, timeout_s=timeout_s, replication_factor=settings.replication_factor
+        )
+    except Exception as exc:  # not allowed, or not answering: it may exist all the same
+        if not _exists(admin, topic, timeout_s):
+            return f"progress topic {topic!r} on cluster {alias!r} is not there and cannot be created: {exc}"
+    delivery = {"acks": "all", "enable.idempotence": False, "message.timeout.ms": int(timeout_s * 1000)}
+    producer = new_producer(cluster, alias, {**overrides, **delivery})
+    answers: list[KafkaError | None] = []
+    key, value = encode_control(control.link, control.as_json())
+    headers: list[tuple[str, str | bytes | None]] = [(FORMAT_HEADER, str(FORMAT).encode())]
+    producer.produce(topic, value, key, headers=headers, on_delivery=lambda err, _msg: answers.append(err))
+    producer.flush(timeout_s + 5)
+    if not answers:
+        return f"cluster {alias!r} did not acknowledge it on progress topic {topic!r} within {timeout_s:g} s"
+    if answers[0] is not None:
+        return f"cluster {alias!r} refused it on progress topic {topic!r}: {error_text(answers[0])}"
+    return None
+
+
+def _exists(admin: Any, topic: str, timeout_s: float = 10.0) -> bool:
+    try:
+        found = admin.list_topics(topic, timeout=timeout_s).topics.get(topic)
     except KafkaException:
         return False
     return found is not None and found.error is None and bool(found.partitions)
@@ -223,15 +256,17 @@ class StatusOut:
 class ProgressReader:
     """The statuses on one cluster's progress topic: read from its beginning, then tailed, on a thread of its own."""
 
-    def __init__(self, cluster: ClusterConfig, alias: str, topic: str, names: frozenset[str]) -> None:
-        self.alias, self.topic = alias, topic
+    def __init__(
+        self, cluster: ClusterConfig, alias: str, topic: str, names: frozenset[str], who: str = "monitor"
+    ) -> None:
+        self.alias, self.topic, self.who = alias, topic, who
         self._names = names  # the links this monitor measures: another's records are skipped unread
         self._consumer: Consumer = new_consumer(
             cluster,
             alias,
-            f"mirrorwatch-monitor-{alias}-progress-reader",  # never joins, never commits: no group appears
+            f"mirrorwatch-{who}-{alias}-progress-reader",  # never joins, never commits: no group appears
             {
-                "client.id": f"mirrorwatch-monitor-{alias}-progress",
+                "client.id": f"mirrorwatch-{who}-{alias}-progress",
                 "enable.auto.commit": False,
                 "enable.partition.eof": False,
                 "fetch.wait.max.ms": 100,
@@ -241,9 +276,12 @@ class ProgressReader:
         )
         self._lock = threading.Lock()
         self._entries: dict[bytes, Entry] = {}
+        self._controls: dict[str, LinkControl] = {}  # each link's control document as published last
         self._refusals: set[str] = set()
         self._partitions = 0
-        self._denials = DenialLog(log, f"monitor: cluster {alias!r}: progress topic {topic!r}")
+        self._ends: dict[int, int] = {}  # per partition, its end when first assigned: read up to it, caught up
+        self._caught_up = threading.Event()
+        self._denials = DenialLog(log, f"{who}: cluster {alias!r}: progress topic {topic!r}")
         self.records = 0
         self.refused = 0
         self._stop = threading.Event()
@@ -255,6 +293,16 @@ class ProgressReader:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=30)
+
+    def wait_caught_up(self, timeout_s: float) -> bool:
+        """Whether the topic was read up to where it ended when the reader started (or found not to exist, or not to
+        be readable: an ACL said so), waiting at most `timeout_s` (False: the cluster did not answer in time)."""
+        return self._caught_up.wait(timeout_s)
+
+    def control(self, link: str) -> LinkControl | None:
+        """The link's control document as published last on the topic (None: none, or withdrawn)."""
+        with self._lock:
+            return self._controls.get(link)
 
     def read(self, kind: str, now_ms: int, max_age_ms: int) -> Documents:
         """As `StatusBoard.read`: the statuses of every name of this kind updated within `max_age_ms`."""
@@ -280,36 +328,54 @@ class ProgressReader:
                     continue
                 self._take(self._consumer.consume(num_messages=1000, timeout=0.2))
         except Exception:  # a bug or an unexpected client failure: the status files remain
-            log.exception("monitor: cluster %r: reading the progress topic failed", self.alias)
+            log.exception("%s: cluster %r: reading the progress topic failed", self.who, self.alias)
         finally:
+            self._caught_up.set()  # nothing more will be read: a waiter goes on with what it has
             self._consumer.close()
 
     def _assign(self) -> None:
         try:
             metadata = self._consumer.list_topics(self.topic, timeout=5)
         except KafkaException as exc:
-            log.debug("monitor: cluster %r: progress topic metadata: %s", self.alias, error_text(exc))
+            log.debug("%s: cluster %r: progress topic metadata: %s", self.who, self.alias, error_text(exc))
             return
         topic = metadata.topics.get(self.topic)
         if topic is not None and topic.error is not None and topic.error.code() in DENIED:
             self._denials.denied("Describe", "topic", self.topic, error_text(topic.error))
+            self._caught_up.set()  # nothing to wait for: it cannot be read (said once)
             return
-        if topic is None or topic.error is not None or len(topic.partitions) <= self._partitions:
+        if topic is None or topic.error is not None:  # not created yet: nothing was published to read
+            if topic is None or topic.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                self._caught_up.set()
+            return
+        if len(topic.partitions) <= self._partitions:
             return
         new = [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(self._partitions, len(topic.partitions))]
+        if not self._caught_up.is_set():
+            for tp in new:
+                self._ends[tp.partition] = self._consumer.get_watermark_offsets(tp, timeout=5)[1]
         self._consumer.incremental_assign(new)
         self._partitions = len(topic.partitions)
+        self._note_caught_up({})
 
     def _take(self, messages: Iterable[Message]) -> None:
+        read: dict[int, int] = {}  # per partition, the offset after the last record read here
         with self._lock:
             for message in messages:
                 error = message.error()
                 if error is not None:
                     if error.code() in DENIED:
                         self._denials.denied("Read", "topic", self.topic, error_text(error))
+                        self._caught_up.set()
                     continue
                 self._denials.allowed("Read", "topic", [self.topic])
                 self.records += 1
+                read[message.partition() or 0] = (message.offset() or 0) + 1
+                link = control_link_of(message.key())
+                if link is not None:
+                    if link in self._names:
+                        self._take_control(link, message.key() or b"", message.value())
+                    continue
                 writer = writer_of(message.key())
                 if writer is not None and writer[1] not in self._names:
                     continue
@@ -320,13 +386,38 @@ class ProgressReader:
                     self._entries[record.key] = record
                 else:
                     self._refuse(record)
+        self._note_caught_up(read)
+
+    def _note_caught_up(self, read: Mapping[int, int]) -> None:
+        if self._caught_up.is_set():
+            return
+        for partition, offset in read.items():
+            if offset >= self._ends.get(partition, 0):
+                self._ends[partition] = 0
+        if self._partitions and not any(self._ends.get(p, 0) for p in range(self._partitions)):
+            self._caught_up.set()
+
+    def _take_control(self, link: str, key: bytes, value: bytes | None) -> None:
+        """A link's control document (under `_lock`); one that is not a control document of that link is refused."""
+        record = decode_control(key, value)
+        if isinstance(record, Tombstone):
+            self._controls.pop(link, None)
+        elif isinstance(record, Refused):
+            self._refuse(record)
+        else:
+            try:
+                self._controls[link] = LinkControl.from_json(link, record.document)
+            except ControlUnreadable as exc:
+                self._refuse(Refused(f"a control document that cannot be read ({exc})"))
 
     def _refuse(self, record: Refused) -> None:
         self.refused += 1
         if record.reason not in self._refusals and len(self._refusals) < 100:
             self._refusals.add(record.reason)
             log.warning(
-                "monitor: cluster %r: a record on progress topic %r is not a worker's status (%s); skipped",
+                "%s: cluster %r: a record on progress topic %r is not a worker's status or a link's control (%s); "
+                "skipped",
+                self.who,
                 self.alias,
                 self.topic,
                 record.reason,

@@ -1,7 +1,9 @@
 """A worker's side of `mirrorwatch link pause|resume`: the partitions the operator paused, kept in step with the
 link's control document (`kernel.link_control`).
 
-The heartbeat thread reads the document every status interval (`read`); the loop, which alone touches the consumer,
+The heartbeat thread reads the document every status interval (`read`): this host's file and, for a link whose
+workers run on several hosts, the one published last on the target's progress topic (`kernel.control_store`), the
+newer of the two; the loop, which alone touches the consumer,
 pauses and resumes partitions to match (`apply`) at its next turn: a running mirror obeys within a second, without a
 restart. A paused partition is a librdkafka pause: it fetches nothing, stays assigned (the group and its position are
 kept), and what was read before the pause is still written, acknowledged and committed. Resumed, it reads on from
@@ -18,7 +20,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
-from kernel.link_control import ControlUnreadable, LinkControl, read_control
+from kernel.link_control import ControlUnreadable, LinkControl, newest, read_control
 
 __all__ = ["OperatorHold"]
 
@@ -28,8 +30,11 @@ Key = tuple[str, int]
 
 
 class OperatorHold:
-    def __init__(self, state_dir: Path, link: str, name: str) -> None:
+    def __init__(
+        self, state_dir: Path, link: str, name: str, published: Callable[[], LinkControl | None] = lambda: None
+    ) -> None:
         self._state_dir, self._link, self._name = state_dir, link, name
+        self._published = published  # the control document on the progress topic (None: none read)
         self.control = LinkControl(link)  # what the workers obey (replaced whole: read from any thread)
         self.held: set[Key] = set()  # the loop's: partitions paused for the operator now
         self._unreadable: str | None = None
@@ -38,7 +43,7 @@ class OperatorHold:
         """The control document as it is now (from the heartbeat thread). One that cannot be read changes nothing:
         the worker keeps obeying what it read last, and says so once."""
         try:
-            control = read_control(self._state_dir, self._link)
+            control = newest(read_control(self._state_dir, self._link), self._published())
         except ControlUnreadable as exc:
             if str(exc) != self._unreadable:
                 log.error("link %s: the link's control document cannot be read (%s); it stays %s until it can",

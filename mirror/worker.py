@@ -25,7 +25,8 @@ from kernel.clock import Clock, SystemClock
 from kernel.config import LinkConfig, MirrorwatchConfig
 from kernel.gap_ledger import GapLedger
 from kernel.kafka import error_text, new_admin, new_consumer, new_producer
-from kernel.progress_topic import StatusOut
+from kernel.link_control import LinkControl
+from kernel.progress_topic import ProgressReader, StatusOut
 from kernel.rename import rename_policy
 from kernel.status_board import HOST
 from kernel.worker_status import PartitionPosition, WorkerStatus
@@ -56,6 +57,7 @@ _TOPIC_IN_ERROR = re.compile(r"topic not available: (\S+?):")
 # How often the status the monitor reads (when in another process) is rewritten (`_heartbeat`): the last status of a
 # worker that is killed is at most this old, and so is what the monitor believes of the records it had acknowledged.
 STATUS_EVERY_S = 0.5
+CONTROL_WAIT_S = 10.0  # a starting worker's wait for the link's control on the target's progress topic
 
 
 def writer_fields(config: MirrorwatchConfig, link: LinkConfig, worker: int) -> dict[str, Any]:
@@ -113,7 +115,9 @@ class WorkerBase:
         self._denials = DenialLog(log, f"link {self.name}")  # a missing ACL: one line, not a warning per retry
         self._ledger = GapLedger(config.state_path / "lost", link.name)
         self._stopped: dict[tuple[str, int], str] = {}  # partitions this worker stopped mirroring alone, and why
-        self._hold = OperatorHold(config.state_path, link.name, self.name)  # `mirrorwatch link pause|resume`
+        # `mirrorwatch link pause|resume` on this host (its file) or any (the target's progress topic: _follow_controls)
+        self._controls: ProgressReader | None = None
+        self._hold = OperatorHold(config.state_path, link.name, self.name, self._published_control)
         self._cooperative = True  # the group's rebalance protocol (its assignors: all cooperative-sticky)
         self._highs = SeenHighs()  # what the consumer saw of the high-watermarks, and what a status states
         self._silence = Silence()  # since when the target acknowledged nothing with records waiting (mirror.flow)
@@ -275,6 +279,7 @@ class WorkerBase:
         strategies = str(settings.get("partition.assignment.strategy", "")).split(",")
         self._cooperative = all(s.strip() == "cooperative-sticky" for s in strategies)
         self._consumer = new_consumer(config.clusters[link.source], link.source, link.consumer_group, settings)
+        self._follow_controls()
         self._hold.read()  # before the first assignment: a link paused before its start reads nothing
         heartbeat_stop = threading.Event()
         heartbeat = threading.Thread(
@@ -291,6 +296,8 @@ class WorkerBase:
         finally:
             if self._surveyor is not None:
                 self._surveyor.close()
+            if self._controls is not None:
+                self._controls.stop()
             self._shutdown()
             heartbeat_stop.set()
             heartbeat.join(timeout=10)
@@ -372,6 +379,29 @@ class WorkerBase:
         survey = self._surveyor.take() if self._surveyor is not None else None
         if survey is not None:
             self._adopt(survey)
+
+    def _follow_controls(self) -> None:
+        """The link's control as an operator on any host published it last on the target's progress topic, read to
+        its end before the first assignment (at most CONTROL_WAIT_S: a target that does not answer leaves this
+        host's document alone in force until it does), then tailed."""
+        if not self.config.progress.enabled:
+            return
+        topic, target = self.config.progress.topic, self.link.target
+        names = frozenset({self.link.name})
+        self._controls = ProgressReader(self.config.clusters[target], target, topic, names, "mirror")
+        self._controls.start()
+        if not self._controls.wait_caught_up(CONTROL_WAIT_S):
+            log.warning(
+                "link %s: the link's control on progress topic %r of cluster %r not read within %g s: this host's "
+                "control document alone until it is",
+                self.name,
+                topic,
+                self.link.target,
+                CONTROL_WAIT_S,
+            )
+
+    def _published_control(self) -> LinkControl | None:
+        return self._controls.control(self.link.name) if self._controls is not None else None
 
     def _request_refresh(self) -> None:
         """A refresh round as soon as possible (a new source partition, a target topic the producer does not know)."""

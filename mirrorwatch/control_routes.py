@@ -27,8 +27,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from kernel.config import MirrorwatchConfig
+from kernel.control_store import load_control, save_control
 from kernel.errors import ConfigError, ConfigProblem
-from kernel.link_control import ControlUnreadable, LinkControl, read_control, write_control
+from kernel.link_control import ControlUnreadable, LinkControl
 from kernel.web_config import WebConfig
 from mirrorwatch.link_cli import budget_asked, checked_link
 
@@ -40,14 +41,14 @@ MAX_REASON = 1000  # characters
 
 def control_routes(config: MirrorwatchConfig, web: WebConfig | None) -> list[Route]:
     protected = web is not None and bool(web.users)
-    names = {link.name for link in config.links}
+    names = {link.name: link for link in config.links}
 
     async def show(request: Request) -> Response:
         name = request.path_params["link"]
         if name not in names:
             return _error(404, f"no link named {name!r}")
         try:
-            control = await run_in_threadpool(read_control, config.state_path, name)
+            control = await run_in_threadpool(load_control, config, names[name])
         except ControlUnreadable as exc:
             return _error(503, str(exc))
         return JSONResponse(control.as_json())
@@ -59,7 +60,7 @@ def control_routes(config: MirrorwatchConfig, web: WebConfig | None) -> list[Rou
                 return _error(
                     403,
                     "changing a link's state needs the API's basic auth (http.web_config_file with "
-                    "basic_auth_users); use `mirrorwatch link pause|resume` on a host that shares the state_dir",
+                    "basic_auth_users); or use `mirrorwatch link pause|resume` with the config, on any host",
                 )
             if name not in names:
                 return _error(404, f"no link named {name!r}")
@@ -71,12 +72,15 @@ def control_routes(config: MirrorwatchConfig, web: WebConfig | None) -> list[Rou
                 return _error(400, f"at most {MAX_TOPICS} topics and a reason of {MAX_REASON} characters")
             by = f"{_user(request.headers.get('authorization', ''))}@http"
             try:
-                control = await run_in_threadpool(_changed, config, name, topics, action, reason, by)
+                control, missed = await run_in_threadpool(_changed, config, name, topics, action, reason, by)
             except ConfigError as exc:
                 return _error(400, "; ".join(p.message for p in exc.problems))
             except ControlUnreadable as exc:
                 return _error(503, str(exc))
-            return JSONResponse(control.as_json())
+            # the target's progress topic did not take it: made on this host only (its workers elsewhere do not know)
+            said = " ".join((missed or "").encode("ascii", "replace").decode().replace('"', "'").split())
+            warning = {} if missed is None else {"Warning": f'199 mirrorwatch "changed on this host only: {said}"'}
+            return JSONResponse(control.as_json(), headers=warning)
 
         return respond
 
@@ -90,10 +94,11 @@ def control_routes(config: MirrorwatchConfig, web: WebConfig | None) -> list[Rou
 
 def _changed(  # noqa: PLR0917 -- the request's fields, in order
     config: MirrorwatchConfig, name: str, topics: tuple[str, ...], action: str, reason: str, by: str
-) -> LinkControl:
-    checked_link(config, name, topics)
+) -> tuple[LinkControl, str | None]:
+    """The link's control changed as asked, and why the progress topic did not take it (None: it did)."""
+    spec = checked_link(config, name, topics)
     now_ms = int(time.time() * 1000)
-    current = read_control(config.state_path, name)
+    current = load_control(config, spec)
     try:
         if action == "budget":
             control = current.budget(budget_asked(reason), now_ms, by)  # `reason`: the rate asked
@@ -103,8 +108,7 @@ def _changed(  # noqa: PLR0917 -- the request's fields, in order
             control = current.resume(topics, now_ms, by)
     except ValueError as exc:  # a topic resumed alone in a paused link, anything of a promoted one
         raise ConfigError([ConfigProblem("link" if current.promoted else "topic", str(exc))]) from exc
-    write_control(config.state_path, control)
-    return control
+    return control, save_control(config, spec, control)
 
 
 def _user(authorization: str) -> str:

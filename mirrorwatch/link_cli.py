@@ -2,19 +2,22 @@
 bandwidth budget, obeyed by its running workers within a second, without a restart, and kept across restarts.
 
 Part of the composition root (the CLI); the document is `kernel.link_control`'s, the workers' side `mirror.hold`. The
-control document lives in the config's state_dir, which every worker of the link on this host reads (workers on other
-hosts need the same state_dir: a shared directory). Exit 0 when done (and, with --wait, obeyed), 1 when a running
+control document is written to the config's state_dir, which every worker of the link on this host reads, and
+published on the progress topic of the link's target, which its workers on every host read (`kernel.control_store`);
+the workers' statuses are read both ways too, so that --wait and `status` see the link's workers wherever they run.
+Exit 0 when done (and, with --wait, obeyed), 1 when a running
 worker did not obey within --wait, 2 for a bad config, an unknown link or topic, or a spark link.
 """
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import json
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +43,7 @@ WAIT = click.option(
     type=click.FloatRange(min=0),
     default=10.0,
     show_default=True,
-    help="Seconds to wait for the link's running workers on this host to obey (0: do not wait).",
+    help="Seconds to wait for the link's running workers, on every host, to obey (0: do not wait).",
 )
 
 
@@ -62,10 +65,10 @@ def link() -> None:
 @WAIT
 def pause(config_path: Path, link_name: str, topics: tuple[str, ...], reason: str, wait_s: float) -> None:
     """Pause the link (or the given topics of it)."""
-    from kernel.link_control import read_control
+    from kernel.control_store import load_control
 
     config, spec = _link_of(config_path, link_name, topics)
-    current = read_control(config.state_path, spec.name)
+    current = load_control(config, spec)
     control = _changed(current, lambda: current.pause(topics, _now_ms(), reason, who()))
     sys.exit(_write_and_await(config, spec, control, topics, done="paused", wait_s=wait_s))
 
@@ -77,10 +80,10 @@ def pause(config_path: Path, link_name: str, topics: tuple[str, ...], reason: st
 @WAIT
 def resume(config_path: Path, link_name: str, topics: tuple[str, ...], wait_s: float) -> None:
     """Resume the link (every pause lifted), or the given topics of it."""
-    from kernel.link_control import read_control
+    from kernel.control_store import load_control
 
     config, spec = _link_of(config_path, link_name, topics)
-    current = read_control(config.state_path, spec.name)
+    current = load_control(config, spec)
     control = _changed(current, lambda: current.resume(topics, _now_ms(), who()))
     sys.exit(_write_and_await(config, spec, control, topics, done="resumed", wait_s=wait_s))
 
@@ -103,13 +106,13 @@ def budget(config_path: Path, link_name: str, rate: str, wait_s: float) -> None:
     /mirror/links/{link} say the budget in force, mirrorwatch_mirror_budget_throttled_seconds_total how long it held
     the link back."""
     from kernel.byte_rate import format_byte_rate
-    from kernel.link_control import read_control, write_control
+    from kernel.control_store import load_control
 
     config, spec = _link_of(config_path, link_name, ())
     asked = budget_asked(rate)
-    current = read_control(config.state_path, spec.name)
+    current = load_control(config, spec)
     control = _changed(current, lambda: current.budget(asked, _now_ms(), who()))
-    write_control(config.state_path, control)
+    _save(config, spec, control)
     in_force = control.budget_of(spec.max_bytes_per_second)
     source = "the config's" if asked is None else "set"
     click.echo(f"link {spec.name}: bandwidth budget {format_byte_rate(in_force)} ({source})")
@@ -117,19 +120,21 @@ def budget(config_path: Path, link_name: str, rate: str, wait_s: float) -> None:
 
 
 def _await_budget(config: MirrorwatchConfig, spec: LinkConfig, in_force: int, wait_s: float) -> int:
-    """Wait until every running worker of the link on this host obeys the link's budget `in_force` (0: none), as its
+    """Wait until every running worker of the link obeys the link's budget `in_force` (0: none), as its
     status says: 0 when they do (or none runs), 1 when one did not in time."""
     deadline = time.monotonic() + wait_s
-    while True:
-        workers = _live_workers(config, spec.name)
-        late = [s for s in workers if s.stats.get("budget_link_bytes_per_second", 0) != in_force]
-        if not workers or not late or wait_s == 0:
-            click.echo(f"obeyed by {len(workers)} running worker(s) of link {spec.name} on this host")
-            return 0
-        if time.monotonic() >= deadline:
-            click.echo(f"{len(late)} of {len(workers)} running worker(s) did not obey within {wait_s:g} s", err=True)
-            return 1
-        time.sleep(0.2)
+    with _workers_of(config, spec) as live:
+        while True:
+            workers = live()
+            late = [s for s in workers if s.stats.get("budget_link_bytes_per_second", 0) != in_force]
+            if not workers or not late or wait_s == 0:
+                click.echo(f"obeyed by {len(workers)} running worker(s) of link {spec.name}")
+                return 0
+            if time.monotonic() >= deadline:
+                late_ones = f"{len(late)} of {len(workers)} running worker(s)"
+                click.echo(f"{late_ones} did not obey within {wait_s:g} s", err=True)
+                return 1
+            time.sleep(0.2)
 
 
 def budget_asked(rate: str) -> int | None:
@@ -153,16 +158,18 @@ def budget_asked(rate: str) -> int | None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON document: per link, its control and its workers.")
 def status(config_path: Path, link_name: str | None, as_json: bool) -> None:
     """Each link's state as asked (active, paused, partly paused: which topics, since when, by whom, why) and as its
-    running workers on this host report it (partitions owned, paused, failed with the reason), and the bandwidth
+    running workers report it, on every host (partitions owned, paused, failed with the reason), and the bandwidth
     budget in force."""
     from kernel.byte_rate import format_byte_rate
-    from kernel.link_control import read_control
+    from kernel.control_store import load_control
 
     config = _config(config_path)
     specs = [_link_of(config_path, link_name, ())[1]] if link_name else list(config.links)
     out: list[dict[str, Any]] = []
     for spec in specs:
-        control = read_control(config.state_path, spec.name)
+        control = load_control(config, spec)
+        with _workers_of(config, spec) as live:
+            found = live()
         workers = [
             {
                 "worker": s.worker,
@@ -173,7 +180,7 @@ def status(config_path: Path, link_name: str | None, as_json: bool) -> None:
                 "paused": [f"{p.topic}[{p.partition}]" for p in s.partitions if p.paused],
                 "failed": {f"{p.topic}[{p.partition}]": p.failed for p in s.partitions if p.failed},
             }
-            for s in _live_workers(config, spec.name)
+            for s in found
         ]
         in_force = format_byte_rate(control.budget_of(spec.max_bytes_per_second))
         out.append({**control.as_json(), "engine": spec.engine, "budget": in_force, "workers": workers})
@@ -188,7 +195,7 @@ def status(config_path: Path, link_name: str | None, as_json: bool) -> None:
         why = f": {entry['reason']}" if entry["reason"] else ""
         click.echo(f"link {entry['link']}: {entry['state']}{said}{why}; bandwidth budget {entry['budget']}")
         if not entry["workers"]:
-            click.echo("  no worker of it runs on this host")
+            click.echo("  no worker of it runs")
         for w in entry["workers"]:
             failed = "".join(f"\n    failed {where}: {why}" for where, why in sorted(w["failed"].items()))
             click.echo(
@@ -249,13 +256,36 @@ def checked_link(config: MirrorwatchConfig, name: str, topics: tuple[str, ...]) 
     return spec
 
 
-def _live_workers(config: MirrorwatchConfig, name: str) -> list[WorkerStatus]:
-    from kernel.status_board import StatusBoard
+@contextlib.contextmanager
+def _workers_of(config: MirrorwatchConfig, spec: LinkConfig) -> Iterator[Callable[[], list[WorkerStatus]]]:
+    """The link's live workers, wherever they run: this host's status files and the target's progress topic (read
+    to its end first, at most 5 s), for the block."""
+    from kernel.progress_format import merge_statuses
+    from kernel.progress_topic import ProgressReader
+    from kernel.status_board import STATUS_MAX_AGE_MS, StatusBoard
 
-    now = _now_ms()
-    documents = StatusBoard(config.state_path / "status").read("links", now).get(name, [])
-    found = [s for d in documents if (s := WorkerStatus.from_json(d)) is not None]
-    return [s for s in found if not s.is_stale(now) and s.state != "failed"]
+    board = StatusBoard(config.state_path / "status")
+    reader = None
+    if config.progress.enabled:
+        names = frozenset({spec.name})
+        reader = ProgressReader(config.clusters[spec.target], spec.target, config.progress.topic, names, who="link")
+        reader.start()
+        reader.wait_caught_up(5.0)
+
+    def live() -> list[WorkerStatus]:
+        now = _now_ms()
+        published = reader.read("links", now, STATUS_MAX_AGE_MS) if reader is not None else {}
+        documents = merge_statuses(board.read("links", now), published).get(spec.name, [])
+        found = [s for d in documents if (s := WorkerStatus.from_json(d)) is not None]
+        # another config's link of the same name on the same target is not this one (its group says so)
+        mine = [s for s in found if s.consumer_group in ("", spec.consumer_group)]
+        return [s for s in mine if not s.is_stale(now) and s.state != "failed"]
+
+    try:
+        yield live
+    finally:
+        if reader is not None:
+            reader.stop()
 
 
 def _write_and_await(
@@ -268,39 +298,62 @@ def _write_and_await(
     wait_s: float,
 ) -> int:
     """Write the link's new control document, say what changed, and wait for its running workers to obey."""
-    from kernel.link_control import write_control
-
-    write_control(config.state_path, control)
+    _save(config, spec, control)
     what = f"topics {', '.join(topics)} of link {spec.name}" if topics else f"link {spec.name}"
     click.echo(f"{what}: {done} (link state: {control.state})")
     return _await_workers(config, spec, control.holds, wait_s)
 
 
 def _await_workers(config: MirrorwatchConfig, spec: LinkConfig, holds: Callable[[str], bool], wait_s: float) -> int:
-    """Wait until every running worker of the link on this host reports each partition it owns paused exactly when
+    """Wait until every running worker of the link, on any host, reports each partition it owns paused exactly when
     the control holds its topic: 0 when they do (or none runs: the link starts so), 1 when one did not in time."""
     deadline = time.monotonic() + wait_s
+    with _workers_of(config, spec) as live:
+        return _await(spec, live, holds, wait_s, deadline)
+
+
+def _await(
+    spec: LinkConfig,
+    live: Callable[[], list[WorkerStatus]],
+    holds: Callable[[str], bool],
+    wait_s: float,
+    deadline: float,
+) -> int:
     while True:
-        workers = _live_workers(config, spec.name)
+        workers = live()
         late = [
             s for s in workers if any(bool(p.paused) != bool(holds(p.topic)) and not p.failed for p in s.partitions)
         ]
         if not workers:
-            click.echo(f"no worker of link {spec.name} runs on this host: it starts so")
+            click.echo(f"no worker of link {spec.name} runs: it starts so")
             return 0
         if not late:
-            click.echo(f"obeyed by {len(workers)} running worker(s) of link {spec.name} on this host")
+            click.echo(f"obeyed by {len(workers)} running worker(s) of link {spec.name}")
             return 0
         if wait_s == 0:
             return 0
         if time.monotonic() >= deadline:
             click.echo(
                 f"{len(late)} of {len(workers)} running worker(s) did not obey within {wait_s:g} s "
-                f"(worker(s) {', '.join(str(s.worker) for s in late)}): see their logs",
+                f"({', '.join(f'worker {s.worker} on {s.host}' for s in late)}): see their logs",
                 err=True,
             )
             return 1
         time.sleep(0.2)
+
+
+def _save(config: MirrorwatchConfig, spec: LinkConfig, control: LinkControl) -> None:
+    """This host's document and the target's progress topic; a topic that did not take it is said (the workers on
+    this host obey all the same, those on other hosts do not know yet)."""
+    from kernel.control_store import save_control
+
+    missed = save_control(config, spec, control)
+    if missed is not None:
+        click.echo(
+            f"link {spec.name}: changed on this host only: {missed}; the link's workers on other hosts do not know "
+            "yet: run the command again when the target answers",
+            err=True,
+        )
 
 
 def _now_ms() -> int:

@@ -50,7 +50,7 @@ def test_the_mirror_reads_only_the_selected_topics_and_writes_only_their_copies(
         (op, "topic", f"dc1.orders.{region}")
         for op in ("Write", "Create", "DescribeConfigs", "Alter")
         for region in ("eu", "us")
-    } | {(op, "topic", "mirrorwatch.progress") for op in ("Write", "Create", "Describe")}
+    } | {(op, "topic", "mirrorwatch.progress") for op in ("Write", "Create", "Describe", "Read")}
     assert not any(p.name == "payments" for p in needed)
     assert _names(needed, "canary", "dc1") == set()
 
@@ -104,13 +104,15 @@ def test_the_monitor_describes_and_reads_and_following_commits_is_optional() -> 
 
 
 def test_the_progress_topic_is_written_by_the_mirror_and_read_by_the_monitor_on_the_target_alone() -> None:
-    """Optional: without them a monitor sees its own host's workers only (their status files)."""
+    """Optional: without them a monitor sees its own host's workers only (their status files), and a worker obeys its
+    own host's control document only (the mirror reads the link's control there)."""
     config = _config(canary={"enabled": False}, progress={"topic": "mw.progress"})
     progress = [p for p in required(config, config.links[0], ["orders.eu"]) if p.name == "mw.progress"]
     assert {(p.cluster, p.role, p.operation) for p in progress} == {
         ("hub", "mirror", "Write"),
         ("hub", "mirror", "Create"),
         ("hub", "mirror", "Describe"),
+        ("hub", "mirror", "Read"),
         ("hub", "monitor", "Read"),
         ("hub", "monitor", "Describe"),
     }

@@ -13,6 +13,7 @@ from kernel.link_control import (
     LinkControl,
     Promotion,
     control_path,
+    newest,
     read_control,
     write_control,
 )
@@ -173,3 +174,14 @@ def test_a_promotion_that_is_not_one_is_refused(tmp_path: Path, promoted: str) -
     path.write_text(json.dumps(document)[:-1] + f', "promoted": {promoted}}}')
     with pytest.raises(ControlUnreadable, match="promoted"):
         read_control(tmp_path, "dr")
+
+
+def test_a_worker_obeys_the_control_changed_last_this_hosts_on_a_tie() -> None:
+    """`newest`: this host's document against the one on the progress topic (an operator on another host)."""
+    here = LinkControl("dr").pause((), 1_000, "here", "a@h1")
+    there = LinkControl("dr").resume((), 2_000, "b@h2")
+    assert newest(here, there) is there  # resumed later, elsewhere
+    assert newest(here, None) is here  # nothing published
+    assert newest(LinkControl("dr"), here) is here  # no file on this host: the published one
+    same = LinkControl("dr").pause((), 1_000, "here", "other@h3")
+    assert newest(here, same) is here

@@ -7,14 +7,19 @@ from typing import Any
 
 import pytest
 
+from kernel.link_control import LinkControl
 from kernel.progress_format import (
     FORMAT,
     MAX_VALUE_BYTES,
     Entry,
     Refused,
     Tombstone,
+    control_key,
+    control_link_of,
     decode,
+    decode_control,
     encode,
+    encode_control,
     merge_statuses,
     progress_key,
 )
@@ -118,3 +123,40 @@ def test_merge_keeps_each_writers_newest_status_whichever_way_it_came() -> None:
         ("h1", 9, 3_000),
     ]
     assert [d["updated_ms"] for d in merged["eu"]] == [500]
+
+
+def test_a_links_control_travels_under_a_key_of_its_own_and_comes_back_whole() -> None:
+    control = LinkControl("dr").pause(("orders.eu",), 5_000, "reindex", "ops@h1")
+    key, value = encode_control("dr", control.as_json())
+    assert key == control_key("dr") == b'["control","dr"]'
+    assert control_link_of(key) == "dr"
+    record = decode_control(key, value)
+    assert isinstance(record, Entry) and record.kind == "control"
+    assert LinkControl.from_json("dr", record.document) == control
+    assert decode_control(key, None) == Tombstone(key)  # withdrawn
+    # a control key is not a worker's, and a worker's key is not a control key
+    assert isinstance(decode(key, value), Refused)
+    assert control_link_of(progress_key("links", "dr", 0, "h1", 7)) is None
+
+
+@pytest.mark.parametrize(
+    "key",
+    [b'["control"]', b'["control","dr","x"]', b'["control",7]', b'["control","dr"', b'["controls","dr"]', b"", None],
+)
+def test_a_key_that_is_not_exactly_a_control_key_names_no_link(key: bytes | None) -> None:
+    assert control_link_of(key) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (b"\xff\xfe", "not JSON"),
+        (b'{"kind": "control", "document": {}}', "format number"),
+        (b'{"format": 99, "kind": "control", "document": {}}', "upgrade"),
+        (b'{"format": 1, "kind": "links", "document": {}}', "not a control document"),
+        (b'{"format": 1, "kind": "control", "document": []}', "not a control document"),
+    ],
+)
+def test_a_control_value_that_is_not_one_is_refused_with_the_reason(value: bytes, reason: str) -> None:
+    record = decode_control(control_key("dr"), value)
+    assert isinstance(record, Refused) and reason in record.reason, record

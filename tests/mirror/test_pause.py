@@ -154,3 +154,54 @@ def test_a_topic_paused_alone_waits_while_the_others_go_on_with_exactly_once(
     keys = keys_on(clusters_config, held, 390)
     assert sum(keys.values()) == 390 and max(keys.values()) == 1
     assert mirror.stop() == 0
+
+
+def test_a_pause_on_one_host_is_obeyed_by_the_links_workers_on_every_host_and_by_one_started_later(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    write_config: Callable[..., Path],
+    start_mirror: Callable[..., MirrorProcess],
+    unique: Callable[[str], str],
+    tmp_path: Path,
+) -> None:
+    """Issue #45: each "host" has a state directory of its own (no control file, no status file shared), so the
+    link's control travels by the target's progress topic alone: the operator pauses the link on a host where no
+    worker runs, the worker on another host obeys, a worker started later on a third host starts paused, and a
+    resume on the worker's host lifts it everywhere. Truth: the target's end offsets and the keys read there."""
+    source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
+    topic, name = make_topic("source", PARTITIONS), unique("link")
+    link = {"name": name, "source": "source", "target": "target", "topics": {"include": [topic]}}
+    hosts = {
+        host: write_config([link], canary={"enabled": False}, state_dir=str(tmp_path / host))
+        for host in ("operator", "b", "c")
+    }
+    produce(source, "source", topic, batch("before", 300))
+    on_b = start_mirror("--config", str(hosts["b"]))
+    assert sum(keys_on(clusters_config, topic, 300).values()) == 300
+
+    paused = link_command(hosts["operator"], "pause", "--link", name, "--reason", "fleet drill")
+    assert paused.returncode == 0, paused.stdout + paused.stderr
+    assert f"obeyed by 1 running worker(s) of link {name}" in paused.stdout, paused.stdout  # b's, read on the topic
+    assert "changed on this host only" not in paused.stderr, paused.stderr
+    assert not (tmp_path / "b" / "control").exists()  # b obeyed the topic: no file of its own says so
+    produce(source, "source", topic, batch("during", 600))
+    time.sleep(2)  # a running link copies 600 records many times over in 2 s: a paused one none
+    assert on_b.running() and sum(end_offsets(target, "target", topic, PARTITIONS)) == 300
+    status = json.loads(link_command(hosts["b"], "status", "--link", name, "--json").stdout)
+    assert [(s["state"], s["reason"], len(s["workers"])) for s in status] == [("paused", "fleet drill", 1)]
+
+    on_c = start_mirror("--config", str(hosts["c"]))  # joins the group: some partitions move to it, still paused
+    wait_until(
+        lambda: "assigned" in on_c.log() and "paused" in on_c.log(),
+        timeout_s=60,
+        description="the worker started on the third host to be given partitions and pause them",
+    )
+    time.sleep(2)
+    assert sum(end_offsets(target, "target", topic, PARTITIONS)) == 300
+
+    resumed = link_command(hosts["b"], "resume", "--link", name)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert f"obeyed by 2 running worker(s) of link {name}" in resumed.stdout, resumed.stdout
+    keys = keys_on(clusters_config, topic, 900)
+    assert sum(keys.values()) == 900 and max(keys.values()) == 1  # every record once: none lost, none twice
+    assert on_b.stop() == 0 and on_c.stop() == 0

@@ -1,6 +1,8 @@
-"""`mirrorwatch link pause|resume|budget|status` without a running worker (no broker is asked): what it writes, what it says,
-and bad input refused with the path and the reason, exit 2, the control document unchanged. The running mirror's
-side is tests/mirror/test_pause.py."""
+"""`mirrorwatch link pause|resume|budget|status` without a running worker (no broker is asked: the config's progress
+topic is off, so the control document is this host's file alone): what it writes, what it says, and bad input refused
+with the path and the reason, exit 2, the control document unchanged; with the progress topic on and the target not
+answering, the change is made on this host and said to be made only here. The running mirror's side, on one host and
+on several, is tests/mirror/test_pause.py."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ clusters:
   source: {bootstrap_servers: "127.0.0.1:1"}
   target: {bootstrap_servers: "127.0.0.1:2"}
 state_dir: STATE
+progress: {enabled: false}
 links:
   - {name: dr, source: source, target: target, topics: {include: ["orders\\\\..*"]}}
   - {name: big, source: source, target: target, topics: {include: [".*"]}, engine: spark}
@@ -40,7 +43,7 @@ def test_pause_status_resume_of_a_link_that_no_worker_runs(tmp_path: Path) -> No
     assert code == 0
     assert out.splitlines() == [
         "topics orders.eu of link dr: paused (link state: partly paused)",
-        "no worker of link dr runs on this host: it starts so",
+        "no worker of link dr runs: it starts so",
     ]
     code, out, _ = run("status", "--config", config)
     assert code == 0
@@ -48,9 +51,9 @@ def test_pause_status_resume_of_a_link_that_no_worker_runs(tmp_path: Path) -> No
     assert lines[0].startswith("link dr: partly paused (topics orders.eu) since ")
     assert lines[0].endswith(": reindex; bandwidth budget unlimited")
     assert lines[1:] == [
-        "  no worker of it runs on this host",
+        "  no worker of it runs",
         "link big: active; bandwidth budget unlimited",
-        "  no worker of it runs on this host",
+        "  no worker of it runs",
     ]
     code, out, _ = run("status", "--config", config, "--link", "dr", "--json")
     [entry] = json.loads(out)
@@ -101,3 +104,16 @@ def test_budget_set_lifted_and_given_back_to_the_configs(tmp_path: Path) -> None
     code, out, err = run("budget", "--config", config, "--link", "dr", "--max-bytes-per-second", "fast")
     assert (code, out) == (2, "") and "--max-bytes-per-second: 'fast' is not a rate in bytes per second" in err
     assert control_path(tmp_path / "state", "dr").read_text() == before
+
+
+def test_a_change_the_targets_progress_topic_does_not_take_is_made_here_and_said_to_be_only_here(
+    tmp_path: Path,
+) -> None:
+    path = config_file(tmp_path)
+    path.write_text(path.read_text().replace("progress: {enabled: false}\n", ""))
+    code, out, err = run("pause", "--config", str(path), "--link", "dr", "--reason", "target away")
+    assert code == 0, (out, err)
+    assert out.splitlines()[0] == "link dr: paused (link state: paused)"
+    assert "link dr: changed on this host only: " in err and "cluster 'target'" in err, err
+    assert "the link's workers on other hosts do not know yet" in err
+    assert read_control(tmp_path / "state", "dr").paused  # this host's workers obey it

@@ -1,0 +1,54 @@
+"""Where a link's control document (`kernel.link_control`) is kept: this host's file, which its workers read every
+status interval, and the progress topic on the link's target cluster, which the link's workers on every host tail
+(`kernel.progress_topic`). `mirrorwatch link pause|resume|budget`, the HTTP API's control routes, `failover promote`
+and `failover failback` change it through here: the file first (this host obeys even when the target does not
+answer), then the topic, and they say so when the topic did not take it (the other hosts' workers do not know yet).
+Reading takes the newer of the two (`link_control.newest`)."""
+
+from __future__ import annotations
+
+import logging
+
+from kernel.config import LinkConfig, MirrorwatchConfig
+from kernel.link_control import LinkControl, newest, read_control, write_control
+from kernel.progress_topic import ProgressReader, publish_control
+
+__all__ = ["load_control", "save_control"]
+
+log = logging.getLogger("mirrorwatch")
+
+
+def load_control(config: MirrorwatchConfig, link: LinkConfig, timeout_s: float = 5.0) -> LinkControl:
+    """The link's control as its workers obey it: the newer of this host's document and the progress topic's. Raises
+    ControlUnreadable for a file that is not a control document; a target that does not answer within `timeout_s`
+    leaves this host's, with a log line."""
+    local = read_control(config.state_path, link.name)
+    if not config.progress.enabled:
+        return local
+    topic = config.progress.topic
+    reader = ProgressReader(config.clusters[link.target], link.target, topic, frozenset({link.name}), who="link")
+    reader.start()
+    try:
+        if not reader.wait_caught_up(timeout_s):
+            log.warning(
+                "link %s: progress topic %r on cluster %r not read within %g s: this host's control document only",
+                link.name,
+                topic,
+                link.target,
+                timeout_s,
+            )
+            return local
+        return newest(local, reader.control(link.name))
+    finally:
+        reader.stop()
+
+
+def save_control(
+    config: MirrorwatchConfig, link: LinkConfig, control: LinkControl, timeout_s: float = 5.0
+) -> str | None:
+    """Write the link's control document here, then publish it for the link's workers on other hosts: None when both
+    took it, else why the topic did not (raises OSError when the file cannot be written)."""
+    write_control(config.state_path, control)
+    if not config.progress.enabled:
+        return None
+    return publish_control(config.clusters[link.target], link.target, config.progress, control, timeout_s)
