@@ -35,6 +35,7 @@ import streamlit as st
 from dashboards.health import canary_of, link_health, seconds, worst
 from dashboards.prometheus import SPANS, Prometheus, PrometheusUnreachable
 from dashboards.shards import ShardedApi
+from kernel.byte_rate import format_byte_rate
 
 DEFAULT_API = "http://127.0.0.1:8000"
 PAGES = ("Overview", "Consumer groups", "Events", "Alerts", "Canary", "Topics", "Failover")
@@ -139,7 +140,7 @@ def overview(api: MonitorApi, prometheus: Prometheus | None = None, span: str = 
         st.subheader(f"{name}: {link['source']} → {link['target']}")
         st.caption(
             f"{link_health(link)} {since(api, name)} · consumer group {link['consumer_group']} · "
-            f"workers {link.get('workers', 0)}"
+            f"workers {link.get('workers', 0)}{budget_said(link)}"
         )
         if link.get("failure"):
             st.error(link["failure"])
@@ -170,6 +171,15 @@ def overview(api: MonitorApi, prometheus: Prometheus | None = None, span: str = 
                 delta_color="inverse" if probes["absent"] else "off",
             )
         history_charts(charted, source)
+
+
+def budget_said(link: dict[str, Any]) -> str:
+    """The link's bandwidth budget in force and how long it has held the link's workers back (issue #44)."""
+    budget = link.get("budget_bytes_per_second")
+    if not budget:
+        return ""
+    held = float(link.get("budget_throttled_seconds_total") or 0)
+    return f" · bandwidth budget {format_byte_rate(int(budget))} (held the workers back {seconds(held)} in all)"
 
 
 def _last(points: list[list[float]] | None) -> float | None:

@@ -149,6 +149,16 @@ def test_records_a_link_lost_are_said_on_the_overview(api: str, monkeypatch: pyt
     ]
 
 
+def test_the_links_bandwidth_budget_and_how_long_it_held_the_link_back_are_said_on_the_overview(
+    api: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert "bandwidth budget" not in texts(console())  # none: not said
+    stats = {"budget_bytes_per_second": 1_000_000, "budget_throttled_seconds_total": 12.5}
+    view = replace(fake_api.link_view(), stats={**fake_api.link_view().stats, **stats})
+    monkeypatch.setattr(fake_api, "link_view", lambda *_args: view)
+    assert "workers 2 · bandwidth budget 1.0 MB/s (held the workers back 12.5 s in all)" in texts(console())
+
+
 def test_paused_partitions_are_said_on_the_overview_and_a_link_all_paused_reads_paused(
     api: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
