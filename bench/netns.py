@@ -8,6 +8,7 @@ through a router of its own (a second namespace that forwards), and the faults a
     host.slow(100)                   # both ways rate-limited to 100 kbit/s (tbf), queueing up to 400 ms
     with host.flapping(2, 2): ...    # down 2 s, up 2 s, until the block ends
     host.close()                     # the namespace and both veth ends gone
+    host = NetHost.make(relayed=True); host.delay(port, 25)   # a relay in the router: 25 ms each way (no netem here)
     with clusters_apart(dir) as apart: ...   # the local clusters, each on a host of its own
 
 A process may run on a host of its own too, reaching the cluster hosts by doors of its own (`ClientHost`: a namespace,
@@ -32,11 +33,13 @@ import os
 import random
 import re
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernel.processes import die_with_parent
 from localkafka.local import LocalClusters, Placement
 
 __all__ = ["Apart", "ClientHost", "Door", "NetHost", "clusters_apart", "sweep"]
@@ -89,10 +92,13 @@ class NetHost:
     peer: str  # this host's address on the pair to the router
     outside: str  # the veth end on this host
     router: str  # the router's namespace: its interfaces `ra` (towards this host) and `rb` (towards the host)
+    relay_address: str = ""  # a relay's address in the router (`relayed`), routed from this host: `delay`
+    relay: subprocess.Popen[bytes] | None = None
 
     @classmethod
-    def make(cls) -> NetHost:
-        """A new namespace with its loopback up, reached through a router namespace of its own (root only)."""
+    def make(cls, *, relayed: bool = False) -> NetHost:
+        """A new namespace with its loopback up, reached through a router namespace of its own (root only);
+        `relayed`: with an address in the router for a delaying relay in front of the host (`delay`)."""
         with _lock:
             n = next(_counter)
             a, b = _subnet()
@@ -122,6 +128,10 @@ class NetHost:
                 _ip("-n", made.name, "route", "add", "default", "via", f"{net}.5")
                 _ip("route", "add", f"{net}.4/30", "via", f"{net}.2")  # gone with the veth end
                 _ip("netns", "exec", router, "sysctl", "-qw", "net.ipv4.ip_forward=1")  # the router's own
+                if relayed:
+                    made.relay_address = f"{net}.9"
+                    _ip("-n", router, "addr", "add", f"{net}.9/32", "dev", "lo")
+                    _ip("route", "add", f"{net}.8/30", "via", f"{net}.2")
             except subprocess.CalledProcessError as exc:
                 made.close()
                 raise RuntimeError(f"cannot make network namespace {made.name}: {exc.stderr.strip()}") from None
@@ -164,8 +174,36 @@ class NetHost:
             thread.join(timeout=30)
             self.heal()
 
+    def delay(self, port: int, delay_ms: float) -> None:
+        """Start the relay (bench.relay) in the router: `relay_address:port` forwarded to `host:port`, every byte
+        `delay_ms` later each way. The broker must advertise the relay's address (`Placement.advertised`)."""
+        if not self.relay_address:
+            raise RuntimeError(f"{self.name} was made without a relay address (NetHost.make(relayed=True))")
+        command = [
+            *("ip", "netns", "exec", self.router, sys.executable, "-m", "bench.relay"),
+            *("--listen", f"{self.relay_address}:{port}", "--to", f"{self.host}:{port}", "--delay-ms", str(delay_ms)),
+        ]
+        self.relay = subprocess.Popen(
+            command,
+            cwd=Path(__file__).resolve().parents[1],  # where `-m bench.relay` is found
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            preexec_fn=die_with_parent,  # noqa: PLW1509 - only calls prctl
+        )
+        said = self.relay.stdout.readline().decode() if self.relay.stdout is not None else ""
+        if not said.startswith("relay:"):
+            self.relay.kill()
+            raise RuntimeError(f"the relay in {self.router} did not start: {said.strip()}")
+
     def close(self) -> None:
         """The namespaces go, and with them the veth pairs and the route (a process left in one is the caller's)."""
+        if self.relay is not None:
+            self.relay.terminate()
+            try:
+                self.relay.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.relay.kill()
+                self.relay.wait(timeout=10)
         _ip("netns", "del", self.name, check=False)
         _ip("netns", "del", self.router, check=False)
         _ip("link", "del", self.outside, check=False)
@@ -283,15 +321,22 @@ def sweep() -> list[str]:
 
 @contextlib.contextmanager
 def clusters_apart(
-    state_dir: Path, aliases: tuple[str, ...] = ("source", "target"), *, client: bool = False
+    state_dir: Path,
+    aliases: tuple[str, ...] = ("source", "target"),
+    *,
+    client: bool = False,
+    delay_ms: Mapping[str, float] | None = None,
 ) -> Iterator[Apart]:
     """The local clusters, each on a host of its own (`NetHost`), started, and at the end stopped and their hosts
-    removed. `client`: a client host besides, with a door into each (`Apart.client`)."""
+    removed. `client`: a client host besides, with a door into each (`Apart.client`); `delay_ms`: per alias, a
+    relay in front of that cluster's broker delaying every byte so much each way (the broker advertises the relay;
+    this host's clients only: doors do not route to it)."""
     hosts: dict[str, NetHost] = {}
     made: ClientHost | None = None
+    delays = dict(delay_ms or {})
     try:
         for alias in aliases:
-            hosts[alias] = NetHost.make()
+            hosts[alias] = NetHost.make(relayed=alias in delays)
         if client:
             made = ClientHost.make()
             for host in hosts.values():
@@ -299,10 +344,12 @@ def clusters_apart(
         clusters = LocalClusters(
             state_dir,
             progress=lambda _line: None,
-            placement={a: Placement(h.name, h.host) for a, h in hosts.items()},
+            placement={a: Placement(h.name, h.host, h.relay_address or None) for a, h in hosts.items()},
         )
         try:
             clusters.up(aliases, tie_to_parent=True)
+            for alias, delay in delays.items():
+                hosts[alias].delay(clusters.cluster(alias).broker_port, delay)
             yield Apart(clusters, hosts, made)
         finally:
             clusters.down(aliases)

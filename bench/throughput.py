@@ -428,15 +428,22 @@ def _ratios(medians: dict[str, float]) -> list[str]:
 
 
 @contextlib.contextmanager
-def _clusters(existing: Path | None, slow_kbit: int | None, work: Path) -> Iterator[MirrorwatchConfig]:
-    """`clusters_for`, or with `slow_kbit` the clusters apart with the target's link that slow (removed at the end)."""
-    if not slow_kbit:
+def _clusters(
+    existing: Path | None, slow_kbit: int | None, work: Path, delay_ms: float | None = None
+) -> Iterator[MirrorwatchConfig]:
+    """`clusters_for`, or with `slow_kbit` the clusters apart with the target's link that slow, or with `delay_ms`
+    the source that far away (a round trip; a relay in front of it: bench.relay) (removed at the end)."""
+    if not slow_kbit and not delay_ms:
         with clusters_for(existing, work) as config:
             yield config
         return
-    with clusters_apart(work / "clusters") as apart:
-        apart.hosts["target"].slow(slow_kbit)
-        print(f"the clusters on hosts of their own, the network to the target at {slow_kbit:,} kbit/s", flush=True)
+    delays = {"source": delay_ms / 2} if delay_ms else None
+    with clusters_apart(work / "clusters", delay_ms=delays) as apart:
+        if slow_kbit:
+            apart.hosts["target"].slow(slow_kbit)
+            print(f"the clusters on hosts of their own, the network to the target at {slow_kbit:,} kbit/s", flush=True)
+        if delay_ms:
+            print(f"the clusters on hosts of their own, the source {delay_ms:g} ms away (a round trip)", flush=True)
         yield load_config(apart.clusters.config_path)
 
 
@@ -453,6 +460,13 @@ def main(argv: list[str] | None = None) -> int:
         "to this many kbit/s (tbf in its router) for every peer alike: a WAN link (cannot go with --clusters)",
     )
     parser.add_argument(
+        "--delay-ms",
+        type=float,
+        help="each cluster on a host of its own (root only) and the source this many ms away, a round trip, for every "
+        "peer alike (a relay in front of its broker, half each way: bench.relay; the mirror runs in the target's "
+        "data centre, as MirrorMaker's guidance has it; cannot go with --clusters)",
+    )
+    parser.add_argument(
         "--peer-timeout",
         type=float,
         default=PEER_TIMEOUT_S,
@@ -461,8 +475,8 @@ def main(argv: list[str] | None = None) -> int:
     add_run_options(parser, PEERS, repeat_help="runs per peer, interleaved")
     parser.set_defaults(peers=",".join(p for p in PEERS if p != "python-4"))  # the scale-out peer when asked for
     args = parser.parse_args(argv)
-    if args.slow_kbit and args.clusters:
-        parser.error("--slow-kbit starts clusters of its own: leave --clusters out")
+    if (args.slow_kbit or args.delay_ms) and args.clusters:
+        parser.error("--slow-kbit and --delay-ms start clusters of their own: leave --clusters out")
     if args.bench:
         cases = BENCHES[args.bench]
     elif args.records:
@@ -473,7 +487,8 @@ def main(argv: list[str] | None = None) -> int:
     out: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="mirrorwatch-bench-") as tmp:
         work = Path(tmp)
-        with _clusters(args.clusters, args.slow_kbit, work) as clusters, contextlib.ExitStack() as started:
+        placed = _clusters(args.clusters, args.slow_kbit, work, args.delay_ms)
+        with placed as clusters, contextlib.ExitStack() as started:
             spark = None
             if any(peer_kind(p) in STANDALONE for p in peers):
                 spark = started.enter_context(LocalSparkCluster(work / "spark", workers=2, cores=1, progress=print))

@@ -131,10 +131,12 @@ def _new_cluster_id() -> str:
 
 @dataclass(frozen=True)
 class Placement:
-    """Where a broker runs when not on this host's loopback: a network namespace, and its address there."""
+    """Where a broker runs when not on this host's loopback: a network namespace, and its address there;
+    `advertised`: the address clients are told to use instead (a relay's, in front of the broker: bench.netns)."""
 
     netns: str
     host: str
+    advertised: str | None = None
 
 
 @dataclass(frozen=True)
@@ -146,9 +148,15 @@ class LocalCluster:
     directory: Path
     host: str = "127.0.0.1"
     netns: str | None = None  # the network namespace the broker runs in (None: this host's)
+    advertised: str | None = None  # the address clients are told (None: `host`, where the broker listens)
 
     @property
     def bootstrap_servers(self) -> str:
+        return f"{self.advertised or self.host}:{self.broker_port}"
+
+    @property
+    def listener(self) -> str:
+        """Where the broker itself answers (the relay's address, when advertised, may not be up yet)."""
         return f"{self.host}:{self.broker_port}"
 
     @property
@@ -235,6 +243,7 @@ class LocalClusters:
                     directory=self.state_dir / alias,
                     host=str(entry.get("host", "127.0.0.1")),
                     netns=str(entry["netns"]) if entry.get("netns") else None,
+                    advertised=str(entry["advertised"]) if entry.get("advertised") else None,
                 )
             )
         return out
@@ -316,7 +325,9 @@ class LocalClusters:
         cluster.directory.mkdir(parents=True, exist_ok=True)
         if cluster.netns is not None and security.mode != "plaintext":
             raise LocalClusterError(f"{cluster.alias}: a cluster in a network namespace is plaintext only")
-        listeners = security.server_properties(cluster.broker_port, cluster.controller_port, cluster.host)
+        listeners = security.server_properties(
+            cluster.broker_port, cluster.controller_port, cluster.host, cluster.advertised
+        )
         write_private(
             cluster.server_properties,
             _SERVER_PROPERTIES.format(controller_port=cluster.controller_port, listeners=listeners, data_dir=data_dir),
@@ -376,9 +387,7 @@ class LocalClusters:
     ) -> None:
         from kernel.kafka import new_admin
 
-        client = ClusterConfig(
-            bootstrap_servers=cluster.bootstrap_servers, properties=security.client_properties(reveal=True)
-        )
+        client = ClusterConfig(bootstrap_servers=cluster.listener, properties=security.client_properties(reveal=True))
         # log_level 0: the probe is expected to be refused while the broker starts; those lines are noise.
         admin = new_admin(client, cluster.alias, {"log_level": 0})
 

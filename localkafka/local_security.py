@@ -119,13 +119,16 @@ class LocalSecurity:
 
     # -- the broker's side -------------------------------------------------------------------------------------
 
-    def server_properties(self, broker_port: int, controller_port: int, host: str = "127.0.0.1") -> str:
+    def server_properties(
+        self, broker_port: int, controller_port: int, host: str = "127.0.0.1", advertised: str | None = None
+    ) -> str:
         """The listener and security lines of server.properties; `host`: the broker listener's address (the
-        controller's stays on the loopback of the broker's own network namespace)."""
+        controller's stays on the loopback of the broker's own network namespace); `advertised`: the address the
+        broker tells its clients, when not `host` (plaintext only)."""
         if self.mode == "plaintext":
             return (
                 f"listeners=PLAINTEXT://{host}:{broker_port},CONTROLLER://127.0.0.1:{controller_port}\n"
-                f"advertised.listeners=PLAINTEXT://{host}:{broker_port}\n"
+                f"advertised.listeners=PLAINTEXT://{advertised or host}:{broker_port}\n"
                 "inter.broker.listener.name=PLAINTEXT\n"
                 "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n"
             )
