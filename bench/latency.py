@@ -39,7 +39,6 @@ from bench.common import (
     EventBodies,
     add_run_options,
     chosen_peers,
-    clusters_for,
     exit_on_sigterm,
     markdown_table,
     median,
@@ -47,7 +46,7 @@ from bench.common import (
     stop_peer,
     total_records,
 )
-from bench.throughput import peer_command, target_topic_for
+from bench.throughput import clusters_placed, peer_command, target_topic_for
 from kernel.config import ClusterConfig, MirrorwatchConfig
 from kernel.kafka import create_topics, new_admin, new_consumer, new_producer
 
@@ -279,14 +278,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rates", default="5000,20000", help="records/s, comma-separated [5000,20000]")
     parser.add_argument("--seconds", type=float, default=15.0, help="measured seconds per run [15]")
     parser.add_argument("--size", type=int, default=1024, help="bytes per record value [1024]")
+    parser.add_argument(
+        "--delay-ms",
+        type=float,
+        help="each cluster on a host of its own (root only) and the source this many ms away, a round trip (as "
+        "bench.throughput --delay-ms; cannot go with --clusters)",
+    )
     add_run_options(parser, PEERS, repeat_help="runs per peer and rate, interleaved")
     args = parser.parse_args(argv)
+    if args.delay_ms and args.clusters:
+        parser.error("--delay-ms starts clusters of its own: leave --clusters out")
     rates = [int(r) for r in args.rates.split(",") if r]
     peers = chosen_peers(parser, args, PEERS)
     runs: list[LatencyRun] = []
     with tempfile.TemporaryDirectory(prefix="mirrorwatch-bench-") as tmp:
         work = Path(tmp)
-        with clusters_for(args.clusters, work) as clusters:
+        with clusters_placed(args.clusters, None, work, args.delay_ms) as clusters:
             for rate in rates:
                 for repeat in range(args.repeat):
                     for peer in peers:

@@ -428,7 +428,7 @@ def _ratios(medians: dict[str, float]) -> list[str]:
 
 
 @contextlib.contextmanager
-def _clusters(
+def clusters_placed(
     existing: Path | None, slow_kbit: int | None, work: Path, delay_ms: float | None = None
 ) -> Iterator[MirrorwatchConfig]:
     """`clusters_for`, or with `slow_kbit` the clusters apart with the target's link that slow, or with `delay_ms`
@@ -487,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
     out: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="mirrorwatch-bench-") as tmp:
         work = Path(tmp)
-        placed = _clusters(args.clusters, args.slow_kbit, work, args.delay_ms)
+        placed = clusters_placed(args.clusters, args.slow_kbit, work, args.delay_ms)
         with placed as clusters, contextlib.ExitStack() as started:
             spark = None
             if any(peer_kind(p) in STANDALONE for p in peers):

@@ -16,9 +16,10 @@ cluster which of them the component's principal holds, and a running component t
                      group `mirrorwatch-monitor-<cluster>-offsets-reader` (optional: with `commits_from: auto`
                      the monitor follows commits as they come, without them it asks the admin API)
     canary   source: Write, Create and Describe on the canary topic; target: Read on its mirrored name
-    progress target: the mirror Write, Create, Describe and Read (the link's control), the monitor Read and Describe
-             on `progress.topic` (optional: without them a monitor sees the workers of its own host only, through
-             their status files, and a worker obeys its own host's control document only)
+    progress target (and source, with `progress.on_source`): the mirror Write, Create and Describe (and Read on the
+             target: the link's control), the monitor Read and Describe on `progress.topic` (optional: without them
+             a monitor sees the workers of its own host only, through their status files, and a worker obeys its
+             own host's control document only)
 """
 
 from __future__ import annotations
@@ -156,22 +157,30 @@ def _canary(config: MirrorwatchConfig, link: LinkConfig) -> list[Permission]:
     ]
 
 
+_PROGRESS_ROLES: tuple[tuple[Role, tuple[str, ...]], ...] = (
+    ("mirror", ("Write", "Create", "Describe")),
+    ("monitor", ("Read", "Describe")),
+)
+
+
 def _progress(config: MirrorwatchConfig, link: LinkConfig) -> list[Permission]:
     if not config.progress.enabled:
         return []
     topic, target = config.progress.topic, link.target
     why = "worker progress for monitors on other hosts (without it, the status files of one host)"
     control = "the link's control from any host (without it, this host's control document alone)"
+    also = "worker progress while the target does not answer (progress.on_source)"
+    clusters = [(target, why)]
+    if config.progress.on_source and link.source != target:
+        clusters.append((link.source, also))
     return [
         *(
-            Permission(target, "mirror", operation, "topic", topic, why=why, optional=True)
-            for operation in ("Write", "Create", "Describe")
+            Permission(cluster, role, operation, "topic", topic, why=said, optional=True)
+            for cluster, said in clusters
+            for role, operations in _PROGRESS_ROLES
+            for operation in operations
         ),
         Permission(target, "mirror", "Read", "topic", topic, why=control, optional=True),
-        *(
-            Permission(target, "monitor", operation, "topic", topic, why=why, optional=True)
-            for operation in ("Read", "Describe")
-        ),
     ]
 
 

@@ -435,10 +435,13 @@ class CanaryConfig(_Model):
 
 class ProgressConfig(_Model):
     """Where mirror workers publish their positions for any monitor to read (`kernel.progress_topic`): a compacted
-    topic on each link's target cluster, beside the status files of one host."""
+    topic on each link's target cluster (and its source: `on_source`), beside the status files of one host."""
 
     enabled: bool = True
     topic: TopicName = "mirrorwatch.progress"
+    # Also on each link's source cluster (as MirrorMaker 2 keeps its offset syncs there): the positions of a worker
+    # that cannot reach its target still reach the monitor, so that a target outage reads exactly on every host.
+    on_source: bool = True
     # A worker publishes its positions at most this often (its status files are rewritten every 0.5 s).
     interval_seconds: Annotated[float, Field(ge=0.2, le=60)] = 1.0
     # The progress topic's replication factor when a worker creates it (default: the broker default).

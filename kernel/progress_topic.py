@@ -26,7 +26,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from kernel.acl import DenialLog
-from kernel.config import ClusterConfig, MirrorwatchConfig, ProgressConfig
+from kernel.config import ClusterConfig, LinkConfig, MirrorwatchConfig, ProgressConfig
 from kernel.kafka import (
     DENIED,
     QUICK_RECONNECT,
@@ -227,10 +227,13 @@ def _exists(admin: Any, topic: str, timeout_s: float = 10.0) -> bool:
 class StatusOut:
     """Where a worker's statuses go: its status file (the same host) and, unless disabled, the progress topic."""
 
-    def __init__(self, config: MirrorwatchConfig, target: str, who: str) -> None:
+    def __init__(self, config: MirrorwatchConfig, target: str, who: str, source: str | None = None) -> None:
         self.board = StatusBoard(config.state_path / "status")
         settings = config.progress
         self.topic = ProgressPublisher(config.clusters[target], target, settings, who) if settings.enabled else None
+        # the same statuses on the source's topic too: they reach the monitor while the target does not answer
+        on_source = settings.enabled and settings.on_source and source is not None and source != target
+        self.also = ProgressPublisher(config.clusters[source], source, settings, who) if on_source and source else None
         self._owned: dict[tuple[str, str, int], frozenset[tuple[Any, Any]]] = {}
 
     def publish(self, kind: str, name: str, worker: int, document: Mapping[str, Any], now_ms: int) -> None:
@@ -241,16 +244,20 @@ class StatusOut:
         if self.topic is not None:
             owned = frozenset((p.get("topic"), p.get("partition")) for p in body.get("partitions", ()))
             urgent, self._owned[(kind, name, worker)] = owned != self._owned.get((kind, name, worker)), owned
-            self.topic.publish(kind, body, urgent=urgent)
+            for topic in self._topics():
+                topic.publish(kind, body, urgent=urgent)
 
     def withdraw(self, kind: str, name: str, worker: int) -> None:
         self.board.withdraw(kind, name, worker)
-        if self.topic is not None:
-            self.topic.withdraw(kind, name, worker, self.board.pid)
+        for topic in self._topics():
+            topic.withdraw(kind, name, worker, self.board.pid)
 
     def close(self) -> None:
-        if self.topic is not None:
-            self.topic.close()
+        for topic in self._topics():
+            topic.close()
+
+    def _topics(self) -> list[ProgressPublisher]:
+        return [t for t in (self.topic, self.also) if t is not None]
 
 
 class ProgressReader:
@@ -426,19 +433,21 @@ class ProgressReader:
 
 @contextmanager
 def progress_readers(config: MirrorwatchConfig) -> Iterator[list[ProgressReader]]:
-    """A reader of the progress topic of every target cluster of the config's links, for the block (none when
-    progress is disabled). `config` as the monitor uses it (its role's client settings)."""
+    """A reader of the progress topic of every cluster the config's links publish on (their targets, and their
+    sources with `progress.on_source`), for the block (none when progress is disabled). `config` as the monitor uses
+    it (its role's client settings)."""
     if not config.progress.enabled:
         yield []
         return
-    targets = dict.fromkeys(link.target for link in config.links)
+    on_source = config.progress.on_source
+
+    def publishes_on(link: LinkConfig, alias: str) -> bool:
+        return link.target == alias or (on_source and link.source == alias)
+
+    aliases = dict.fromkeys(a for link in config.links for a in (link.target, link.source) if publishes_on(link, a))
     topic = config.progress.topic
-    readers = [
-        ProgressReader(
-            config.clusters[alias], alias, topic, frozenset(link.name for link in config.links if link.target == alias)
-        )
-        for alias in targets
-    ]
+    names = {alias: frozenset(link.name for link in config.links if publishes_on(link, alias)) for alias in aliases}
+    readers = [ProgressReader(config.clusters[alias], alias, topic, names[alias]) for alias in aliases]
     for reader in readers:
         reader.start()
     try:

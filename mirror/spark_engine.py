@@ -111,7 +111,7 @@ class _Progress:
             link.consumer_group,
             {"enable.auto.commit": False, "client.id": f"mirrorwatch-{link.name}-spark-commits"},
         )
-        self._board = StatusOut(config, link.target, f"{link.name}-spark")
+        self._board = StatusOut(config, link.target, f"{link.name}-spark", link.source)
         self._writer = writer_fields(config, link, 0)
         self._clock = SystemClock()
         self.keeper = keeper  # the link's topic keeper, for the drift in the status

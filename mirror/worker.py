@@ -111,7 +111,7 @@ class WorkerBase:
         self._producer: Producer | None = None
         self._source_admin: AdminClient | None = None
         self._target_admin: AdminClient | None = None
-        self._board = StatusOut(config, link.target, self.name)  # the status file and the progress topic
+        self._board = StatusOut(config, link.target, self.name, link.source)  # the status file and the progress topic
         self._denials = DenialLog(log, f"link {self.name}")  # a missing ACL: one line, not a warning per retry
         self._ledger = GapLedger(config.state_path / "lost", link.name)
         self._stopped: dict[tuple[str, int], str] = {}  # partitions this worker stopped mirroring alone, and why

@@ -45,7 +45,7 @@ def test_the_mirror_reads_only_the_selected_topics_and_writes_only_their_copies(
         ("Read", "topic", "orders.us"),
         ("DescribeConfigs", "topic", "orders.us"),
         ("Read", "group", "mirrorwatch-orders"),
-    }
+    } | {(op, "topic", "mirrorwatch.progress") for op in ("Write", "Create", "Describe")}  # progress.on_source
     assert _names(needed, "mirror", "hub") == {
         (op, "topic", f"dc1.orders.{region}")
         for op in ("Write", "Create", "DescribeConfigs", "Alter")
@@ -98,6 +98,7 @@ def test_the_monitor_describes_and_reads_and_following_commits_is_optional() -> 
         ("dc1", "mirrorwatch-monitor-dc1-offsets-reader"),
         ("hub", "mirrorwatch-monitor-hub-offsets-reader"),
         ("hub", "mirrorwatch.progress"),
+        ("dc1", "mirrorwatch.progress"),  # progress.on_source
     }
     admin_api = _config(canary={"enabled": False}, progress={"enabled": False}, monitor={"commits_from": "admin_api"})
     assert not any(p.optional for p in required(admin_api, admin_api.links[0], ["orders.eu"]))
@@ -115,8 +116,20 @@ def test_the_progress_topic_is_written_by_the_mirror_and_read_by_the_monitor_on_
         ("hub", "mirror", "Read"),
         ("hub", "monitor", "Read"),
         ("hub", "monitor", "Describe"),
+        # progress.on_source: the same statuses on the source, read while the target does not answer
+        ("dc1", "mirror", "Write"),
+        ("dc1", "mirror", "Create"),
+        ("dc1", "mirror", "Describe"),
+        ("dc1", "monitor", "Read"),
+        ("dc1", "monitor", "Describe"),
     }
     assert all(p.optional for p in progress)
+    target_only = _config(canary={"enabled": False}, progress={"topic": "mw.progress", "on_source": False})
+    assert not [
+        p
+        for p in required(target_only, target_only.links[0], ["orders.eu"])
+        if p.cluster == "dc1" and p.name == "mw.progress"
+    ]
     off = _config(canary={"enabled": False}, progress={"enabled": False})
     assert not any("progress" in p.name for p in required(off, off.links[0], ["orders.eu"]))
 
