@@ -7,6 +7,7 @@ target's own high-watermarks."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from kernel.kafka import new_producer
 from kernel.processes import free_port
 from kernel.progress_format import encode
 from kernel.wait import wait_until
+from localkafka.local import LocalClusters
 from tests.kafka_helpers import Record, end_offsets, produce
 from tests.processes import MirrorProcess, get_json
 
@@ -37,6 +39,25 @@ def forge(target: ClusterConfig, topic: str, name: str) -> None:
     assert forger.flush(30) == 0 and not failed, failed
 
 
+def view_with_the_target_frozen(
+    clusters: LocalClusters, source: ClusterConfig, topic: str, view: Callable[[], dict[str, Any]]
+) -> dict[str, Any]:
+    """The target frozen: the workers' statuses still reach the monitor, through the progress topic on the source
+    (progress.on_source). The link's view once both workers read a new record on each partition, which waits."""
+    clusters.freeze("target")
+    try:
+        produce(source, "source", topic, [Record(key=b"f", value=b"v", partition=p) for p in range(PARTITIONS)])
+        time.sleep(4)  # twice a status' staleness: workers heard only through the target would read gone by now
+
+        def both_waiting() -> dict[str, Any] | None:
+            seen = view()
+            return seen if seen["workers"] == 2 and all(p["consumed"] == 1001 for p in seen["partitions"]) else None
+
+        return wait_until(both_waiting, timeout_s=30, description="the workers' statuses during the target's freeze")
+    finally:
+        clusters.thaw("target")
+
+
 def test_a_monitor_on_another_host_reads_every_workers_exact_positions_from_the_progress_topic(
     clusters_config: MirrorwatchConfig,
     make_topic: Callable[..., str],
@@ -44,6 +65,7 @@ def test_a_monitor_on_another_host_reads_every_workers_exact_positions_from_the_
     start_mirror: Callable[..., MirrorProcess],
     unique: Callable[[str], str],
     tmp_path: Path,
+    local_clusters: LocalClusters,
 ) -> None:
     source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
     topic, name, progress = make_topic("source", PARTITIONS), unique("link"), unique("progress")
@@ -110,6 +132,10 @@ def test_a_monitor_on_another_host_reads_every_workers_exact_positions_from_the_
     assert not list((tmp_path / "monitor-host").glob("status/links/*.json"))
     pair_agrees()
 
+    frozen = view_with_the_target_frozen(local_clusters, source, topic, view)
+    assert frozen["workers_gone"] == 0 and all(p["acked"] == 1000 for p in frozen["partitions"]), frozen
+    assert {p["position_from"] for p in frozen["partitions"]} == {"worker"}
+
     # Someone else's records on the topic: garbage, and a forged status under another writer's key.
     forge(target, f"mirrorwatch.{progress}", name)
     wait_until(lambda: "not a worker's status" in monitor.log(), timeout_s=30, description="the monitor to refuse them")
@@ -117,7 +143,7 @@ def test_a_monitor_on_another_host_reads_every_workers_exact_positions_from_the_
 
     # A worker killed: its last word stands (its partitions move to the other worker); a clean stop withdraws one.
     wait_until(  # once committed (every 5 s): what a killed worker had not committed is copied again, by design
-        lambda: all(p["committed"] == 1000 for p in view()["partitions"]),
+        lambda: all(p["committed"] == 1001 for p in view()["partitions"]),
         timeout_s=30,
         description="the workers' commits",
     )
@@ -129,11 +155,11 @@ def test_a_monitor_on_another_host_reads_every_workers_exact_positions_from_the_
     )
     produce(source, "source", topic, [Record(key=b"x", value=b"v", partition=p) for p in range(PARTITIONS)])
     wait_until(
-        lambda: [p["acked"] for p in sorted(view()["partitions"], key=lambda p: p["partition"])] == [1001] * PARTITIONS,
+        lambda: [p["acked"] for p in sorted(view()["partitions"], key=lambda p: p["partition"])] == [1002] * PARTITIONS,
         timeout_s=60,
         description="the survivor's positions past the new records",
     )
-    assert end_offsets(target, "target", topic, PARTITIONS) == [1001] * PARTITIONS
+    assert end_offsets(target, "target", topic, PARTITIONS) == [1002] * PARTITIONS
     pair_agrees()
     assert workers[1].stop() == 0
     wait_until(
