@@ -45,6 +45,7 @@ SORTS = {  # how the groups table is ordered: worst status first, most lag first
     "total lag": "total lag",
     "lag growth": "lag change / min",
 }
+PICKED_GROUP = "groups-picked"  # session state: the group whose partitions the groups page shows
 STATUS_RANK = {"ERR": 0, "WARN": 1, "NOTFOUND": 2, "OK": 3}
 STATUS_ICONS = {"OK": "🟢", "WARN": "🟠", "ERR": "🔴", "STOP": "🔴", "STALL": "🔴", "REWIND": "🔴", "NOTFOUND": "⚪"}
 
@@ -255,7 +256,12 @@ def consumer_groups(api: MonitorApi) -> None:
     st.caption(f"lag change: records per minute over the last {document.get('trend_seconds', 300):g} s")
     st.dataframe(table.drop(columns=["_rank"]), hide_index=True, width="stretch")
     shown = table.to_dict("records")
-    choice = st.selectbox("Partitions of", [f"{r['cluster']} / {r['group']}" for r in shown])
+    # the group picked stays picked while the table's order changes under it (a refresh, a group going WARN, a new
+    # group): a selectbox whose options change starts over at its first one
+    labels = [f"{r['cluster']} / {r['group']}" for r in shown]
+    picked = st.session_state.get(PICKED_GROUP)
+    choice = st.selectbox("Partitions of", labels, index=labels.index(picked) if picked in labels else 0)
+    st.session_state[PICKED_GROUP] = choice
     row = next(r for r in shown if f"{r['cluster']} / {r['group']}" == choice)
     status = (api.get(f"/v3/kafka/{_q(row['cluster'])}/consumer/{_q(row['group'])}/lag") or {}).get("status")
     if status is None:

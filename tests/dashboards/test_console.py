@@ -83,6 +83,21 @@ def test_consumer_groups_table_filter_and_drill_down(api: str) -> None:
     assert len(app.get("vega_lite_chart")) == 2, "the offset window and the group's lag over time are drawn"
 
 
+def test_the_group_picked_stays_picked_when_the_table_changes_under_it(api: str) -> None:
+    """The drill-down keeps the group the operator picked when the table's rows change (a filter here; a refresh
+    with a new group or a status change in the field): the selectbox used to start over at the table's first row."""
+    app = open_page(console(), "Consumer groups")
+    [picker] = [s for s in app.selectbox if s.label == "Partitions of"]
+    picker.set_value("dc1 / billing").run()
+    assert list(app.dataframe[1].value["current lag"]) == [0]  # billing's partitions
+    app.text_input[0].set_value("bill").run()
+    app.text_input[0].set_value("").run()
+    assert list(app.dataframe[0].value["group"]) == ["fraud-detector", "billing"]
+    [picker] = [s for s in app.selectbox if s.label == "Partitions of"]
+    assert picker.value == "dc1 / billing"
+    assert list(app.dataframe[1].value["current lag"]) == [0], "the drill-down jumped to the table's first group"
+
+
 def test_the_groups_page_asks_for_every_group_at_once(api: str) -> None:
     """One request for the table whatever the number of groups (it once asked twice per group), and three for the
     group picked for the drill-down."""
