@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import signal
 import subprocess
@@ -25,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -63,19 +65,27 @@ class Roll:
     others: dict[str, list[float]] = field(default_factory=dict)
 
 
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return bool(response.status == 200)
+    except OSError:  # not listening yet (refused), or an HTTP error
+        return False
+
+
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _config_file(config: MirrorwatchConfig, work: Path, topic: str, kind: str = "mirror") -> Path:
+def _config_file(config: MirrorwatchConfig, work: Path, topic: str, kind: str = "mirror", port: int = 0) -> Path:
     """The link's config for a process of `kind`: the workers' (no canary), or `run`'s, `monitor`'s or `canary`'s
-    (the canary on, probing every second; each its own HTTP port)."""
+    (the canary on, probing every second; each its own HTTP `port`)."""
     link = {"name": "roll", "source": "source", "target": "target", "topics": {"include": [topic.replace(".", "\\.")]}}
     document = {
         "clusters": {a: {"bootstrap_servers": c.bootstrap_servers} for a, c in config.clusters.items()},
         "links": [{**link, "group_id": f"{topic}-mirror"}],
         "canary": {"enabled": kind != "mirror", "topic": f"mirrorwatch.canary.{topic}", "interval_seconds": 1},
-        "http": {"port": free_port()},
+        "http": {"port": port},
         "state_dir": str(work / "state"),
     }
     path = work / f"roll-{kind}.yaml"
@@ -123,7 +133,15 @@ class _Fleet:
     def stop_each_other(self, result: Roll, topic: str, config: MirrorwatchConfig, settle_s: float) -> None:
         """`run`, `monitor` and `canary` in turn beside the workers, each SIGTERMed after `settle_s` under the load."""
         for n, kind in enumerate(OTHERS, start=len(self.processes)):
-            process = self.start(n, kind, _config_file(config, self._work, topic, kind))
+            port = free_port()
+            process = self.start(n, kind, _config_file(config, self._work, topic, kind, port))
+            # up first (its API answers): a process stopped while it starts dies of the signal, as any would
+            wait_until(
+                functools.partial(_answers, f"http://127.0.0.1:{port}/healthz"),
+                timeout_s=120,
+                interval_s=0.2,
+                description=f"`mirrorwatch {kind}` to serve its API",
+            )
             self._settle(result, settle_s)
             seconds, code = self._terminate(process, result)
             result.others[kind] = [round(seconds, 3), code]
