@@ -34,7 +34,15 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 
 from kernel.kafka import error_text
 from kernel.worker_status import PartitionPosition
@@ -62,6 +70,12 @@ PAUSE_AFTER_FULL_S = 10.0
 # to the next read is the worker's own (`_fetching_since_ms`). Shorter holds (a bandwidth budget's bucket refilling,
 # a window's worth waiting for its acknowledgement) leave the fetcher refetching as the loop drains its queue.
 HOLD_STOPS_FETCHING_S = 1.0
+# A commit the coordinator refuses while the group rebalances (another worker joined or left): this member's generation
+# is behind until it has rejoined. A worker stopping at that moment polls until it has, its partitions paused, and
+# commits again, at most this long: its last commit otherwise was lost and the next owner mirrored again everything
+# after the one before (seen: 2,083 records twice over a rolling restart while a fourth worker joined).
+REJOIN_FIRST = frozenset({KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS})
+SHUTDOWN_REJOIN_S = 15.0
 
 
 class LinkWorker(IdentityWorker):
@@ -170,7 +184,8 @@ class LinkWorker(IdentityWorker):
             # Assigned while leaving the group (another worker left first and close() joined the rebalance): nothing
             # will be read, and asking the coordinator for committed offsets from a closing consumer waits out its
             # timeout and raises out of close() (seen: 30 s, then the worker exited 1 on SIGTERM).
-            log.info("link %s: assigned %s while stopping; not reading them", self.name, _tps(partitions))
+            if partitions:
+                log.info("link %s: assigned %s while stopping; not reading them", self.name, _tps(partitions))
             return
         try:
             committed = consumer.committed(partitions, timeout=30)
@@ -247,7 +262,15 @@ class LinkWorker(IdentityWorker):
         self._delivery.forget(revoked)  # records not yet handed to the producer are read again by the next owner
         if self._producer is not None:
             self._delivery.flush(SHUTDOWN_FLUSH_S)
-        self._commit(keys=revoked, asynchronous=False)
+        refused = self._commit(keys=revoked, asynchronous=False)
+        if refused is not None:
+            log.warning(
+                "link %s: the commit of %s was refused (%s); their next owner mirrors again what followed the last "
+                "commit",
+                self.name,
+                _tps(partitions),
+                KafkaError(refused).name(),
+            )
         self._write_notes(sorted(revoked))
         for key in revoked:
             self._forget_progress(key)
@@ -407,9 +430,11 @@ class LinkWorker(IdentityWorker):
 
     # -- commits ----------------------------------------------------------------------------------------------------
 
-    def _commit(self, keys: set[tuple[str, int]] | None = None, *, asynchronous: bool = True) -> None:
+    def _commit(self, keys: set[tuple[str, int]] | None = None, *, asynchronous: bool = True) -> int | None:
+        """Commit what the target acknowledged (of `keys`, else of every partition); a synchronous commit refused
+        returns the refusal's error code (one in REJOIN_FIRST not said here: the caller knows what comes next)."""
         if self._consumer is None:
-            return
+            return None
         offsets = []
         for key, p in self._progress.items():
             if keys is not None and key not in keys:
@@ -418,7 +443,7 @@ class LinkWorker(IdentityWorker):
             if offset is not None:
                 offsets.append(TopicPartition(key[0], key[1], offset))
         if not offsets:
-            return
+            return None
         try:
             offsets = _with_leader_epochs(self._consumer, offsets)
             if asynchronous:
@@ -426,7 +451,38 @@ class LinkWorker(IdentityWorker):
             else:
                 self._mark_committed(self._consumer.commit(offsets=offsets, asynchronous=False))
         except KafkaException as exc:
-            log.warning("link %s: commit failed (%s); it is retried at the next interval", self.name, error_text(exc))
+            code = exc.args[0].code() if exc.args and isinstance(exc.args[0], KafkaError) else KafkaError._FAIL
+            if asynchronous or code not in REJOIN_FIRST:
+                said = error_text(exc)
+                log.warning("link %s: commit failed (%s); it is retried at the next interval", self.name, said)
+            return None if asynchronous else code
+        return None
+
+    def _commit_before_leaving(self, consumer: Consumer) -> None:
+        """The last commit, taken once this worker has rejoined a rebalance under way (REJOIN_FIRST): it polls, its
+        partitions paused and a record handed out dropped unread, for at most SHUTDOWN_REJOIN_S."""
+        refused = self._commit(asynchronous=False)
+        if refused not in REJOIN_FIRST:
+            return
+        log.info(
+            "link %s: the group is rebalancing (%s); committing once this worker has rejoined (at most %gs)",
+            self.name,
+            KafkaError(refused).name(),
+            SHUTDOWN_REJOIN_S,
+        )
+        deadline = self._clock.monotonic_s() + SHUTDOWN_REJOIN_S
+        while refused in REJOIN_FIRST and self._clock.monotonic_s() < deadline:
+            consumer.poll(0.2)  # the rebalance's callbacks run here (a revoked partition commits in _on_revoke)
+            assignment = consumer.assignment()
+            if assignment:
+                consumer.pause(assignment)  # a partition assigned meanwhile is not read: its next owner reads it
+            refused = self._commit(asynchronous=False)
+        if refused is not None:
+            log.warning(
+                "link %s: the last commit was refused (%s); the next owners mirror again what followed the one before",
+                self.name,
+                KafkaError(refused).name(),
+            )
 
     # -- shutdown ---------------------------------------------------------------------------------------------------
 
@@ -454,7 +510,7 @@ class LinkWorker(IdentityWorker):
                     remaining,
                     SHUTDOWN_FLUSH_S,
                 )
-            self._commit(asynchronous=False)
+            self._commit_before_leaving(consumer)
         finally:
             consumer.close()  # leaves the group; on_revoke commits again (nothing new by now)
             delivery.flush(1)

@@ -35,7 +35,7 @@ class IdentityWorker(GapWorker):
         # anew (`_lost_targets_owned`): nothing of theirs may reach the new topic before its first record
         self._awaiting_target: set[tuple[str, int]] = set()
 
-    def _commit(self, keys: set[tuple[str, int]] | None = None, *, asynchronous: bool = True) -> None:
+    def _commit(self, keys: set[tuple[str, int]] | None = None, *, asynchronous: bool = True) -> int | None:
         raise NotImplementedError  # `mirror.engine.LinkWorker`
 
     def _back_to_acked(self, skip: set[tuple[str, int]], why: str) -> None:
