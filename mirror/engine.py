@@ -46,6 +46,7 @@ from confluent_kafka import (
 
 from kernel.kafka import error_text
 from kernel.worker_status import PartitionPosition
+from mirror.commits import REJOIN_FIRST, acked_offsets, commit_before_leaving, refused, with_leader_epochs
 from mirror.delivery import Delivery
 from mirror.flow import FlowWindow
 from mirror.identity import IdentityWorker
@@ -70,12 +71,6 @@ PAUSE_AFTER_FULL_S = 10.0
 # to the next read is the worker's own (`_fetching_since_ms`). Shorter holds (a bandwidth budget's bucket refilling,
 # a window's worth waiting for its acknowledgement) leave the fetcher refetching as the loop drains its queue.
 HOLD_STOPS_FETCHING_S = 1.0
-# A commit the coordinator refuses while the group rebalances (another worker joined or left): this member's generation
-# is behind until it has rejoined. A worker stopping at that moment polls until it has, its partitions paused, and
-# commits again, at most this long: its last commit otherwise was lost and the next owner mirrored again everything
-# after the one before (seen: 2,083 records twice over a rolling restart while a fourth worker joined).
-REJOIN_FIRST = frozenset({KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS})
-SHUTDOWN_REJOIN_S = 15.0
 
 
 class LinkWorker(IdentityWorker):
@@ -262,15 +257,10 @@ class LinkWorker(IdentityWorker):
         self._delivery.forget(revoked)  # records not yet handed to the producer are read again by the next owner
         if self._producer is not None:
             self._delivery.flush(SHUTDOWN_FLUSH_S)
-        refused = self._commit(keys=revoked, asynchronous=False)
-        if refused is not None:
-            log.warning(
-                "link %s: the commit of %s was refused (%s); their next owner mirrors again what followed the last "
-                "commit",
-                self.name,
-                _tps(partitions),
-                KafkaError(refused).name(),
-            )
+        code = self._commit(keys=revoked, asynchronous=False)
+        if code is not None:
+            said = f"the commit of {_tps(partitions)} was refused ({KafkaError(code).name()})"
+            log.warning("link %s: %s; their next owner mirrors again what followed the last commit", self.name, said)
         self._write_notes(sorted(revoked))
         for key in revoked:
             self._forget_progress(key)
@@ -433,56 +423,21 @@ class LinkWorker(IdentityWorker):
     def _commit(self, keys: set[tuple[str, int]] | None = None, *, asynchronous: bool = True) -> int | None:
         """Commit what the target acknowledged (of `keys`, else of every partition); a synchronous commit refused
         returns the refusal's error code (one in REJOIN_FIRST not said here: the caller knows what comes next)."""
-        if self._consumer is None:
-            return None
-        offsets = []
-        for key, p in self._progress.items():
-            if keys is not None and key not in keys:
-                continue
-            offset = p.offset_to_commit()
-            if offset is not None:
-                offsets.append(TopicPartition(key[0], key[1], offset))
-        if not offsets:
+        offsets = acked_offsets(self._progress, keys)
+        if self._consumer is None or not offsets:
             return None
         try:
-            offsets = _with_leader_epochs(self._consumer, offsets)
+            offsets = with_leader_epochs(self._consumer, offsets)
             if asynchronous:
                 self._consumer.commit(offsets=offsets, asynchronous=True)  # marked in _on_commit
             else:
                 self._mark_committed(self._consumer.commit(offsets=offsets, asynchronous=False))
         except KafkaException as exc:
-            code = exc.args[0].code() if exc.args and isinstance(exc.args[0], KafkaError) else KafkaError._FAIL
-            if asynchronous or code not in REJOIN_FIRST:
+            if asynchronous or refused(exc) not in REJOIN_FIRST:
                 said = error_text(exc)
                 log.warning("link %s: commit failed (%s); it is retried at the next interval", self.name, said)
-            return None if asynchronous else code
+            return None if asynchronous else refused(exc)
         return None
-
-    def _commit_before_leaving(self, consumer: Consumer) -> None:
-        """The last commit, taken once this worker has rejoined a rebalance under way (REJOIN_FIRST): it polls, its
-        partitions paused and a record handed out dropped unread, for at most SHUTDOWN_REJOIN_S."""
-        refused = self._commit(asynchronous=False)
-        if refused not in REJOIN_FIRST:
-            return
-        log.info(
-            "link %s: the group is rebalancing (%s); committing once this worker has rejoined (at most %gs)",
-            self.name,
-            KafkaError(refused).name(),
-            SHUTDOWN_REJOIN_S,
-        )
-        deadline = self._clock.monotonic_s() + SHUTDOWN_REJOIN_S
-        while refused in REJOIN_FIRST and self._clock.monotonic_s() < deadline:
-            consumer.poll(0.2)  # the rebalance's callbacks run here (a revoked partition commits in _on_revoke)
-            assignment = consumer.assignment()
-            if assignment:
-                consumer.pause(assignment)  # a partition assigned meanwhile is not read: its next owner reads it
-            refused = self._commit(asynchronous=False)
-        if refused is not None:
-            log.warning(
-                "link %s: the last commit was refused (%s); the next owners mirror again what followed the one before",
-                self.name,
-                KafkaError(refused).name(),
-            )
 
     # -- shutdown ---------------------------------------------------------------------------------------------------
 
@@ -510,7 +465,7 @@ class LinkWorker(IdentityWorker):
                     remaining,
                     SHUTDOWN_FLUSH_S,
                 )
-            self._commit_before_leaving(consumer)
+            commit_before_leaving(consumer, lambda: self._commit(asynchronous=False), self._clock, self.name)
         finally:
             consumer.close()  # leaves the group; on_revoke commits again (nothing new by now)
             delivery.flush(1)
@@ -576,22 +531,6 @@ def _start(committed: TopicPartition, begin: int) -> TopicPartition:
     if committed.leader_epoch is None or committed.leader_epoch < 0:
         return TopicPartition(committed.topic, committed.partition, committed.offset)
     return TopicPartition(committed.topic, committed.partition, committed.offset, leader_epoch=committed.leader_epoch)
-
-
-def _with_leader_epochs(consumer: Consumer, offsets: list[TopicPartition]) -> list[TopicPartition]:
-    """The offsets to commit, each with the leader epoch of the consumer's position (that of the last record it read,
-    never older than the committed offset's own), kept by whoever reads the partition from this commit: when the
-    partition's leader changes (an unclean election), librdkafka checks the position against the source log by it
-    (KIP-320) and says where the old log ends (`mirror.gaps.truncated_at`). Without an epoch where the position has
-    none. librdkafka checks nothing when the epoch stays (one broker restarted)."""
-    epochs = {(tp.topic, tp.partition): tp.leader_epoch for tp in consumer.position(offsets)}
-    out = []
-    for tp in offsets:
-        epoch = epochs.get((tp.topic, tp.partition))
-        out.append(
-            tp if epoch is None or epoch < 0 else TopicPartition(tp.topic, tp.partition, tp.offset, leader_epoch=epoch)
-        )
-    return out
 
 
 def _tps(partitions: list[TopicPartition]) -> str:
