@@ -433,10 +433,11 @@ class LinkWorker(IdentityWorker):
             else:
                 self._mark_committed(self._consumer.commit(offsets=offsets, asynchronous=False))
         except KafkaException as exc:
-            if asynchronous or refused(exc) not in REJOIN_FIRST:
+            code = refused(exc)
+            if asynchronous or code not in REJOIN_FIRST:
                 said = error_text(exc)
                 log.warning("link %s: commit failed (%s); it is retried at the next interval", self.name, said)
-            return None if asynchronous else refused(exc)
+            return None if asynchronous else code
         return None
 
     # -- shutdown ---------------------------------------------------------------------------------------------------
