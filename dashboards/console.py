@@ -262,7 +262,7 @@ def consumer_groups(api: MonitorApi) -> None:
     picked = st.session_state.get(PICKED_GROUP)
     choice = st.selectbox("Partitions of", labels, index=labels.index(picked) if picked in labels else 0)
     st.session_state[PICKED_GROUP] = choice
-    row = next(r for r in shown if f"{r['cluster']} / {r['group']}" == choice)
+    row = shown[labels.index(choice)]
     status = (api.get(f"/v3/kafka/{_q(row['cluster'])}/consumer/{_q(row['group'])}/lag") or {}).get("status")
     if status is None:
         st.info("That group is gone.")
