@@ -34,7 +34,7 @@ from kernel.config import LinkConfig
 from kernel.worker_status import Gap, PartitionPosition, WorkerStatus
 from monitor.dating import RecordTimes, age_seconds, appeared, interpolated_high, record_time
 from monitor.evaluator import OffsetSample
-from monitor.moments import stale_high, unowned_high, unowned_moment
+from monitor.moments import REPORTED_AFTER_READ, stale_high, unowned_high, unowned_moment
 from monitor.snapshot import ClusterSnapshot
 
 __all__ = [
@@ -495,7 +495,8 @@ def served_link(
       is the only proof, and the round's figure stands at its own moment).
     A figure not known at the round for want of its record's time is dated the same way; one not known for want of
     the source stays unknown until a round sees it; one caught up by the round is unknown once the source stopped
-    answering since (the fresh positions say so: `SafePosition.high_floor`)."""
+    answering since (the fresh positions say so: `SafePosition.high_floor`), and stands at the round's moment when
+    the partition was only released since (`monitor.moments.REPORTED_AFTER_READ`)."""
     if fresh is None:
         return view
     partitions = tuple(
@@ -514,6 +515,11 @@ def _served_partition(
         and fresh.lag_records == 0
         and (p.high_watermark is None or (fresh.safe or 0) >= p.high_watermark)  # the round knew no more
     ):
+        if fresh.high_floor == REPORTED_AFTER_READ and p.replication_lag_records is not None:
+            # released since the round (a rebalance) while the source answers: nothing new is known of now, and the
+            # round's figure stands at its own moment until a round reads the source again (a fleet worker thawed
+            # from a SIGSTOP rejoined its group: three samples served no figure, issue #45)
+            return p
         # caught up by the last high-watermark read, but that proves nothing now (see `high_floor`)
         return replace(
             p,

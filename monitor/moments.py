@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from kernel.worker_status import PartitionPosition, WorkerStatus
 
-__all__ = ["stale_high", "unowned_high", "unowned_moment"]
+__all__ = ["REPORTED_AFTER_READ", "stale_high", "unowned_high", "unowned_moment"]
+
+# Why a partition nobody mirrors is not known to be caught up though the source answers: its position came in a status
+# later than the high-watermark read, from a worker that did not say (or saw further than) where the source stood then
+# — a worker that has just released it in a rebalance, or died. The round's figure, if it had one, stands at its own
+# moment (`monitor.links._served_partition`); only a round that reads the source again measures it.
+REPORTED_AFTER_READ = "its position was reported after the last high-watermark read"
 
 
 def unowned_high(high: int | None, high_ms: int | None, proof: tuple[int, int | None] | None) -> int | None:
@@ -37,7 +43,7 @@ def unowned_moment(
     proven_ms, seen_high = proof
     if seen_high is not None and safe >= seen_high:
         return min(unowned_ms, proven_ms), None
-    return unowned_ms, "its position was reported after the last high-watermark read"
+    return unowned_ms, REPORTED_AFTER_READ
 
 
 def stale_high(

@@ -347,6 +347,32 @@ def test_a_partition_nobody_mirrors_caught_up_only_by_a_later_report_is_so_at_th
     )
 
 
+def test_a_partition_released_since_the_round_keeps_the_round_figure_at_its_moment() -> None:
+    """The round measured the live worker caught up at 200 (its status at T0 - 200 ms). At T0 + 500 ms the group
+    rebalances and the worker's status releases the partition at 200: nobody reports it, and the source answers, but
+    nothing was read of it since T0 — the round's 0 stands, at its own moment, rather than no figure (a fleet worker
+    thawed from a SIGSTOP rejoined its group: three samples in a row without one, issue #45). A source that stopped
+    answering since still reads unknown."""
+    view = round_view([WorkerSighting(status(T0 - 200, 200, 200), True)])
+    (at_round,) = view.partitions
+    assert (at_round.replication_lag_records, at_round.observed_ms) == (0, T0 - 200)
+    document = status(T0 + 500, 200, 200).as_json()
+    document["released"], document["partitions"] = document["partitions"], []
+    released = WorkerStatus.from_json(document)
+    assert released is not None
+    now = T0 + 600
+    positions = fresh([WorkerSighting(released, True)], now)
+    assert positions[("orders", 0)].high_floor == "its position was reported after the last high-watermark read"
+    (served,) = served_link(view, now, positions).partitions
+    assert served == at_round
+    unseen = safe_positions(
+        LINK, [WorkerSighting(released, True)], source(T0, 200), now, unseen_source="no answer for 1.5s"
+    )
+    (served,) = served_link(view, now, unseen).partitions
+    assert (served.replication_lag_records, served.replication_lag_seconds) == (None, None)
+    assert served.reason is not None and served.reason.startswith("cannot see the source")
+
+
 def test_a_partition_with_nothing_acknowledged_and_no_commit_stands_at_the_log_start() -> None:
     """An empty partition a worker was just given (nothing read, nothing committed) is caught up, not unknown (it made
     a link's total unknown); one holding records nobody has copied is behind by all of them, from the log start where
