@@ -267,7 +267,9 @@ def build_rules(overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
             "from what link {{ $labels.link }} copies ({{ $labels.reason }}), in the last "
             + t["records_lost_window"]
             + ". retention, truncated, recreated: gone from the source before the link read them; target-deleted, "
-            "target-recreated: gone from the target with its topic (the source still has them). The offsets: "
+            "target-recreated: gone from the target with its topic (the source still has them); target-retention: "
+            "the target took them already older than its retention.ms (the link lags by more than the target keeps "
+            "records), and deletes them at its next retention check. The offsets: "
             "/mirror/links/{{ $labels.link }}.",
         ),
         _alert(

@@ -59,10 +59,14 @@ def plan_lines(plan: FailoverPlan) -> list[str]:
         for topic in g.unmirrored:
             lines.append(f"  ! {topic}: nothing of it on the target through this link; not translated")
         for lost in g.lost:
+            how = (
+                "reached the target already older than its retention.ms (target-retention): its broker deletes them"
+                if lost.reason == "target-retention"
+                else f"were gone from the source ({lost.reason}) before the link copied them"
+            )
             lines.append(
                 f"  ! LOST: {lost.records} record(s) of {lost.topic}[{lost.partition}] the group had not read, offsets "
-                f"{lost.first_offset}..{lost.end_offset - 1}, were gone from the source ({lost.reason}) before the "
-                "link copied them: no consumer reads them on the target"
+                f"{lost.first_offset}..{lost.end_offset - 1}, {how}: no consumer reads them on the target"
             )
         ahead = (
             f" (and {g.read_not_mirrored} it has read whose copies are still to come)" if g.read_not_mirrored else ""

@@ -355,15 +355,26 @@ class Lost:
 
 
 def lost_unread(commits: Mapping[SourcePartition, int], gaps: Iterable[Gap]) -> list[Lost]:
-    """Of the link's gaps, the records at or after each commit. Only gaps of records the source deleted (retention)
-    count: a recreated topic's gap is in the old topic's offsets (Kafka dropped the groups' commits of it), and a
-    truncated log's records are on the target."""
-    out = []
+    """Of the link's gaps, the records at or after each commit. Only gaps of records no cluster keeps for the group
+    count: the source deleted them before the link read them (retention), or the target took them already older than
+    its retention (target-retention: its broker deletes them at its next check). A recreated topic's gap is in the
+    old topic's offsets (Kafka dropped the groups' commits of it), and a truncated log's records are on the target.
+    Overlapping gaps (a growing one found again by a partition's next owner) are counted once."""
+    spans: dict[tuple[str, int, str], list[tuple[int, int]]] = {}
     for gap in gaps:
         committed = commits.get((gap.topic, gap.partition))
-        if gap.reason != "retention" or committed is None:
+        if gap.reason not in ("retention", "target-retention") or committed is None:
             continue
         first = max(gap.first_offset, committed)
         if first < gap.end_offset:
-            out.append(Lost(gap.topic, gap.partition, first, gap.end_offset, gap.reason))
+            spans.setdefault((gap.topic, gap.partition, gap.reason), []).append((first, gap.end_offset))
+    out: list[Lost] = []
+    for (topic, partition, reason), ranges in spans.items():
+        merged: list[list[int]] = []
+        for first, end in sorted(ranges):
+            if merged and first <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([first, end])
+        out.extend(Lost(topic, partition, first, end, reason) for first, end in merged)
     return sorted(out, key=lambda lost: (lost.topic, lost.partition, lost.first_offset))

@@ -23,6 +23,7 @@ class GapLedger:
     def __init__(self, directory: Path, link: str) -> None:
         self.path = directory / f"{_UNSAFE.sub('_', link)}.jsonl"
         self._gaps: dict[tuple[str, int, int, int], Gap] = {}
+        self._written: dict[tuple[str, int, int, int], Gap] = {}  # as the file says each
         self._read()
 
     def _read(self) -> None:
@@ -38,15 +39,22 @@ class GapLedger:
                 gap = Gap(**json.loads(line))
             except (ValueError, TypeError):
                 continue  # a line cut short by a crash: the gap is found again if it still matters
-            self._gaps[gap.key] = gap  # a later line of the same gap says what the link did last
+            self._gaps[gap.key] = self._written[gap.key] = gap  # a later line of the same gap says what happened last
 
-    def record(self, gap: Gap) -> bool:
+    def record(self, gap: Gap, *, durable: bool = True) -> bool:
         """Write `gap` down; False when it was already known as it is (found again after a restart or a rebalance).
-        A gap stopped at and now skipped (the operator changed `on_gap`) is written again: the newest line wins."""
+        A gap stopped at and now skipped (the operator changed `on_gap`) is written again, and a growing one (see
+        Gap) as it grows: the newest line wins. `durable=False`: kept for the status only, not written to the file
+        yet (a growing gap between its writes: a crash loses the growth since, found again by the next owner)."""
         known = self._gaps.get(gap.key)
-        if known is not None and known.action == gap.action:
-            return False
-        self._gaps[gap.key] = gap
+        changed = known is None or known.action != gap.action or gap.end_offset > known.end_offset
+        if changed:
+            self._gaps[gap.key] = gap
+        newest, written = self._gaps[gap.key], self._written.get(gap.key)
+        if not durable or newest == written:
+            return changed
+        self._written[gap.key] = newest
+        gap = newest
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a+b") as out:  # one short line per write: appends do not interleave
@@ -57,7 +65,7 @@ class GapLedger:
                 out.write((b"\n" if torn else b"") + json.dumps(asdict(gap), separators=(",", ":")).encode() + b"\n")
         except OSError as exc:
             log.warning("cannot write the ledger of lost records %s: %s (the status still says it)", self.path, exc)
-        return True
+        return changed
 
     def gaps(self) -> tuple[Gap, ...]:
         """The gaps, oldest first (by when each was last written down)."""

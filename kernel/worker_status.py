@@ -13,11 +13,11 @@ A worker promises to rewrite its status at least every `publish_interval_ms` whi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["Gap", "PartitionPosition", "WorkerStatus", "stale_after_ms"]
+__all__ = ["GROWING", "Gap", "PartitionPosition", "WorkerStatus", "records_by_partition", "stale_after_ms"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +35,10 @@ class PartitionPosition:
     paused: str | None = None  # why the operator paused it (`mirrorwatch link pause`; kernel.link_control)
 
 
+# Gaps that grow while their cause lasts: one per incident, its end moving (see Gap).
+GROWING = frozenset({"target-retention"})
+
+
 @dataclass(frozen=True, slots=True)
 class Gap:
     """Records of a source partition the link will never copy: offsets `first_offset` up to (not including)
@@ -42,11 +46,15 @@ class Gap:
     passed the link's position; "truncated": the log ends below it; "recreated": the topic was deleted and created
     again, and these are the old topic's records the link had not copied, as far as its last commit knew;
     "target-deleted" / "target-recreated": the target topic was deleted (and created again by someone else) under
-    the link, and these are the records it had copied there that the source still has).
+    the link, and these are the records it had copied there that the source still has; "target-retention": the
+    target took them already older than its topic's retention.ms, and its broker deletes them at its next retention
+    check, before most consumers read them — the target's retention is shorter than the link's lag).
     `action`: "stopped" (the partition waits, failed, at `first_offset`), "skipped" (it went on from `end_offset`) or
     "restarted" (a recreated topic: the link mirrors the new one from its beginning) or "recopied" (a lost target
-    topic: the link copies them again). Counted in offsets: a
-    transaction marker among them counts as one."""
+    topic: the link copies them again) or "copied" (target-retention: written, and going). Counted in offsets: a
+    transaction marker among them counts as one. A gap of a GROWING reason grows while its cause lasts (its end
+    moves, its key does not); two of them may overlap (a partition read again by its next owner): count them with
+    `records_by_partition`, never by adding them up."""
 
     topic: str
     partition: int
@@ -62,12 +70,20 @@ class Gap:
 
     @property
     def key(self) -> tuple[str, int, int, int]:
-        """The same gap, whoever found it and however often (a stopped partition is found again after a restart)."""
-        return (self.topic, self.partition, self.first_offset, self.end_offset)
+        """The same gap, whoever found it and however often (a stopped partition is found again after a restart);
+        a growing one is the same gap whatever its end."""
+        return (self.topic, self.partition, self.first_offset, -1 if self.reason in GROWING else self.end_offset)
 
     def describe(self, link: str) -> str:
         where = f"{self.topic}[{self.partition}]"
         lost = f", offsets {self.first_offset} to {self.end_offset - 1}" if self.records else ""
+        if self.reason == "target-retention":
+            return (
+                f"link {link}: {self.records} records of {where} (offsets {self.first_offset} to "
+                f"{self.end_offset - 1}) were older than the target topic's retention.ms when the target took them "
+                "(the link lags by more than the target keeps records): its broker deletes them at its next retention "
+                "check, unless newer records share their segment; the link goes on"
+            )
         if self.reason.startswith("target-"):
             how = "deleted" if self.reason == "target-deleted" else "deleted and created again (another topic id)"
             then = (
@@ -225,3 +241,30 @@ _STATUS_FIELDS = frozenset(WorkerStatus.__dataclass_fields__) - {
     "gaps",
     "drift_report",
 }
+
+
+def records_by_partition(gaps: Iterable[Gap]) -> dict[tuple[str, int, str], int]:
+    """The records of distinct gaps (each once, by key) per topic, partition and reason. Those of a GROWING reason are
+    counted once per offset: a partition read again by its next owner, after a crash or a rebalance, is found again
+    from its commit, over offsets the first owner's gap already holds."""
+    counts: dict[tuple[str, int, str], int] = {}
+    ranges: dict[tuple[str, int, str], list[tuple[int, int]]] = {}
+    distinct: dict[tuple[str, int, int, int], Gap] = {}
+    for g in gaps:  # a growing gap as far as it has grown, whatever order its sightings come in
+        known = distinct.get(g.key)
+        distinct[g.key] = g if known is None or g.end_offset >= known.end_offset else known
+    for gap in distinct.values():
+        where = (gap.topic, gap.partition, gap.reason)
+        if gap.reason in GROWING:
+            ranges.setdefault(where, []).append((gap.first_offset, gap.end_offset))
+        else:
+            counts[where] = counts.get(where, 0) + gap.records
+    for where, spans in ranges.items():
+        total, reached = 0, None
+        for first, end in sorted(spans):
+            start = first if reached is None else max(first, reached)
+            if end > start:
+                total += end - start
+            reached = end if reached is None else max(reached, end)
+        counts[where] = counts.get(where, 0) + total
+    return counts

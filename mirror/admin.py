@@ -21,6 +21,7 @@ __all__ = [
     "execute_plan",
     "link_cluster_ids",
     "list_topic_partitions",
+    "retention_by_timestamps",
     "topic_ids",
 ]
 
@@ -139,8 +140,25 @@ def describe_topics(admin: AdminClient, topics: Iterable[str], partitions: dict[
         }
         limit = entries.get("max.message.bytes")
         max_bytes = int(limit.value) if limit is not None and limit.value and limit.value.isdigit() else None
-        out[resource.name] = TopicInfo(partitions[resource.name], configs, max_bytes)
+        values = {name: entries[name].value for name in _RETENTION_CONFIGS if name in entries}
+        out[resource.name] = TopicInfo(partitions[resource.name], configs, max_bytes, retention_by_timestamps(values))
     return out
+
+
+_RETENTION_CONFIGS = ("retention.ms", "cleanup.policy", "message.timestamp.type")
+
+
+def retention_by_timestamps(values: Mapping[str, str | None]) -> int | None:
+    """A topic's effective retention.ms by its records' own timestamps (see TopicInfo.retention_ms)."""
+    policy = (values.get("cleanup.policy") or "delete").replace(" ", "").split(",")
+    if "delete" not in policy or values.get("message.timestamp.type") == "LogAppendTime":
+        return None
+    retention = values.get("retention.ms")
+    try:
+        ms = int(retention) if retention is not None else None
+    except ValueError:
+        return None
+    return ms if ms is not None and ms >= 0 else None
 
 
 def alter_topic_configs(admin: AdminClient, alters: Iterable[AlterConfigs]) -> dict[str, str]:

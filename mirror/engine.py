@@ -285,6 +285,7 @@ class LinkWorker(IdentityWorker):
         progress = self._progress.pop(key, None)
         if progress is not None:
             self._earlier_progress[key] = progress
+        self._expiry_ends(key)
         self._stopped.pop(key, None)  # its next owner finds the gap again (the ledger counts it once)
         self._awaiting_target.discard(key)
         self._hold.forget(key)
@@ -338,6 +339,7 @@ class LinkWorker(IdentityWorker):
                 next_progress = now + PROGRESS_EVERY_S
             if now >= next_high:
                 self._note_high_watermarks()
+                self._check_expiry()
                 next_high = now + STATUS_EVERY_S
 
     def _back_pressure(self, full_since: float | None) -> float:

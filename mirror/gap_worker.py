@@ -1,7 +1,8 @@
 """The part of a link worker that meets records the source or the target no longer has (`mirror.gaps`): a position
 the source refuses (retention passed it, an unclean election truncated the log), a source topic created again, a
 target topic lost under the link. Each is written to the link's ledger and said once, and the partition stops alone
-or goes on as the link's rule says (`on_gap`, `on_recreate`, `on_target_loss`)."""
+or goes on as the link's rule says (`on_gap`, `on_recreate`, `on_target_loss`). And records the target took already
+older than its retention (`mirror.expiry`): counted and said, the link going on."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from confluent_kafka import KafkaException, TopicPartition
 
 from kernel.kafka import error_text
 from kernel.worker_status import Gap
+from mirror.expiry import Expired, TargetExpiry
 from mirror.gaps import TargetLost, out_of_range, recreated, target_lost
 from mirror.worker import WorkerBase, log, read_from
 
@@ -17,6 +19,43 @@ __all__ = ["GapWorker"]
 
 class GapWorker(WorkerBase):
     """`WorkerBase` with the gaps' handling (the engines build on it)."""
+
+    _expiry: TargetExpiry | None = None  # made at the first check
+
+    def _check_expiry(self) -> None:
+        """Every status interval, from the loop: the records the target acknowledged since the last check that it took
+        already older than its topic's retention (`mirror.expiry`)."""
+        if self._keeper is None or not self._keeper.target_retention:
+            return
+        expiry = self._expiry = self._expiry or TargetExpiry()
+        retention, now_ms = self._keeper.target_retention, self._clock.now_ms()
+        for key, p in self._progress.items():
+            found = expiry.check(
+                key,
+                began=p.began,
+                acked=p.acked,
+                newest_ms=p.last_timestamp_ms,
+                retention_ms=retention.get(self._target_topic(key[0])),
+                now_ms=now_ms,
+            )
+            if found is not None:
+                self._say_expired(found)
+
+    def _expiry_ends(self, key: tuple[str, int]) -> None:
+        """The partition is no longer this worker's: an incident of it going on is written down as it stands."""
+        if self._expiry is not None and (found := self._expiry.forget(key)) is not None:
+            self._say_expired(found)
+
+    def _say_expired(self, found: Expired) -> None:
+        if self._ledger.record(found.gap, durable=found.durable) and found.new:
+            log.error("%s", found.gap.describe(self.name))
+        elif found.ended:
+            gap = found.gap
+            log.warning(
+                "link %s: %s[%d]: the records the target takes are within its retention again (or the partition "
+                "went to another owner): %d taken already older than it, offsets %d to %d",
+                self.name, gap.topic, gap.partition, gap.records, gap.first_offset, gap.end_offset - 1,
+            )  # fmt: skip
 
     def _out_of_range(self, topic: str, partition: int, offset: int | None, truncated: int | None = None) -> None:
         """The source refused the partition's position (or it has none; `truncated`: where librdkafka found the log

@@ -33,10 +33,20 @@ def vouched_highs(cached: Mapping[K, int], stale: Mapping[K, int]) -> dict[K, in
 
 
 class PartitionProgress:
-    __slots__ = ("_in_flight", "_order", "abandoned", "committed", "consumed", "last_timestamp_ms", "stopped_at")
+    __slots__ = (
+        "_in_flight",
+        "_order",
+        "abandoned",
+        "began",
+        "committed",
+        "consumed",
+        "last_timestamp_ms",
+        "stopped_at",
+    )
 
     def __init__(self, start_offset: int | None = None, committed: int | None = None) -> None:
         self.consumed: int | None = start_offset  # next offset the engine will read
+        self.began: int | None = start_offset  # where this progress began reading (its first record's offset)
         self.committed: int | None = committed  # last offset committed to the source group
         self.last_timestamp_ms: int | None = None  # timestamp of the last record read
         self._order: deque[int] = deque()  # dispatched offsets not yet passed by the watermark, ascending
@@ -55,8 +65,11 @@ class PartitionProgress:
 
     def dispatch(self, offset: int, records: int, timestamp_ms: int | None = None) -> None:
         """The record at `offset` was read and turned into `records` records to produce (0: nothing to write)."""
-        if self.consumed is not None and offset < self.consumed:
-            raise ValueError(f"offset {offset} dispatched after {self.consumed - 1}: offsets must ascend")
+        consumed = self.consumed
+        if consumed is None:
+            self.began = offset
+        elif offset < consumed:
+            raise ValueError(f"offset {offset} dispatched after {consumed - 1}: offsets must ascend")
         self.consumed = offset + 1
         if timestamp_ms is not None:
             self.last_timestamp_ms = timestamp_ms

@@ -74,6 +74,8 @@ class Survey:
     lost_targets: tuple[tuple[str, str], ...] = ()  # target topics deleted ("deleted") or recreated under the link
     synced: tuple[Mapping[str, Any], ...] = ()  # the configs this round made the source's (see TopicKeeper.synced)
     drift_report: Mapping[str, Any] | None = None  # what differed when the round began (`mirror.drift.drift_report`)
+    # the target topics' retention.ms by their records' timestamps (`mirror.expiry`; TopicInfo.retention_ms)
+    target_retention: tuple[tuple[str, int], ...] = ()
 
 
 class TopicKeeper:
@@ -101,6 +103,7 @@ class TopicKeeper:
         self.topic_map: dict[str, str] = {}
         self.topic_ids: dict[str, str] = {}  # source topic -> its topic id, as the last refresh found it
         self.target_partitions: dict[str, int] = {}
+        self.target_retention: dict[str, int] = {}  # target topic -> retention.ms by timestamps (`mirror.expiry`)
         self.known_source_partitions: dict[str, int] = {}
         self.drift: tuple[ConfigDrift, ...] = ()
         # The last SYNCS_KEPT config syncs (source_topic, target_topic, config, was, now, at_ms), for the status.
@@ -213,6 +216,9 @@ class TopicKeeper:
             lost_targets=tuple(sorted(lost.items())),
             synced=tuple(synced),
             drift_report=drift_report(found, at_ms=found_at_ms, acls=compared),
+            target_retention=tuple(
+                sorted((t, info.retention_ms) for t, info in target_info.items() if info.retention_ms is not None)
+            ),
         )
 
     def _acls(self, mapping: Mapping[str, str]) -> tuple[AclState | None, str]:
@@ -308,6 +314,7 @@ class TopicKeeper:
             self.drift_report = survey.drift_report
         self.topic_map = dict(plan.mapping)
         self.target_partitions = dict(survey.target_partitions)
+        self.target_retention = dict(survey.target_retention)
         self.refused = survey.refused
         self.selected = survey.selected
         self.topic_ids = dict(survey.topic_ids)

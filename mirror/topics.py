@@ -66,6 +66,9 @@ class TopicInfo:
     partitions: int
     configs: Mapping[str, str] = field(default_factory=dict)  # explicitly set (non-default) topic configs
     max_message_bytes: int | None = None  # effective limit for one record batch (topic setting or broker default)
+    # effective retention.ms by the records' own timestamps (cleanup.policy delete, message.timestamp.type CreateTime);
+    # None: records are kept forever, by compaction only, or by the broker's append time (`mirror.expiry`)
+    retention_ms: int | None = None
 
 
 @dataclass(frozen=True)

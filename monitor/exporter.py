@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from kernel.histogram import Histogram
+from kernel.worker_status import records_by_partition
 from monitor.cardinality import partition_series_groups, series_exposition
 from monitor.exposition import CounterFamily, Family, GaugeFamily, HistogramFamily
 from monitor.link_families import drift_differences, link_budgets, link_lags, partition_states
@@ -526,12 +527,9 @@ class MonitorCollector:
                 inflight.add_metric(labels, p.in_flight_records)
                 if p.committed_lag_records is not None:
                     committed.add_metric(labels, p.committed_lag_records)
-            by_reason: dict[tuple[str, str, str], int] = {}
-            for gap in view.gaps if view is not None else ():
-                where = (gap.topic, str(gap.partition), gap.reason)
-                by_reason[where] = by_reason.get(where, 0) + gap.records
+            by_reason = records_by_partition(view.gaps if view is not None else ())
             for (topic, partition, reason), count in sorted(by_reason.items()):
-                lost.add_metric([link.name, topic, partition, reason], count)
+                lost.add_metric([link.name, topic, str(partition), reason], count)
             for d in view.config_drift if view is not None else ():
                 drift.add_metric([link.name, d["source_topic"], d["target_topic"], d["config"]], 1)
         yield from (inflight, committed, records, bytes_, errors, latency, drift, workers, workers_gone, lost)

@@ -37,6 +37,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kernel.web_config import BasicAuth, WebConfig
+from kernel.worker_status import records_by_partition
 from monitor.burrow_json import burrow, group_status_json, not_found, sample_json, unseen
 from monitor.connections import GuardedH11
 from monitor.exporter import MonitorCollector
@@ -74,7 +75,7 @@ def _link(view: LinkView) -> dict[str, Any]:
         "stats": dict(view.stats),
         "config_drift": [dict(d) for d in view.config_drift],
         "config_synced": [dict(d) for d in view.config_synced],
-        "records_lost": sum(g.records for g in view.gaps),
+        "records_lost": sum(records_by_partition(view.gaps).values()),
         "gaps": [{**asdict(g), "records": g.records, "text": g.describe(view.link)} for g in view.gaps],
         "drift_differences": view.drift_report.get("count"),  # None: no topic refresh reported yet
     }

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kernel.config import LinkConfig
-from kernel.worker_status import Gap, PartitionPosition, WorkerStatus
+from kernel.worker_status import Gap, PartitionPosition, WorkerStatus, records_by_partition
 from monitor.dating import RecordTimes, age_seconds, appeared, interpolated_high, record_time
 from monitor.evaluator import OffsetSample
 from monitor.moments import REPORTED_AFTER_READ, stale_high, unowned_high, unowned_moment
@@ -345,10 +345,14 @@ def link_view(
                 )
                 total["counts"] = [a + b for a, b in zip(total["counts"], value["counts"], strict=True)]
                 total["sum"] += value["sum"]
-    gaps = {g.key: g for s in sorted(sightings, key=lambda s: s.status.observed_ms) for g in s.status.gaps}
+    gaps: dict[tuple[str, int, int, int], Gap] = {}
+    for s in sorted(sightings, key=lambda s: s.status.observed_ms):  # a later status wins, a growing gap its largest
+        for g in s.status.gaps:
+            known = gaps.get(g.key)
+            gaps[g.key] = g if known is None or g.end_offset >= known.end_offset else known
     lost: dict[tuple[str, int], int] = {}
-    for gap in gaps.values():
-        lost[(gap.topic, gap.partition)] = lost.get((gap.topic, gap.partition), 0) + gap.records
+    for (topic, partition, _reason), count in records_by_partition(gaps.values()).items():
+        lost[(topic, partition)] = lost.get((topic, partition), 0) + count
     partitions = [
         replace(
             _partition_view(position, link.source, record_times, history(position.topic, position.partition)),

@@ -58,6 +58,7 @@ PURE = {
     "mirror.drift",
     "mirror.progress",
     "mirror.highs",
+    "mirror.expiry",
     "mirror.client_stats",
     "mirror.flow",
     "mirror.gaps",
