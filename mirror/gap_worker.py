@@ -6,6 +6,8 @@ older than its retention (`mirror.expiry`): counted and said, the link going on.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from confluent_kafka import KafkaException, TopicPartition
 
 from kernel.kafka import error_text
@@ -29,17 +31,23 @@ class GapWorker(WorkerBase):
             return
         expiry = self._expiry = self._expiry or TargetExpiry()
         retention, now_ms = self._keeper.target_retention, self._clock.now_ms()
-        for key, p in self._progress.items():
+        for key, began, acked, newest_ms in self._expiry_positions():
             found = expiry.check(
                 key,
-                began=p.began,
-                acked=p.acked,
-                newest_ms=p.last_timestamp_ms,
+                began=began,
+                acked=acked,
+                newest_ms=newest_ms,
                 retention_ms=retention.get(self._target_topic(key[0])),
                 now_ms=now_ms,
             )
             if found is not None:
                 self._say_expired(found)
+
+    def _expiry_positions(self) -> Iterator[tuple[tuple[str, int], int | None, int | None, int | None]]:
+        """Per owned partition: where this ownership began reading, where the target's acknowledgements stand, and
+        the timestamp of the newest record read."""
+        for key, p in self._progress.items():
+            yield key, p.began, p.acked, p.last_timestamp_ms
 
     def _expiry_ends(self, key: tuple[str, int]) -> None:
         """The partition is no longer this worker's: an incident of it going on is written down as it stands."""

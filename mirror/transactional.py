@@ -24,6 +24,7 @@ import logging
 import re
 import time
 import zlib
+from collections.abc import Iterator
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException, Message, TopicPartition
@@ -75,6 +76,9 @@ class TransactionalLinkWorker(GapWorker):
         self._to_dead_letter: set[tuple[str, int, int]] = set()  # (topic, partition, offset) refused once already
         self._txn_error: tuple[MirrorRecord, KafkaError] | None = None
         self._next_high = 0.0
+        # per owned partition, for `mirror.expiry`: the first offset this ownership read, the newest record's time
+        self._began: dict[tuple[str, int], int] = {}
+        self._newest_ms: dict[tuple[str, int], int] = {}
 
     # -- set-up -----------------------------------------------------------------------------------------------------
 
@@ -151,6 +155,9 @@ class TransactionalLinkWorker(GapWorker):
                 self._position.pop(key, None)
                 self._stopped.pop(key, None)
                 self._hold.forget(key)
+                self._began.pop(key, None)
+                self._newest_ms.pop(key, None)
+                self._expiry_ends(key)
         if new:
             default = OFFSET_BEGINNING if self.link.start_from == "earliest" else OFFSET_END
             self._consumer.incremental_assign(
@@ -173,6 +180,12 @@ class TransactionalLinkWorker(GapWorker):
             return
         self._next_high = now + STATUS_EVERY_S
         self._note_highs(self._assigned)
+        self._check_expiry()
+
+    def _expiry_positions(self) -> Iterator[tuple[tuple[str, int], int | None, int | None, int | None]]:
+        """Records count as acknowledged when their transaction committed (see GapWorker._check_expiry)."""
+        for key in self._assigned:
+            yield key, self._began.get(key), self._stored.get(key), self._newest_ms.get(key)
 
     def _skipped(self, key: tuple[str, int], to: int) -> None:
         """Records below `to` given up: the next transaction commits from there on (with its next record)."""
@@ -250,8 +263,13 @@ class TransactionalLinkWorker(GapWorker):
                 self._produce(record, self.link.dead_letter_topic or "", headers, None)
             else:
                 self._produce(record, record.topic, record.headers, record.partition)
-        advanced[(topic, partition)] = offset + 1
-        self._position[(topic, partition)] = offset + 1
+        key = (topic, partition)
+        advanced[key] = offset + 1
+        self._position[key] = offset + 1
+        self._began.setdefault(key, offset)
+        timestamp = msg.timestamp()[1]
+        if timestamp > 0:
+            self._newest_ms[key] = timestamp
 
     def _produce(self, rec: MirrorRecord, topic: str, headers: list[Any], partition: int | None) -> None:
         assert self._producer is not None

@@ -1,5 +1,5 @@
 """A target whose retention is shorter than the link's lag (issue #43), on real brokers: the target topic keeps
-records 10 minutes, and the link copies 700 records of partition 0 written an hour ago (a link that fell an hour
+records 10 minutes, and the link (at least or exactly once) copies 700 records of partition 0 written an hour ago (a link that fell an hour
 behind) and 400 fresh ones of partition 1. The target takes all of them, and its broker deletes the 700 at its next
 retention check, before most consumers read them: the link counts exactly those 700 (the producer's own timestamps
 are the truth), says so (log, the link's view, an event, the counter, a real Prometheus's alert) and goes on; fresh
@@ -29,7 +29,9 @@ HOUR_MS, RETENTION_MS = 3_600_000, 600_000
 LOST = "MirrorwatchRecordsLost"
 
 
+@pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
 def test_records_the_target_takes_already_older_than_its_retention_are_counted_exactly_and_the_link_goes_on(
+    delivery: str,
     clusters_config: MirrorwatchConfig,
     make_topic: Callable[..., str],
     write_config: Callable[..., Path],
@@ -42,6 +44,7 @@ def test_records_the_target_takes_already_older_than_its_retention_are_counted_e
     topic, name, port = make_topic("source", 2), unique("link"), free_port()
     make_topic("target", 2, name=topic, config={"retention.ms": str(RETENTION_MS)})
     link: dict[str, Any] = {"name": name, "source": "source", "target": "target", "group_id": unique("g")}
+    link["delivery"] = delivery  # exactly-once: acknowledged when their transaction commits
     config = write_config(
         [{**link, "topics": {"include": [topic]}}],
         monitor={"interval_seconds": 1},
