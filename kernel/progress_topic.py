@@ -81,6 +81,7 @@ class ProgressPublisher:
         self._lock = threading.Lock()
         self._denials = DenialLog(log, f"{who}: progress topic {settings.topic!r}")
         self._too_big = False
+        self._withdrawing = False  # a withdrawal was asked (close() says if it stays undelivered)
         self.published = 0
         self.dropped = 0
 
@@ -105,12 +106,21 @@ class ProgressPublisher:
             self._produce(producer, key, value)
             self._last[key] = now
 
-    def withdraw(self, kind: str, name: str, worker: int, pid: int) -> None:
-        """A clean stop: the writer's status is removed (a tombstone)."""
+    def withdraw(self, kind: str, name: str, worker: int, pid: int, timeout_s: float = 5.0) -> None:
+        """A clean stop: the writer's status is removed (a tombstone). Unlike a status (a newer one replaces it), it
+        is the writer's last word: a full queue is waited on (up to `timeout_s`), never dropped — without it every
+        monitor reads the writer as gone, not stopped, for as long as it keeps a gone writer's last status."""
         key, _ = encode(kind, {"name": name, "worker": worker, "host": HOST, "pid": pid})
         with self._lock:
-            if self._producer is not None and self._ready.is_set():
-                self._produce(self._producer, key, None)
+            producer = self._producer
+            if producer is None or not self._ready.is_set():
+                return
+            self._withdrawing = True
+            deadline = time.monotonic() + timeout_s
+            while not (taken := self._produce(producer, key, None)) and time.monotonic() < deadline:
+                producer.poll(0.1)  # the queue drains as the target takes what waits (or nothing, if it is down)
+            if not taken:
+                log.warning("%s: its stop was not published on the progress topic (its queue stayed full)", self._who)
 
     def close(self, timeout_s: float = 5.0) -> None:
         self._closed.set()
@@ -118,19 +128,30 @@ class ProgressPublisher:
             producer, self._producer = self._producer, None
         if producer is not None:
             left = producer.flush(timeout_s)
-            if left:
+            if left and self._withdrawing:
+                log.warning(
+                    "%s: %d progress record(s) not delivered at the stop, its withdrawal among them: monitors read "
+                    "this worker as gone rather than stopped until they forget it",
+                    self._who,
+                    left,
+                )
+            elif left:
                 log.info("%s: %d progress record(s) not delivered at the stop", self._who, left)
 
-    def _produce(self, producer: Producer, key: bytes, value: bytes | None) -> None:
+    def _produce(self, producer: Producer, key: bytes, value: bytes | None) -> bool:
+        """Hand a record to the producer; False when its queue is full (the target takes nothing)."""
         headers: list[tuple[str, str | bytes | None]] = [(FORMAT_HEADER, str(FORMAT).encode())]
+        taken = True
         try:
             producer.produce(self._settings.topic, value, key, headers=headers, on_delivery=self._delivered)
             self.published += 1
         except BufferError:
-            self.dropped += 1  # the target takes nothing: a newer status replaces this one
+            self.dropped += 1  # a status: a newer one replaces it
+            taken = False
         except KafkaException as exc:
             log.debug("%s: progress record not produced: %s", self._who, error_text(exc))
         producer.poll(0)
+        return taken
 
     def _delivered(self, err: KafkaError | None, _msg: Message) -> None:
         if err is None:
