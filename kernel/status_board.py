@@ -6,7 +6,9 @@ them. The pid is in the name so that a worker restarted after a crash does not o
 said: every record that one had acknowledged is on the target, and the new one starts again from the committed
 offset, below it. Files not rewritten for `KEEP_STALE_MS` are removed by the next writer of the same name.
 Each write is atomic (a temporary file renamed over the old one), so a reader never sees half a document. A clean
-stop withdraws the file; a killed process leaves one behind. The reader decides how old is too old: the canary's
+stop withdraws the file and leaves a mark of when (`withdrawn`: its last status may still be on a progress topic
+whose tombstone a reader has not read yet, and is not that of a worker that died); a killed process leaves its file
+behind. The reader decides how old is too old: the canary's
 status expires, a mirror worker's is kept as the last word of a dead worker (`kernel.worker_status`).
 """
 
@@ -18,11 +20,12 @@ import os
 import re
 import socket
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["HOST", "STATUS_MAX_AGE_MS", "StatusBoard"]
+__all__ = ["HOST", "STATUS_MAX_AGE_MS", "StatusBoard", "stopped_cleanly"]
 
 log = logging.getLogger("mirrorwatch")
 
@@ -48,7 +51,11 @@ class StatusBoard:
     def _tidy(self, kind: str, name: str, worker: int, now_ms: int) -> None:
         """Remove the files of dead writers of this name and worker that nobody rewrote for KEEP_STALE_MS."""
         self._tidied.add((kind, name, worker))
-        for path in (self.directory / kind).glob(f"{_UNSAFE.sub('_', name)}.{worker}.*.json"):
+        prefix = f"{_UNSAFE.sub('_', name)}.{worker}."
+        for path in [
+            *(self.directory / kind).glob(f"{prefix}*.json"),
+            *(self.directory / kind).glob(f"{prefix}*.withdrawn"),
+        ]:
             try:
                 if now_ms - int(path.stat().st_mtime * 1000) > KEEP_STALE_MS:
                     path.unlink()
@@ -76,10 +83,31 @@ class StatusBoard:
         return body
 
     def withdraw(self, kind: str, name: str, worker: int) -> None:
+        """A clean stop: the status file is removed, and a marker says when (`withdrawn`): the same status may still
+        be on a progress topic whose tombstone a monitor has not read yet, and a reader on this host must not take
+        it for a worker that died."""
+        path = self._path(kind, name, worker)
         try:
-            self._path(kind, name, worker).unlink(missing_ok=True)
+            path.with_suffix(".withdrawn").write_text(json.dumps({"updated_ms": int(time.time() * 1000)}))
+            path.unlink(missing_ok=True)
         except OSError as exc:
             log.warning("cannot remove status file: %s", exc)
+
+    def withdrawn(self, kind: str) -> dict[tuple[str, int, int], int]:
+        """When each writer of this kind on this host withdrew its status: (file name, worker, pid) -> the moment
+        (see `stopped_cleanly`)."""
+        found: dict[tuple[str, int, int], int] = {}
+        folder = self.directory / kind
+        if not folder.is_dir():
+            return found
+        for path in folder.glob("*.withdrawn"):
+            rest, _, pid = path.stem.rpartition(".")  # <name>.<worker>.<pid>
+            name, _, worker = rest.rpartition(".")
+            try:
+                found[(name, int(worker), int(pid))] = int(json.loads(path.read_text())["updated_ms"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # being written, or not ours
+        return found
 
     def read(self, kind: str, now_ms: int, max_age_ms: int = STATUS_MAX_AGE_MS) -> dict[str, list[dict[str, Any]]]:
         """The statuses of every `name` of this kind updated within `max_age_ms`, oldest update first (so a later
@@ -101,3 +129,15 @@ class StatusBoard:
         for documents in found.values():
             documents.sort(key=lambda d: d["updated_ms"])
         return found
+
+
+def stopped_cleanly(document: Mapping[str, Any], withdrawn: Mapping[tuple[str, int, int], int]) -> bool:
+    """Whether a status (from a progress topic, say) is of a writer on this host that has withdrawn it since: a
+    worker that stopped cleanly, whose tombstone the topic's reader has not read yet — not one that died."""
+    if document.get("host") != HOST:
+        return False
+    try:
+        key = (_UNSAFE.sub("_", str(document.get("name"))), int(document["worker"]), int(document["pid"]))
+        return int(document["updated_ms"]) <= withdrawn[key]
+    except (KeyError, TypeError, ValueError):
+        return False

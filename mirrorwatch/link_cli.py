@@ -262,7 +262,7 @@ def _workers_of(config: MirrorwatchConfig, spec: LinkConfig) -> Iterator[Callabl
     to its end first, at most 5 s), for the block."""
     from kernel.progress_format import merge_statuses
     from kernel.progress_topic import ProgressReader
-    from kernel.status_board import STATUS_MAX_AGE_MS, StatusBoard
+    from kernel.status_board import STATUS_MAX_AGE_MS, StatusBoard, stopped_cleanly
 
     board = StatusBoard(config.state_path / "status")
     reader = None
@@ -276,7 +276,10 @@ def _workers_of(config: MirrorwatchConfig, spec: LinkConfig) -> Iterator[Callabl
         now = _now_ms()
         published = reader.read("links", now, STATUS_MAX_AGE_MS) if reader is not None else {}
         documents = merge_statuses(board.read("links", now), published).get(spec.name, [])
-        found = [s for d in documents if (s := WorkerStatus.from_json(d)) is not None]
+        withdrawn = board.withdrawn("links")  # stopped cleanly here, their tombstones perhaps not read yet
+        found = [
+            s for d in documents if not stopped_cleanly(d, withdrawn) and (s := WorkerStatus.from_json(d)) is not None
+        ]
         # another config's link of the same name on the same target is not this one (its group says so)
         mine = [s for s in found if s.consumer_group in ("", spec.consumer_group)]
         return [s for s in mine if not s.is_stale(now) and s.state != "failed"]

@@ -28,7 +28,7 @@ from kernel.group_offsets import end_children
 from kernel.processes import limit_malloc_arenas
 from kernel.progress_format import merge_statuses
 from kernel.progress_topic import ProgressReader, progress_readers
-from kernel.status_board import HOST, KEEP_STALE_MS, STATUS_MAX_AGE_MS, StatusBoard
+from kernel.status_board import HOST, KEEP_STALE_MS, STATUS_MAX_AGE_MS, StatusBoard, stopped_cleanly
 from kernel.web_config import load_web_config
 from kernel.worker_status import WorkerStatus
 from mirror.runner import python_links, run_links, tune_gc, worker_for
@@ -180,11 +180,12 @@ def _link_statuses(
     def statuses() -> Mapping[str, Sequence[WorkerStatus]]:
         found: dict[str, list[WorkerStatus]] = {}
         pid, now = os.getpid(), clock.now_ms()
+        withdrawn = board.withdrawn("links")  # stopped cleanly here: their tombstones may not be read yet
         documents = merge_statuses(
             board.read("links", now, KEEP_STALE_MS), *(r.read("links", now, KEEP_STALE_MS) for r in readers)
         )
         for name, written in documents.items():
-            parsed = [WorkerStatus.from_json(d) for d in written]
+            parsed = [WorkerStatus.from_json(d) for d in written if not stopped_cleanly(d, withdrawn)]
             # This process's own workers are read in memory (fresher than their files); a status of another link of
             # the same name (another config's, on the same target: its group says so) is not this link's.
             found[name] = [

@@ -29,7 +29,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from kernel.config import ClusterConfig, MirrorwatchConfig
 from kernel.kafka import new_admin, new_producer
 from kernel.processes import free_port, stop_process
-from kernel.wait import wait_until
+from kernel.wait import WaitTimeout, wait_until
 from tests.dashboards.browser import Browser, headless_chromium
 from tests.processes import MirrorProcess, wait_for_http
 from tests.prometheus import firing
@@ -230,12 +230,18 @@ def test_a_stopped_mirror_turns_red_with_its_event_without_a_reload(
         live.mirror.process.send_signal(signal.SIGTERM)  # an operator stops the mirror
         assert live.mirror.process.wait(timeout=60) == 0
         stopped = time.monotonic()
-        text = wait_until(
-            lambda: t if "🔴 not running" in (t := browser.text(tab)) and "(was running)" in t else None,
-            timeout_s=30,
-            interval_s=0.25,
-            description="the link red, since its event, on the open page",
-        )
+        try:
+            text = wait_until(
+                lambda: t if "🔴 not running" in (t := browser.text(tab)) and "(was running)" in t else None,
+                timeout_s=30,
+                interval_s=0.25,
+                description="the link red, since its event, on the open page",
+            )
+        except WaitTimeout:
+            page = browser.text(tab)
+            shown = page[page.find("live: source"):][:600]
+            events = _get(f"{api}/mirror/events?link=live")["events"]
+            raise AssertionError(f"the page says {shown!r}; the link's events: {events}") from None
         seen_after_s = time.monotonic() - stopped
         events = _get(f"{api}/mirror/events?link=live")["events"]
         assert any(e["kind"] == "link" and e["before"] == "running" for e in events), events

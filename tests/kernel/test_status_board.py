@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernel.status_board import StatusBoard
+from kernel.status_board import StatusBoard, stopped_cleanly
 
 
 def test_fresh_statuses_are_read_per_name_oldest_first(tmp_path: Path) -> None:
@@ -40,3 +40,21 @@ def test_unreadable_files_and_missing_folders_are_skipped(tmp_path: Path) -> Non
     (tmp_path / "links" / "half.0.json").write_text('{"name": "half", "upd')
     (tmp_path / "links" / "list.0.json").write_text("[1, 2]")
     assert StatusBoard(tmp_path).read("links", now_ms=0) == {}
+
+
+def test_a_withdrawn_status_leaves_a_mark_that_tells_a_clean_stop_from_a_death(tmp_path: Path) -> None:
+    """A worker that stopped cleanly removed its file, but its last status may still be on a progress topic whose
+    tombstone the monitor has not read yet: its mark says it stopped (a monitor round in between read it as a worker
+    that died, "workers gone", and the console said "(was workers gone)" instead of "(was running)"). A status of
+    the same writer newer than the mark (its pid reused later), another host's, or one never withdrawn is not."""
+    board = StatusBoard(tmp_path)
+    last = board.publish("links", "dc1/to:dc2", 2, {"state": "running"}, now_ms=1_000)
+    killed = board.publish("links", "other", 0, {"state": "running"}, now_ms=1_000)
+    board.withdraw("links", "dc1/to:dc2", 2)
+    withdrawn = board.withdrawn("links")
+    assert board.read("links", now_ms=2_000) == {"other": [killed]}
+    assert stopped_cleanly(last, withdrawn)
+    assert not stopped_cleanly(killed, withdrawn)
+    assert not stopped_cleanly({**last, "updated_ms": last["updated_ms"] + 10**13}, withdrawn)  # a later writer
+    assert not stopped_cleanly({**last, "host": "elsewhere"}, withdrawn)
+    assert not stopped_cleanly({"name": "dc1/to:dc2"}, withdrawn)  # not a status: never taken for one
