@@ -40,6 +40,7 @@ from kernel.group_offsets import committed_offsets as fetch_committed
 from kernel.kafka import COORDINATOR_NOT_READY_NAMES, kafka_error, new_admin
 from kernel.patterns import PatternError, compile_pattern
 from kernel.rename import rename_policy
+from kernel.topic_notes import TopicLedger, topic_ids
 
 __all__ = ["FailoverPlan", "FailoverUsageError", "GroupPlan", "TargetGroup", "make_plan"]
 
@@ -74,6 +75,9 @@ class GroupPlan:
     translations: list[Translation]
     sources: list[SourceProgress]
     unmirrored: list[str] = field(default_factory=list)  # committed source topics with nothing on the target
+    # committed source topics deleted and created again since the link copied them (`on_recreate: stop`): their
+    # copies on the target are the old topic's records, under the same offsets; not translated
+    recreated: list[str] = field(default_factory=list)
     lost: list[Lost] = field(default_factory=list)  # unread records the link never copied (`lost_unread`)
 
     @property
@@ -121,6 +125,7 @@ class FailoverPlan:
                 "partitions": [asdict(t) for t in g.translations],
                 "sources": [asdict(s) for s in g.sources],
                 "unmirrored_topics": g.unmirrored,
+                "recreated_topics": g.recreated,
                 "read_twice": g.read_twice,
                 "not_mirrored": g.not_mirrored,
                 "read_not_mirrored": g.read_not_mirrored,
@@ -297,30 +302,29 @@ def make_plan(
         raise FailoverUsageError(
             f"group {', '.join(map(repr, empty))} has no committed offsets on {link.source}: nothing to translate"
         )
-    commits = {g: c for g, c in commits.items() if c}
     # topics the link does not select are not translated (they are named in the plan)
-    outside = {g: sorted({t for t, _ in c if not link.topics.matches(t)}) for g, c in commits.items()}
-    commits = {g: {sp: o for sp, o in c.items() if link.topics.matches(sp[0])} for g, c in commits.items()}
+    commits, outside = _without({g: c for g, c in commits.items() if c}, lambda t: not link.topics.matches(t))
     policy = rename_policy(link.rename, link.source)
     target_topic_of = {t: policy.target_topic(t) for c in commits.values() for t, _ in c}
+    older, recreated = _generations(config, link.name, source_admin, target_topic_of)
+    commits, recreated_of = _without(commits, recreated.__contains__)
     target_partitions = _partitions_of(target_admin, link.target, set(target_topic_of.values()))
 
     wanted = _wanted_partitions(link, commits, target_topic_of, target_partitions)
-    floors: dict[SourcePartition, int] = {}
-    for c in commits.values():
-        for sp, offset in c.items():
-            floors[sp] = min(offset, floors.get(sp, offset))
+    floors = _floors(commits)
     ends: dict[tuple[str, int], Watermarks] = watermarks(target_admin, sorted(wanted))
     source_ends = watermarks(source_admin, sorted(floors))
     if scans is not None:  # a standby's round (not failback-aware: see the README)
-        logs = scans.update(ends, source_id, floors)
+        logs = scans.update(ends, source_id, floors, older)
     else:
         echo = None
         if any(ln.source == link.target and ln.target == link.source for ln in config.links):
             # a link the other way (failback, active-active): records written on the target first, whose copies
             # the groups read on the source, count as those copies
             echo = echo_offsets(source_cluster, link.source, source_ends, cluster_id_of(target_admin, link.target))
-        logs = scan_target(target_cluster, link.target, ends, source_id, floors, progress=progress, echo=echo)
+        logs = scan_target(
+            target_cluster, link.target, ends, source_id, floors, progress=progress, echo=echo, older=older
+        )
 
     mapping = group_map or {}
     targets = target_groups(target_cluster, link.target, sorted({mapping.get(g, g) for g in commits}))
@@ -331,12 +335,13 @@ def make_plan(
             clusters, group, commits[group], target, target_topic_of, logs, source_ends, mirror_committed
         )
         plan.unmirrored.extend(outside[group])
+        plan.recreated.extend(recreated_of[group])
         plans.append(plan)
     plans = _with_losses(config, link.name, _records_not_mirrored(source_cluster, link.source, plans))
     for g in named:
         plan = next(p for p in plans if p.group == g)
         if not plan.translations:
-            topics = ", ".join(plan.unmirrored)
+            topics = ", ".join([*plan.unmirrored, *(f"{t} (deleted and created again since)" for t in plan.recreated)])
             raise FailoverUsageError(
                 f"group {g!r} committed only on topics link {link.name} has not mirrored to {link.target}: {topics}"
             )
@@ -433,6 +438,50 @@ def _group_plan(  # noqa: PLR0917 - the plan's parts, each read once
         if sp[0] not in unmirrored
     ]
     return GroupPlan(group, target, commits, translations, sources, unmirrored)
+
+
+def _without(
+    commits: dict[str, dict[SourcePartition, int]], dropped: Callable[[str], bool]
+) -> tuple[dict[str, dict[SourcePartition, int]], dict[str, list[str]]]:
+    """Each group's commits less those on the topics `dropped` says, and those topics per group."""
+    kept = {g: {sp: o for sp, o in c.items() if not dropped(sp[0])} for g, c in commits.items()}
+    return kept, {g: sorted({t for t, _ in c if dropped(t)}) for g, c in commits.items()}
+
+
+def _floors(commits: dict[str, dict[SourcePartition, int]]) -> dict[SourcePartition, int]:
+    """The lowest commit of any group per source partition: no translation lies before it."""
+    floors: dict[SourcePartition, int] = {}
+    for c in commits.values():
+        for sp, offset in c.items():
+            floors[sp] = min(offset, floors.get(sp, offset))
+    return floors
+
+
+def _generations(
+    config: MirrorwatchConfig, link: str, source_admin: AdminClient, target_topic_of: dict[str, str]
+) -> tuple[dict[tuple[str, int], dict[SourcePartition, int]], set[str]]:
+    """Which copies on the target are of the source topics as they are now, from the notes of the link's workers on
+    this host (`kernel.topic_notes`; run elsewhere, none are known): per target partition, where each source partition
+    restarted after its topic was deleted and created again begins (`TargetLog.older`), and the source topics
+    deleted and created again since the link last copied them (their copies are the old topic's)."""
+    ledger = TopicLedger(config.state_path / "topics", link)
+    ledger.read()
+    notes = [n for n in ledger.notes() if n.topic in target_topic_of and n.topic_id]
+    if not notes:
+        return {}, set()
+    ids = topic_ids(source_admin, {n.topic for n in notes})
+    older: dict[tuple[str, int], dict[SourcePartition, int]] = {}
+    recreated: set[str] = set()
+    for note in notes:
+        now = ids.get(note.topic)
+        if not now:
+            continue
+        if now != note.topic_id:
+            recreated.add(note.topic)
+            continue
+        for partition, begins in note.target_from.items():
+            older.setdefault((target_topic_of[note.topic], int(partition)), {})[(note.topic, note.partition)] = begins
+    return older, recreated
 
 
 def _with_losses(config: MirrorwatchConfig, link: str, plans: list[GroupPlan]) -> list[GroupPlan]:

@@ -58,6 +58,11 @@ def plan_lines(plan: FailoverPlan) -> list[str]:
                     )
         for topic in g.unmirrored:
             lines.append(f"  ! {topic}: nothing of it on the target through this link; not translated")
+        for topic in g.recreated:
+            lines.append(
+                f"  ! {topic}: deleted and created again since the link copied it (on_recreate: stop): its copies on "
+                "the target are the old topic's records; not translated"
+            )
         for lost in g.lost:
             how = (
                 "reached the target already older than its retention.ms (target-retention): its broker deletes them"

@@ -82,12 +82,15 @@ def scan_target(
     progress: Callable[[str], None] | None = None,
     resume: Mapping[tuple[str, int], TargetLog] | None = None,
     echo: Echo | None = None,
+    older: Mapping[tuple[str, int], Mapping[SourcePartition, int]] | None = None,
 ) -> dict[tuple[str, int], TargetLog]:
     """Every record of each partition in `ends`, from its log start to its end: a finished TargetLog per partition
     holding what `source_cluster_id` wrote there (by each record's provenance, last hop). A log in `resume` is
     continued from where it ended instead. With `echo` (`echo_offsets`), a record written here first whose copy is
-    on the source counts as that copy (failback: the originals of what the group read on the other side)."""
-    logs = {tp: (resume or {}).get(tp) or TargetLog(tp[0], tp[1], floors) for tp in ends}
+    on the source counts as that copy (failback: the originals of what the group read on the other side). `older`:
+    per target partition, where each recreated source partition's current generation begins (`TargetLog.older`)."""
+    generations = older or {}
+    logs = {tp: (resume or {}).get(tp) or TargetLog(tp[0], tp[1], floors, dict(generations.get(tp, {}))) for tp in ends}
     starts = {tp: log.end if log.end is not None else OFFSET_BEGINNING for tp, log in logs.items()}
     source_id = source_cluster_id.encode()
     echoes = echo or {}
@@ -282,17 +285,22 @@ class TargetScans:
         self.rescans = 0
 
     def update(
-        self, ends: Mapping[tuple[str, int], Watermarks], source_cluster_id: str, floors: Mapping[SourcePartition, int]
+        self,
+        ends: Mapping[tuple[str, int], Watermarks],
+        source_cluster_id: str,
+        floors: Mapping[SourcePartition, int],
+        older: Mapping[tuple[str, int], Mapping[SourcePartition, int]] | None = None,
     ) -> dict[tuple[str, int], TargetLog]:
         resume: dict[tuple[str, int], TargetLog] = {}
         for tp, w in ends.items():
             log = self.logs.get(tp)
             if log is None or log.end is None:
                 continue
-            if log.keeps_enough_for(floors) and log.end <= w.end and w.start <= log.end:
+            same_generations = dict(log.older) == dict((older or {}).get(tp, {}))  # else read again from the start
+            if same_generations and log.keeps_enough_for(floors) and log.end <= w.end and w.start <= log.end:
                 log.raise_floors(floors)
                 resume[tp] = log
             else:
                 self.rescans += 1
-        self.logs = scan_target(self.cluster, self.alias, ends, source_cluster_id, floors, resume=resume)
+        self.logs = scan_target(self.cluster, self.alias, ends, source_cluster_id, floors, resume=resume, older=older)
         return self.logs

@@ -54,11 +54,15 @@ class TargetLog:
     """What one target partition holds of one link's source, fed record by record in offset order by a scan.
 
     `floors` are the lowest committed offsets (of every group to translate) per source partition: nothing is kept
-    before the first record at or above its floor, since no answer can lie before it. `finish(end)` closes it."""
+    before the first record at or above its floor, since no answer can lie before it. `older`: per source partition
+    whose topic was deleted and created again and restarted into the same target topic, the position where its
+    current generation's copies begin: the records below are copies of the old topic's records under the same
+    offsets, and count as another writer's. `finish(end)` closes it."""
 
     topic: str
     partition: int
     floors: Mapping[SourcePartition, int]
+    older: Mapping[SourcePartition, int] = field(default_factory=dict)
     start: int | None = None  # the first position scanned (the partition's log start when scanned from there)
     end: int | None = None
     records: int = 0  # every record scanned, this source's or not
@@ -76,8 +80,8 @@ class TargetLog:
         if self.start is None:
             self.start = position
         self.records += 1
-        if source is None:
-            return
+        if source is None or (self.older and position < self.older.get(source, -1)):
+            return  # another writer's, or a copy of an older generation of the source topic
         first = self.first_seen.get(source)
         if first is None or source_offset < first:
             self.first_seen[source] = source_offset

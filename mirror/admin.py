@@ -12,6 +12,7 @@ from confluent_kafka.cimpl import NewPartitions, NewTopic
 
 from kernel.config import LinkConfig, MirrorwatchConfig
 from kernel.kafka import already_exists, error_text, kafka_error
+from kernel.topic_notes import topic_ids
 from mirror.topics import AlterConfigs, TopicInfo, TopicPlan
 
 __all__ = [
@@ -97,28 +98,6 @@ def refused_topics(admin: AdminClient, topics: Iterable[str], timeout_s: float =
             if exc.args and exc.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
                 refused.append(name)
     return refused
-
-
-def topic_ids(
-    admin: AdminClient, topics: Iterable[str], timeout_s: float = TIMEOUT_S, known: Mapping[str, str] | None = None
-) -> dict[str, str]:
-    """The topic id (KIP-516) of each of `topics` that the cluster describes: a topic deleted and created again under
-    its name has a new one. Topics it does not describe (gone meanwhile, refused, the cluster not answering) are left
-    out, or, with `known`, have the id known before ("" when none)."""
-    names = sorted(set(topics))
-    ids: dict[str, str] = {}
-    try:
-        futures = admin.describe_topics(TopicCollection(names), request_timeout=timeout_s) if names else {}
-        for name, future in futures.items():
-            try:
-                ids[name] = str(future.result(timeout=timeout_s).topic_id)
-            except KafkaException:
-                continue
-    except KafkaException:
-        pass
-    if known is not None:
-        return {t: ids.get(t) or known.get(t, "") for t in names}
-    return ids
 
 
 def describe_topics(admin: AdminClient, topics: Iterable[str], partitions: dict[str, int]) -> dict[str, TopicInfo]:

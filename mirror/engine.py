@@ -199,7 +199,7 @@ class LinkWorker(IdentityWorker):
             # worker decides on (`_out_of_range`), never a silent move.
             begin = OFFSET_BEGINNING if self.link.start_from == "earliest" else OFFSET_END
             now = self._topic_ids_now({tp.topic for tp in committed})
-            committed = self._generations.assigned(committed, now, self._recreated)
+            committed = self._generations.assigned(committed, now, self._recreated, self._target_ends)
             committed = [self._lost_target_start(tp) for tp in committed]
             starts = [_start(tp, begin) for tp in committed]
             if self._cooperative:

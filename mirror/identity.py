@@ -9,15 +9,17 @@ from __future__ import annotations
 from collections.abc import Container, Iterable, Mapping
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
+from confluent_kafka.admin import OffsetSpec
 
+from kernel.kafka import error_text
 from mirror.admin import topic_ids
 from mirror.delivery import Delivery
 from mirror.gap_worker import GapWorker
 from mirror.progress import PartitionProgress
 from mirror.topic_keeper import TopicKeeper
 from mirror.topic_ledger import Generations, TopicLedger
-from mirror.worker import SHUTDOWN_FLUSH_S, read_from
+from mirror.worker import SHUTDOWN_FLUSH_S, log, read_from
 
 __all__ = ["IdentityWorker", "lost_target"]
 
@@ -78,11 +80,29 @@ class IdentityWorker(GapWorker):
             if self._producer is not None:
                 self._delivery.flush(SHUTDOWN_FLUSH_S)  # the old topic's records in flight land before the restart
             self._progress[key] = PartitionProgress()
-            self._generations.restart(key, self._keeper.topic_ids[key[0]])
+            self._generations.restart(key, self._keeper.topic_ids[key[0]], self._target_ends(key[0]))
             assert self._router is not None
             self._router.forget(key)
             read_from(self._consumer, TopicPartition(key[0], key[1], OFFSET_BEGINNING))
             self._write_notes([key])
+
+    def _target_ends(self, topic: str) -> dict[int, int]:
+        """Each partition's end now of the target topic of source topic `topic`: where the copies of a generation
+        restarted now begin (failover reads past what is below; {} when they cannot be read, said)."""
+        assert self._keeper is not None and self._target_admin is not None
+        target = self._keeper.target_topic(topic)
+        count = self._keeper.target_partitions.get(target, 0)
+        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        try:
+            futures = self._target_admin.list_offsets({TopicPartition(target, p): latest for p in range(count)})
+            return {tp.partition: int(f.result(timeout=30).offset) for tp, f in futures.items()}
+        except KafkaException as exc:
+            log.warning(
+                "link %s: the ends of %r could not be read (%s): a failover plan cannot tell the copies of %r's new "
+                "generation from the old one's",
+                self.name, target, error_text(exc), topic,
+            )  # fmt: skip
+            return {}
 
     def _lost_target_start(self, tp: TopicPartition) -> TopicPartition:
         """Where an assigned partition whose target topic was lost under the link starts (`_target_lost`): at its

@@ -1,94 +1,18 @@
-"""What the link knows of its source topics' identities (`<state_dir>/topics/<link>.jsonl`, one JSON line per
-partition note): the topic id (KIP-516) each partition's records were copied from, and, at the worker's last
-revocation or stop, what the target had acknowledged and the high-watermark it saw. Kafka forgets a group's offsets
-of a deleted topic, so a topic deleted and created again under its name looks to a consumer like a new topic: this
-ledger is what tells the link the difference (`mirror.gaps.recreated`). Append-only, newest line per partition wins,
-shared by the link's workers on this host; compacted when it grows."""
+"""Which generation of a source topic each partition a worker owns reads (`Generations`), from the link's notes on
+this host (`kernel.topic_notes`): a topic deleted and created again under its name has a new topic id, and the
+link's rule (`on_recreate`) says whether the partition stops or restarts from the new topic's beginning, whose
+copies then begin on the target where it ended (`PartitionNote.target_from`, for failover)."""
 
 from __future__ import annotations
 
-import json
-import logging
-import os
-import re
 from collections.abc import Callable, Container, Iterable, Mapping
-from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
+from kernel.topic_notes import PartitionNote, TopicLedger
 from mirror.progress import PartitionProgress
 
 __all__ = ["Generations", "PartitionNote", "TopicLedger"]
-
-log = logging.getLogger("mirrorwatch.mirror")
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
-COMPACT_AFTER = 10_000  # lines; then rewritten with the newest note per partition
-
-
-@dataclass(frozen=True)
-class PartitionNote:
-    topic: str
-    partition: int
-    topic_id: str
-    acked: int | None = None  # the target had every record below it
-    high: int | None = None  # the source high-watermark the worker last saw
-    target_id: str = ""  # the id of the target topic the records were copied into ("": not noted)
-
-
-class TopicLedger:
-    def __init__(self, directory: Path, link: str) -> None:
-        self.path = directory / f"{_UNSAFE.sub('_', link)}.jsonl"
-        self._notes: dict[tuple[str, int], PartitionNote] = {}
-        self._lines = 0
-
-    def read(self) -> None:
-        """The notes as written by this link's workers on this host until now."""
-        try:
-            lines = self.path.read_text(encoding="utf-8").splitlines()
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            log.warning("cannot read the link's topic ledger %s: %s", self.path, exc)
-            return
-        self._lines = len(lines)
-        for line in lines:
-            try:
-                note = PartitionNote(**json.loads(line))
-            except (ValueError, TypeError):
-                continue  # a line cut short by a crash
-            self._notes[(note.topic, note.partition)] = note
-
-    def note(self, topic: str, partition: int) -> PartitionNote | None:
-        return self._notes.get((topic, partition))
-
-    def notes(self) -> list[PartitionNote]:
-        return list(self._notes.values())
-
-    def write(self, notes: list[PartitionNote]) -> None:
-        """Note these partitions (unchanged notes are not written again)."""
-        fresh = [n for n in notes if self._notes.get((n.topic, n.partition)) != n]
-        if not fresh:
-            return
-        for n in fresh:
-            self._notes[(n.topic, n.partition)] = n
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            if self._lines + len(fresh) > COMPACT_AFTER:
-                tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
-                tmp.write_text("".join(_line(n) for n in self._notes.values()), encoding="utf-8")
-                tmp.replace(self.path)
-                self._lines = len(self._notes)
-                return
-            with self.path.open("a", encoding="utf-8") as out:
-                out.write("".join(_line(n) for n in fresh))
-            self._lines += len(fresh)
-        except OSError as exc:
-            log.warning("cannot write the link's topic ledger %s: %s", self.path, exc)
-
-
-def _line(note: PartitionNote) -> str:
-    return json.dumps(asdict(note), separators=(",", ":")) + "\n"
 
 
 class Generations:
@@ -99,11 +23,15 @@ class Generations:
         self.ledger = ledger
         self.of: dict[tuple[str, int], str] = {}
         self.target_of: dict[tuple[str, int], str] = {}  # the target topic id each partition's records went to
+        # where the copies of each partition's generation begin on the target (PartitionNote.target_from)
+        self.target_from: dict[tuple[str, int], dict[str, int]] = {}
         self._restarted: set[tuple[str, int]] = set()  # restarted on a new topic, nothing read since
 
-    def restart(self, key: tuple[str, int], topic_id: str) -> None:
-        """The partition reads the new topic (`topic_id`) from its beginning from now on."""
+    def restart(self, key: tuple[str, int], topic_id: str, target_ends: Mapping[int, int]) -> None:
+        """The partition reads the new topic (`topic_id`) from its beginning from now on; its copies begin at
+        `target_ends` (each target partition's end now: {} when they could not be read)."""
         self.of[key] = topic_id
+        self.target_from[key] = {str(p): end for p, end in sorted(target_ends.items())}
         self._restarted.add(key)
 
     def restarting(self, key: tuple[str, int], progress: PartitionProgress | None) -> bool:
@@ -116,6 +44,7 @@ class Generations:
     def forget(self, key: tuple[str, int]) -> None:
         self.of.pop(key, None)
         self.target_of.pop(key, None)
+        self.target_from.pop(key, None)
         self._restarted.discard(key)
 
     def assigned(
@@ -123,10 +52,12 @@ class Generations:
         committed: list[TopicPartition],
         now: Mapping[str, str],
         recreated: Callable[[str, int, int | None, int | None], str],
+        target_ends: Callable[[str], Mapping[int, int]] = lambda _topic: {},
     ) -> list[TopicPartition]:
         """Where each assigned partition starts: at its commit, unless its note names another topic id than the
         topic has now (deleted and created again, Kafka dropping its commits with it): `recreated` (the worker's rule)
-        then says "restart" (from the new topic's beginning) or stops it (it stays the old topic's)."""
+        then says "restart" (from the new topic's beginning, its copies after the target's ends now: `target_ends`
+        of the source topic) or stops it (it stays the old topic's)."""
         self.ledger.read()  # as this host's workers left it (another may have owned the partition)
         out = []
         for tp in committed:
@@ -134,10 +65,13 @@ class Generations:
             self.of[key] = current or (note.topic_id if note else "")
             if note is not None and note.target_id:
                 self.target_of[key] = note.target_id
+            if note is not None and note.target_from:
+                self.target_from[key] = dict(note.target_from)
             entry = tp
             if note is not None and note.topic_id and current and note.topic_id != current:
                 if recreated(tp.topic, tp.partition, note.acked, note.high) == "restart":
                     entry = TopicPartition(tp.topic, tp.partition, OFFSET_BEGINNING)
+                    self.target_from[key] = {str(p): end for p, end in sorted(target_ends(tp.topic).items())}
                 else:
                     self.of[key] = note.topic_id  # still the old topic's, until the operator chooses
             out.append(entry)
@@ -177,5 +111,6 @@ class Generations:
                 target = self.target_of.get(key) or (target_ids or {}).get(key[0], "")
                 if target:
                     self.target_of[key] = target
-                notes.append(PartitionNote(key[0], key[1], generation, acked, seen_high.get(key), target))
+                since = self.target_from.get(key, {})
+                notes.append(PartitionNote(key[0], key[1], generation, acked, seen_high.get(key), target, since))
         self.ledger.write(notes)

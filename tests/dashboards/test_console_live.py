@@ -239,7 +239,7 @@ def test_a_stopped_mirror_turns_red_with_its_event_without_a_reload(
             )
         except WaitTimeout:
             page = browser.text(tab)
-            shown = page[page.find("live: source"):][:600]
+            shown = page[page.find("live: source") :][:600]
             events = _get(f"{api}/mirror/events?link=live")["events"]
             raise AssertionError(f"the page says {shown!r}; the link's events: {events}") from None
         seen_after_s = time.monotonic() - stopped

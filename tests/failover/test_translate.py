@@ -294,3 +294,21 @@ def test_the_records_a_group_had_not_read_that_the_link_never_copied_are_lost_to
     assert lost == [Lost("orders", 0, 1000, 1500, "retention"), Lost("orders", 1, 250, 300, "retention")]
     assert [x.records for x in lost] == [500, 50]  # the whole gap; the part at or after the commit
     assert lost_unread({("orders", 0): 1500, ("orders", 1): 400}, gaps) == []  # read before they went
+
+
+def test_copies_of_an_older_generation_of_a_recreated_topic_are_read_past() -> None:
+    """The source topic was deleted and created again; the link restarted it into the same target topic, whose
+    partition held 10 copies of the old topic's records (offsets 0-9) and then the new topic's 0-4. A group at 2 on
+    the new topic starts at the copy of the new topic's record 2 (position 12): the old topic's 5-9 carry the same
+    offsets but are not its records. Without knowing where the generation began, they look unread (position 5)."""
+    history = [*run(range(10)), *run(range(5))]
+    mixed = translate(log_of(history, {S: 2}), {S: 2})
+    assert mixed.offset == 5  # what a plan said before the notes knew where the new generation began
+    log = TargetLog("orders", 0, {S: 2}, {S: 10})
+    for position, entry in enumerate(history):
+        assert entry is not None
+        log.add(position, entry[0], entry[1])
+    log.finish(len(history))
+    t = translate(log, {S: 2})
+    assert (t.offset, t.read_twice, t.unread_here) == (12, 0, 3)
+    assert reads_from(history, t.offset) == [2, 3, 4]

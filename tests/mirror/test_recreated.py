@@ -8,17 +8,22 @@ workers note the topic id each partition's records come from (`<state_dir>/topic
 (`on_recreate: stop`)
 both partitions stop, failed, with the reason, and nothing of the new topic is written; with
 `on_recreate: restart` the new topic is mirrored from its beginning into the same target topic, exactly once, after
-the old one's records. Also while the link runs: the topic deleted and created again under it. The truth is what the
-test produced and a consumer reading the target."""
+the old one's records. Also while the link runs: the topic deleted and created again under it. A failover plan for a
+group on the new topic never translates into the old topic's copies (the same offsets): refused while the link has
+not copied the new topic, exact once it has (the workers note where the new generation begins on the target). The
+truth is what the test produced and a consumer reading the target."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaException, TopicCollection
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicCollection, TopicPartition
 
 from kernel.config import ClusterConfig, MirrorwatchConfig
 from kernel.kafka import create_topics, new_admin
@@ -120,6 +125,13 @@ def test_a_recreated_source_topic_stops_its_partitions_by_default_then_restarts_
     assert "was deleted and created again" in seen["gaps"][0]["text"]
     assert "deleted and created again" in stopping.log()
     assert committed_offsets(source, "source", group, topic, 2) == [-1001, -1001]  # nothing of the new topic
+    # an application group on the new topic is not translated into the old topic's copies (the same offsets)
+    app = unique("app")
+    request = ConsumerGroupTopicPartitions(app, [TopicPartition(topic, 0, 100), TopicPartition(topic, 1, NEW)])
+    assert not any(tp.error for tp in new_admin(source, "source").alter_consumer_group_offsets([request])[app]
+                   .result(30).topic_partitions)  # fmt: skip
+    refused = failover_plan(config("stop"), name, app)
+    assert refused.returncode != 0 and f"{topic} (deleted and created again since)" in refused.stderr, refused
     assert stopping.stop() == 0
     assert target_keys(target, topic, 2 * OLD) == {p: [f"old-{p}-{i}" for i in range(OLD)] for p in (0, 1)}
 
@@ -140,7 +152,22 @@ def test_a_recreated_source_topic_stops_its_partitions_by_default_then_restarts_
         timeout_s=60,
         description="the monitor to say both partitions went on with the new topic",
     )
+    # the group at 100 of the new topic's partition 0 starts at the copy of its record 100 (after the old topic's
+    # 1,000 copies), not among the old topic's records 100-999; at the end of partition 1, at the end
+    planned = failover_plan(config("restart"), name, app, "--json")
+    assert planned.returncode == 0, planned.stderr
+    (group,) = json.loads(planned.stdout)["groups"]
+    assert sorted((t["partition"], t["offset"]) for t in group["partitions"]) == [(0, OLD + 100), (1, OLD + NEW)]
+    assert group["read_twice"] == 0 and group["recreated_topics"] == []
     assert restarting.stop() == 0
+
+
+def failover_plan(config: Path, link: str, group: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mirrorwatch.cli", "failover", "plan", "--config", str(config), "--link", link,
+         "--group", group, *args],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
 
 
 def test_a_topic_recreated_under_a_running_link_is_restarted_from_its_beginning_without_loss(

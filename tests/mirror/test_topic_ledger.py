@@ -28,7 +28,7 @@ def test_the_topic_ledger_keeps_the_newest_note_per_partition_across_workers_and
 
 
 def test_the_topic_ledger_is_compacted_when_it_grows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("mirror.topic_ledger.COMPACT_AFTER", 5)
+    monkeypatch.setattr("kernel.topic_notes.COMPACT_AFTER", 5)
     ledger = TopicLedger(tmp_path, "l")
     for acked in range(12):
         ledger.write([PartitionNote("orders", 0, "id", acked, 20), PartitionNote("orders", 1, "id", acked, 20)])
@@ -50,14 +50,22 @@ def test_generations_find_a_recreated_topic_by_its_note_and_pass_over_a_refusal_
         return "restart" if partition == 0 else "stop"
 
     committed = [TopicPartition("orders", 0), TopicPartition("orders", 1), TopicPartition("orders", 2)]
-    starts = generations.assigned(committed, {"orders": "new"}, rule)  # Kafka dropped the commits with the topic
+    ends = {0: 1000, 1: 990}  # the target topic's partitions' ends when the restart was decided
+    starts = generations.assigned(committed, {"orders": "new"}, rule, lambda _t: ends)  # Kafka dropped the commits
     assert decided == [("orders", 0, 1000, 1200), ("orders", 1, 50, 50)]  # what the notes knew; no note: no question
     assert [(tp.partition, tp.offset) for tp in starts] == [(0, OFFSET_BEGINNING), (1, -1001), (2, -1001)]
     assert generations.of == {("orders", 0): "new", ("orders", 1): "old", ("orders", 2): "new"}  # 1 stays the old's
     assert generations.changed(generations.of, {"orders": "new"}, stopped={("orders", 1)}) == []
     assert generations.changed(generations.of, {"orders": "newer"}) == [("orders", 0), ("orders", 1), ("orders", 2)]
+    # the restarted partition's copies begin at those ends, noted for failover (and read back by the next owner)
+    assert generations.target_from == {("orders", 0): {"0": 1000, "1": 990}}
+    generations.write([("orders", 0)], {("orders", 0): PartitionProgress(0, 0)}, {}, set())
+    again = Generations(TopicLedger(tmp_path, "l"))
+    again.assigned([TopicPartition("orders", 0)], {"orders": "new"}, rule)
+    assert again.ledger.note("orders", 0) == PartitionNote("orders", 0, "new", 0, None, "", {"0": 1000, "1": 990})
+    assert again.target_from == {("orders", 0): {"0": 1000, "1": 990}}
 
-    generations.restart(("orders", 0), "newer")
+    generations.restart(("orders", 0), "newer", {})
     assert generations.restarting(("orders", 0), PartitionProgress())  # nothing read since: a queued old refusal
     read = PartitionProgress()
     read.dispatch(0, 1)
