@@ -128,8 +128,8 @@ def test_a_recreated_source_topic_stops_its_partitions_by_default_then_restarts_
     # an application group on the new topic is not translated into the old topic's copies (the same offsets)
     app = unique("app")
     request = ConsumerGroupTopicPartitions(app, [TopicPartition(topic, 0, 100), TopicPartition(topic, 1, NEW)])
-    assert not any(tp.error for tp in new_admin(source, "source").alter_consumer_group_offsets([request])[app]
-                   .result(30).topic_partitions)  # fmt: skip
+    admin = new_admin(source, "source")  # referenced until the answer (see topic_id)
+    assert not any(tp.error for tp in admin.alter_consumer_group_offsets([request])[app].result(30).topic_partitions)
     refused = failover_plan(config("stop"), name, app)
     assert refused.returncode != 0 and f"{topic} (deleted and created again since)" in refused.stderr, refused
     assert stopping.stop() == 0
