@@ -3,7 +3,9 @@
 As Burrow's storage module: a ring per partition, `min_distance_ms` (an observation closer than that to the last one
 replaces it instead of pushing the oldest out, so a fast poller cannot shrink the time a window covers; an offset
 that went backwards and a high-watermark that moved are always kept), and expiry
-of partitions and groups that stopped appearing (a deleted group must not stay in ERR for ever).
+of partitions and groups that stopped appearing (a deleted group must not stay in ERR for ever). A window starts
+again when the partition's log ends below the group's last commit (a topic deleted and created again under its
+name, or a truncated log): observations of two logs are never compared.
 
 Beyond the window, each partition keeps its group's commit cadence: the median time between the last few moves of
 its offset (`commit_gap_ms`; of two middle ones the lower), or, where commits are followed in `__consumer_offsets`
@@ -53,6 +55,13 @@ class OffsetWindows:
             self._by_group.setdefault((key[0], key[1]), set()).add((key[2], key[3]))
         if window and sample.observed_ms < window[-1].observed_ms:
             return  # late news: the window is ordered by observation time
+        if window and 0 <= sample.high_watermark < min(window[-1].high_watermark, window[-1].offset):
+            # The partition's log now ends below where the group stood: another log (the topic deleted and created
+            # again: a new topic id, offsets from 0) or one truncated below it. Its observations are of the old one: a
+            # commit on the new log would read as a move backwards (REWIND). (A new leader answers no high-watermark
+            # below its predecessor's until it has caught up, KIP-207: a group never reads past the log's end.)
+            window.clear()
+            self._moved_ms.pop(key, None)
         if sample.has_members or (window and window[-1].had_members):
             sample = replace(sample, had_members=True)
         if window and window[-1].offset == sample.offset:  # still there: it was first seen earlier

@@ -45,9 +45,24 @@ def test_a_moved_high_watermark_is_never_replaced_so_a_fast_pollers_chain_does_n
 
 def test_a_rewind_is_never_replaced_by_min_distance() -> None:
     windows = OffsetWindows(3, min_distance_ms=10_000)
-    windows.observe(KEY, sample(500, 0))
-    windows.observe(KEY, sample(200, 1))
+    windows.observe(KEY, sample(500, 0, high=600))
+    windows.observe(KEY, sample(200, 1, high=600))  # the group went back; the log did not
     assert [s.offset for s in windows.samples(KEY)] == [500, 200]
+
+
+def test_a_log_that_now_ends_below_the_groups_commit_starts_the_window_again() -> None:
+    """The topic was deleted and created again (offsets from 0) or its log truncated: the group's first commit on the
+    new log is not a move backwards from its commit on the old one (a false REWIND). A high-watermark lower than the
+    last one seen but not below the group's commit says nothing of another log: the window goes on."""
+    windows = OffsetWindows(5)
+    windows.observe(KEY, sample(1000, 0, high=1200))
+    windows.observe(KEY, sample(1000, 1, high=1100))
+    assert [s.offset for s in windows.samples(KEY)] == [1000, 1000]
+    # Kafka dropped the group's commit with the deleted topic; its first on the new one, whose log ends at 300
+    windows.observe(KEY, sample(50, 3, high=300))
+    assert [(s.offset, s.high_watermark) for s in windows.samples(KEY)] == [(50, 300)]
+    windows.observe(KEY, sample(40, 4, high=300))  # a real rewind on the new log is still one
+    assert [s.offset for s in windows.samples(KEY)] == [50, 40]
 
 
 def test_late_observations_are_ignored() -> None:
