@@ -2,7 +2,8 @@
 partition's 1,000 records and left; the records below offset 600 were deleted (`delete-records`, what retention does
 over a weekend). The monitor counts the 500 it will never read — the truth is what the test committed and deleted —
 gives the partition and the group ERR (rule 0), and says it in the Burrow view and in /metrics; once the group
-commits past the log start they are gone from the figures again. Burrow and kafka_exporter count them as lag."""
+commits past the log start they are gone from the figures again. Burrow and kafka_exporter count them as lag. And a
+group's first commit on a topic deleted and created again is not read as a move backwards from its old commits."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from monitor.exporter import MonitorCollector
 from monitor.http import create_app
 from monitor.service import MonitorService
 from tests.kafka_helpers import Record, produce
+from tests.mirror.test_recreated import recreate
 from tests.processes import session_config
 
 pytestmark = pytest.mark.integration
@@ -102,3 +104,31 @@ def evaluation_of(
 
     found: GroupEvaluation = wait_until(listed, timeout_s=90, description=f"the monitor to list {group}")
     return found
+
+
+def test_a_groups_first_commit_on_a_topic_deleted_and_created_again_is_not_a_rewind(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    unique: Callable[[str], str],
+    service: MonitorService,
+) -> None:
+    """The group had read all 1,000 records of the topic; the topic was deleted and created again (Kafka drops the
+    group's commit with it) and the group read 50 of the new topic's 300. Its window held commits of the old log: the
+    new commit, below them, read as a move backwards (REWIND, the group ERR). The window starts again on the new log."""
+    source = clusters_config.clusters["source"]
+    topic, group = make_topic("source", 1), unique("reborn")
+    produce(source, "source", topic, [Record(value=b"old") for _ in range(1000)])
+    consumer = new_consumer(source, "source", group, {"enable.auto.commit": False})
+    consumer.commit(offsets=[TopicPartition(topic, 0, 1000)], asynchronous=False)
+    assert evaluation_of(service, group, committed=1000).status == Status.OK
+
+    recreate(source, topic, 1)
+    produce(source, "source", topic, [Record(value=b"new") for _ in range(300)])
+    consumer.commit(offsets=[TopicPartition(topic, 0, 50)], asynchronous=False)
+    committed_ms = int(time.time() * 1000)
+    consumer.close()
+    evaluation = evaluation_of(service, group, committed=50, after_ms=committed_ms)
+    (partition,) = evaluation.partitions
+    assert partition.start is not None and partition.start.offset == 50  # nothing of the old log's window
+    assert partition.status not in (Status.REWIND, Status.ERR) and evaluation.status != Status.ERR, evaluation
+    assert partition.current_lag == 250
