@@ -27,8 +27,8 @@ class GapWorker(WorkerBase):
     def _check_expiry(self) -> None:
         """Every status interval, from the loop: the records the target acknowledged since the last check that it took
         already older than its topic's retention (`mirror.expiry`)."""
-        if self._keeper is None or not self._keeper.target_retention:
-            return
+        if self._keeper is None or (not self._keeper.target_retention and self._expiry is None):
+            return  # no target topic keeps records by their timestamps (an incident going on ends at its next check)
         expiry = self._expiry = self._expiry or TargetExpiry()
         retention, now_ms = self._keeper.target_retention, self._clock.now_ms()
         for key, began, acked, newest_ms in self._expiry_positions():
