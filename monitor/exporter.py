@@ -485,8 +485,9 @@ class MonitorCollector:
         )
         lost = CounterFamily(
             "mirrorwatch_mirror_records_lost",
-            "Records the link will never copy: gone from the source before it read them (reason: retention, "
-            "truncated), each gap counted once",
+            "Records the link will never copy (reason: retention, truncated, recreated: gone from the source before it "
+            "read them; target-deleted, target-recreated: gone from the target with its topic) or copied already older "
+            "than the target's retention (target-retention), each gap counted once, a growing one once per offset",
             labels=[*part_labels, "reason"],
         )
         client_labels = ["link", "worker", "role"]
