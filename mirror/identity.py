@@ -96,11 +96,12 @@ class IdentityWorker(GapWorker):
         try:
             futures = self._target_admin.list_offsets({TopicPartition(target, p): latest for p in range(count)})
             return {tp.partition: int(f.result(timeout=30).offset) for tp, f in futures.items()}
-        except KafkaException as exc:
+        except (KafkaException, TimeoutError) as exc:
+            why = error_text(exc) if isinstance(exc, KafkaException) else "no answer in 30 s"
             log.warning(
                 "link %s: the ends of %r could not be read (%s): a failover plan cannot tell the copies of %r's new "
                 "generation from the old one's",
-                self.name, target, error_text(exc), topic,
+                self.name, target, why, topic,
             )  # fmt: skip
             return {}
 
