@@ -5,19 +5,24 @@ where the records B took on its own begin. The reverse link (B -> A, in the conf
 on B is committed at those offsets (only forward: a group already past one is left there), so that, run, it copies
 every record written on B after the promotion and none of the copies of A's own records before it (provenance would
 skip them anyway: loop prevention). The records A took after the promotion point and never had copied (`failover
-diverged`) stay where they are, below what the reverse link appends (`--diverged skip`; exporting them is
-`diverged`'s). A reverse link promoted in an earlier cycle is armed again (its promotion is older than this one).
+diverged`) stay where they are, below what the reverse link appends, unread by any group moved home (`--diverged
+skip`, the default; `diverged` lists and exports them), or are first copied to the end of their partitions on the
+promoted cluster, where the applications read them once and the reverse link takes them home (`--diverged read`:
+failover.redeliver). A reverse link promoted in an earlier cycle is armed again (its promotion is older than this
+one).
 
 Then: run the reverse link (`mirrorwatch mirror --link R`); once B's producers have stopped, `failover promote --link
 R` moves the groups back to A exactly and stops it — the cycle can start again."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 
 from failover.diverged import promotion_of
 from failover.plan import FailoverUsageError, committed_offsets, find_link
+from failover.redeliver import Delivery, deliver_tail
 from kernel.config import LinkConfig, MirrorwatchConfig
 from kernel.control_store import load_control, save_control
 from kernel.group_offsets import FetchError, GroupOffsetsUnknown, commit_offsets
@@ -26,7 +31,9 @@ from kernel.selection import select_topics
 
 log = logging.getLogger("mirrorwatch.failover")
 
-__all__ = ["Failback", "failback", "reverse_of"]
+__all__ = ["DIVERGED_RULES", "Failback", "failback", "reverse_of"]
+
+DIVERGED_RULES = ("skip", "read")
 
 Change = tuple[str, int, int | None, int]  # topic, partition, committed before (None: none), committed now
 
@@ -40,6 +47,7 @@ class Failback:
     unchanged: int  # partitions already at or past the promotion point
     armed: bool  # the reverse link's own earlier promotion was lifted
     refused: str | None = None  # why the commit did not land (None: it did, or a dry run)
+    delivery: Delivery | None = None  # `--diverged read`: the tail copied to the promoted cluster
 
 
 def reverse_of(config: MirrorwatchConfig, link: LinkConfig, name: str | None = None) -> LinkConfig:
@@ -65,10 +73,18 @@ def reverse_of(config: MirrorwatchConfig, link: LinkConfig, name: str | None = N
 
 
 def failback(
-    config: MirrorwatchConfig, link_name: str, *, reverse: str | None = None, dry_run: bool = False
+    config: MirrorwatchConfig,
+    link_name: str,
+    *,
+    reverse: str | None = None,
+    dry_run: bool = False,
+    diverged: str = "skip",
 ) -> Failback:
-    """Commit the reverse link's group at the promotion point (see the module docstring). FailoverUsageError (exit
-    2): the link was never promoted, has no reverse link, or the reverse link was promoted after it."""
+    """Commit the reverse link's group at the promotion point, the tail first delivered when `diverged` is "read"
+    (see the module docstring). FailoverUsageError (exit 2): the link was never promoted, has no reverse link, or the
+    reverse link was promoted after it."""
+    if diverged not in DIVERGED_RULES:
+        raise FailoverUsageError(f"--diverged {diverged!r}: expected one of {', '.join(DIVERGED_RULES)}")
     link = find_link(config, link_name)
     promotion = promotion_of(config, link)
     if promotion is None:
@@ -96,18 +112,20 @@ def failback(
         (t, p, committed.get((t, p)), o) for t, p, o in start if committed.get((t, p)) is None or committed[(t, p)] < o
     )
     result = Failback(link.name, back.name, back.consumer_group, changes, len(start) - len(changes), False)
-    if dry_run:
-        return result
+    delivery = deliver_tail(config, link, promotion, dry_run=dry_run) if diverged == "read" else None
+    if dry_run or (delivery is not None and delivery.failed is not None):
+        refused = None if delivery is None or delivery.failed is None else f"the tail's copies: {delivery.failed}"
+        return dataclasses.replace(result, refused=refused, delivery=delivery)
     refused = _commit(config, back, changes)
     if refused is not None:
-        return Failback(link.name, back.name, back.consumer_group, changes, result.unchanged, False, refused)
+        return dataclasses.replace(result, refused=refused, delivery=delivery)
     armed = control.promoted is not None
     if armed:  # an earlier cycle's promotion of the reverse link: it copies again
         missed = save_control(config, back, LinkControl(back.name, since_ms=promotion.at_ms, by=promotion.by))
         if missed is not None:
             log.warning("link %s: armed on this host only (its workers on other hosts stay stopped): %s",
                         back.name, missed)  # fmt: skip
-    return Failback(link.name, back.name, back.consumer_group, changes, result.unchanged, armed)
+    return dataclasses.replace(result, armed=armed, delivery=delivery)
 
 
 def _commit(config: MirrorwatchConfig, back: LinkConfig, changes: tuple[Change, ...]) -> str | None:

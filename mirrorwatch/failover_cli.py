@@ -129,7 +129,7 @@ def failover() -> None:
     mirrorwatch failover verify --config F --link L [--group G ...] [--map SRC=DST]
     mirrorwatch failover promote --config F --link L [--groups REGEX] [--settle-seconds S] [--source-lost] [--dry-run]
     mirrorwatch failover diverged --config F --link L [--to-file F | --to-topic ALIAS:TOPIC] [--json]
-    mirrorwatch failover failback --config F --link L [--reverse R] [--dry-run]
+    mirrorwatch failover failback --config F --link L [--reverse R] [--diverged skip|read] [--dry-run]
 
     Translation is exact for topics mirrorwatch mirrored: every record carries its source partition and offset
     (provenance), so the target offset is the first one at which a consumer reads every record it has not read on
@@ -327,17 +327,37 @@ def diverged_command(
 @click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--link", "link_name", required=True, help="The promoted link (A -> B).")
 @click.option("--reverse", help="The link from B back to A (default: the config's only such link).")
+@click.option(
+    "--diverged",
+    "diverged_rule",
+    type=click.Choice(["skip", "read"]),
+    default="skip",
+    show_default=True,
+    help="What becomes of the records A took after the last copy (failover diverged): skip leaves them on A below "
+    "what the reverse link appends, unread by the groups moved home; read first copies each to the end of its "
+    "partition on B (header mirrorwatch.diverged naming its origin), where the applications read it once and the "
+    "reverse link takes it home. A run cut short resumes: nothing is copied twice.",
+)
 @click.option("--dry-run", is_flag=True, help="Say where the reverse link would start; commit nothing.")
-def failback_command(config_path: Path, link_name: str, reverse: str | None, dry_run: bool) -> None:
+def failback_command(config_path: Path, link_name: str, reverse: str | None, diverged_rule: str, dry_run: bool) -> None:
     """Set the reverse link (B -> A) to start where B began to take records of its own when the link was promoted:
     its group on B committed there (only forward), so that, run, it copies every record written on B since and none
-    of A's own. A's diverged tail stays below what it appends (see failover diverged). Then run the reverse link, and
-    once B's producers have stopped, `failover promote --link REVERSE` moves the groups back to A."""
+    of A's own. A's diverged tail stays below what it appends (--diverged skip, see failover diverged) or is first
+    delivered through B (--diverged read). Then run the reverse link, and once B's producers have stopped, `failover
+    promote --link REVERSE` moves the groups back to A."""
     from failover.failback import failback
     from kernel.config import load_config
 
     config = load_config(config_path).as_client("failover")
-    done = failback(config, link_name, reverse=reverse, dry_run=dry_run)
+    done = failback(config, link_name, reverse=reverse, dry_run=dry_run, diverged=diverged_rule)
+    if (d := done.delivery) is not None:
+        copied = "would be copied" if dry_run else "copied"
+        click.echo(
+            f"the diverged tail: {d.tail} record(s) on {config.link(link_name).source}; {d.copied} {copied} to the "
+            f"end of their partitions on the promoted cluster now, {d.already} copied by an earlier run"
+        )
+    elif not dry_run:
+        click.echo("the diverged tail stays below what the reverse link appends, unread (failover diverged lists it)")
     verb = "would commit" if dry_run else "committed"
     click.echo(
         f"reverse link {done.reverse}: its group {done.group} {verb} at the promotion point on {len(done.changes)} "

@@ -1,9 +1,11 @@
 """The whole disaster-recovery cycle on real clusters (issue #42): an application on A (the source) with its group;
 the mirror A -> B SIGKILLed while A keeps taking records, so that A holds a tail the mirror never copied; A's
 producers stop and A is lost; `failover promote --source-lost`; the application resumes on B and writes there; A comes
-back; `failover diverged` lists exactly the tail; `failover failback` starts the reverse link, which copies to A
-exactly what B took after the promotion; the application moves home to A; then the cycle runs in the first
-direction again (the reverse link promoted, failed back: A -> B copies again).
+back; `failover diverged` lists exactly the tail; `failover failback --diverged read` delivers the tail through B
+(copied to the end of B's partitions, once however often it runs) and starts the reverse link, which copies to A
+exactly what B took after the promotion, the tail's copies among it; the application reads the tail on B once and
+moves home to A; then the cycle runs in the first direction again (the reverse link promoted, failed back with the
+default `--diverged skip`: A -> B copies again).
 
 The truth is taken outside mirrorwatch: what the test produced, A and B read directly (values and offsets), and
 what the application's group reads. "A is lost" for the promotion: the command runs with a config whose source
@@ -25,6 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
+from failover.redeliver import DIVERGED_HEADER, parse_mark
 from kernel.config import ClusterConfig, MirrorwatchConfig
 from kernel.provenance import read_provenance
 from tests.failover.drills import commit_source_group, consume_as_group, failover, keyed, link
@@ -119,18 +122,34 @@ def test_the_whole_cycle_promote_with_the_source_lost_diverged_failback_and_prom
         (r.partition, r.offset) for r in tail.values()
     )
 
-    # the way home: the reverse link copies to A exactly what B took after the promotion, and nothing of A's own
-    reverse = fail_back_and_copy(config, (name, back), topic, (a, b), start_mirror, written_on_b)
-    # the application moves home: at A's end, it then reads exactly what A takes next
+    # the way home: the tail delivered through B, then the reverse link copies to A exactly what B took after the
+    # promotion (the tail's copies among it), and nothing of A's own
+    b_end = end_offsets(b, "target", topic, PARTITIONS)
+    reverse = fail_back_and_copy(config, (name, back), topic, (a, b), start_mirror, written_on_b, tail)
+    delivered = [r for r in read_to_end(b, "target", topic, PARTITIONS) if r.offset >= b_end[r.partition]]
+    assert sorted((r.partition, r.value) for r in delivered) == sorted((r.partition, v) for v, r in tail.items())
+    assert all(parse_mark(dict(r.headers).get(DIVERGED_HEADER)) == (topic, r.partition, tail[r.value or b""].offset)
+               for r in delivered)  # fmt: skip
+    move_home(config, back, app, topic, (a, b), set(tail))
+
+    # and the cycle again in the first direction: the reverse link promoted, failed back, A -> B copies again
+    promote_back(config, (name, back), topic, (a, b), start_mirror, reverse)
+
+
+def move_home(
+    config: Path, back: str, app: str, topic: str, clusters: tuple[ClusterConfig, ClusterConfig], tail: set[bytes]
+) -> None:
+    """The application, still on B, reads the tail there once; then it moves home and reads exactly what A takes
+    next."""
+    a, b = clusters
+    missed, extra = read_once(b, app, topic, tail)
+    assert (missed, extra) == (set(), [])
     moved = failover("apply", config, "--link", back, "--group", app)
     assert moved.returncode == 0, moved.stdout + moved.stderr
     written_on_a = keyed(60_000, 30, PARTITIONS)
     produce(a, "source", topic, written_on_a)
     missed, extra = read_once(a, app, topic, {r.value or b"" for r in written_on_a})
     assert (missed, extra) == (set(), [])
-
-    # and the cycle again in the first direction: the reverse link promoted, failed back, A -> B copies again
-    promote_back(config, (name, back), topic, (a, b), start_mirror, reverse)
 
 
 def trickle_and_kill(a: ClusterConfig, topic: str, mirror: MirrorProcess) -> set[bytes]:
@@ -184,15 +203,23 @@ def fail_back_and_copy(
     clusters: tuple[ClusterConfig, ClusterConfig],
     start_mirror: Callable[..., MirrorProcess],
     written_on_b: list[Any],
+    tail: dict[bytes, ReadRecord],
 ) -> MirrorProcess:
-    """`failover failback`, then the reverse link runs: once it has read B to its end, A holds exactly B's own
-    records more, once each, and none of A's own came back. The reverse link's mirror, running."""
+    """`failover failback --diverged read` (run twice: the second copies nothing again), then the reverse link
+    runs: once it has read B to its end, A holds exactly B's own records and the tail's copies more, once each, and
+    none of A's own came back. The reverse link's mirror, running."""
     (name, back), (a, b) = links, clusters
     before = end_offsets(a, "source", topic, PARTITIONS)
-    done = failover("failback", config, "--link", name)
+    done = failover("failback", config, "--link", name, "--diverged", "read")
     assert done.returncode == 0, done.stdout + done.stderr
+    assert f"the diverged tail: {len(tail)} record(s) on source; {len(tail)} copied" in done.stdout, done.stdout
+    again = failover("failback", config, "--link", name, "--diverged", "read")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"0 copied to the end of their partitions on the promoted cluster now, {len(tail)} copied by an earlier" \
+        in again.stdout, again.stdout  # fmt: skip
     mirror = start_mirror("--config", str(config), "--link", back)
-    arrived_exactly(mirror, (b, "target"), f"mirrorwatch-{back}", (a, "source"), topic, before, written_on_b)
+    home = [*written_on_b, *tail.values()]
+    arrived_exactly(mirror, (b, "target"), f"mirrorwatch-{back}", (a, "source"), topic, before, home)
     return mirror
 
 

@@ -1,0 +1,146 @@
+"""`failover failback --diverged read`: the diverged tail delivered to the applications, once each (issue #42).
+
+The records the old source (A) took after the link's last copy (`failover diverged`) lie on A below what the reverse
+link appends there, so that by default (`--diverged skip`) no group moved home reads them. With `read`, before the
+reverse link is set to start, each of them is copied to the end of its partition's copy on the promoted cluster (B),
+where the applications read now, with one header more naming where it was taken:
+
+    mirrorwatch.diverged   <topic>;<partition>;<offset> on the old source, UTF-8
+
+The reverse link then copies these home like any record B took after the promotion, and the groups move back with
+the same exact translation: an application reads each record of the tail once (on B, or on A if it moves home before
+reaching them), after the records it read on B — out of their first order, since they were taken while the mirror
+was down — and A keeps the originals below the groups' positions, unread. Run again, it copies nothing twice: a
+record whose copy (the header, the last of that name on a record) is already on B after the promotion point is
+skipped, so a run cut short resumes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import cast
+
+from confluent_kafka import KafkaError, Message, Producer
+
+from failover.diverged import diverged
+from failover.promote import TIMEOUT_S
+from failover.scan import read_partitions, watermarks
+from kernel.config import LinkConfig, MirrorwatchConfig
+from kernel.kafka import new_admin, new_producer
+from kernel.link_control import Promotion
+from kernel.rename import rename_policy
+
+__all__ = ["DIVERGED_HEADER", "Delivery", "deliver_tail", "parse_mark"]
+
+DIVERGED_HEADER = "mirrorwatch.diverged"
+
+Origin = tuple[str, int, int]  # topic, partition, offset on the old source
+
+
+@dataclass(frozen=True)
+class Delivery:
+    tail: int  # records of the tail on the old source now
+    copied: int  # copied to the promoted cluster by this run (a dry run: would be)
+    already: int  # copied by an earlier run
+    failed: str | None = None  # why not every copy was acknowledged (None: all were)
+
+
+def parse_mark(value: bytes | None) -> Origin | None:
+    """The origin a `mirrorwatch.diverged` header names (None: not one; read from the right, as topic names have no
+    `;`)."""
+    if value is None:
+        return None
+    try:
+        topic, partition, offset = value.decode().rsplit(";", 2)
+        return (topic, int(partition), int(offset)) if topic else None
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
+def _mark_of(msg: Message) -> Origin | None:
+    headers = cast(list[tuple[str, bytes | None]], msg.headers() or [])
+    marks = [v for k, v in headers if k == DIVERGED_HEADER]
+    return parse_mark(marks[-1]) if marks else None
+
+
+def _delivered(config: MirrorwatchConfig, link: LinkConfig, promotion: Promotion) -> set[Origin]:
+    """What an earlier run copied: the marks on the promoted cluster after the promotion point."""
+    recorded = {(t, p): o for t, p, o in promotion.target_offsets}
+    admin = new_admin(config.clusters[link.target], link.target)
+    listing = admin.list_topics(timeout=TIMEOUT_S).topics
+    # every partition of the copies; one the promotion did not record was added since: all of it came after
+    keys = [(t, p) for t in sorted({t for t, _ in recorded} & set(listing)) for p in sorted(listing[t].partitions)]
+    starts = {k: recorded.get(k, 0) for k in keys}
+    ends = watermarks(admin, keys)
+    found: set[Origin] = set()
+
+    def seen(_key: tuple[str, int], _offset: int, msg: Message) -> None:
+        if (origin := _mark_of(msg)) is not None:
+            found.add(origin)
+
+    read_partitions(
+        config.clusters[link.target], link.target, ends, starts, on_record=seen, on_done=lambda _k: None, progress=None
+    )
+    return found
+
+
+class _Copies:
+    """Each record of the tail at the end of its partition's copy on the promoted cluster, in offset order."""
+
+    def __init__(self, config: MirrorwatchConfig, link: LinkConfig, delivered: set[Origin], dry_run: bool) -> None:
+        self._rename = rename_policy(link.rename, link.source).target_topic
+        self._delivered, self._dry_run = delivered, dry_run
+        self._producer: Producer | None = None
+        if not dry_run:
+            overrides = {"acks": "all", "enable.idempotence": True}
+            self._producer = new_producer(config.clusters[link.target], link.target, overrides)
+        self.tail = self.copied = self.already = 0
+        self.failed: list[str] = []
+
+    def __call__(self, msg: Message) -> None:
+        origin = (msg.topic() or "", msg.partition() or 0, msg.offset() or 0)
+        self.tail += 1
+        if origin in self._delivered:
+            self.already += 1
+            return
+        self.copied += 1
+        if self._producer is None:
+            return
+        headers: list[tuple[str, str | bytes | None]] = [*cast(list[tuple[str, bytes | None]], msg.headers() or [])]
+        headers.append((DIVERGED_HEADER, f"{origin[0]};{origin[1]};{origin[2]}".encode()))
+
+        def acknowledged(error: KafkaError | None, _message: Message) -> None:
+            if error is not None:
+                self.failed.append(error.str())
+
+        while True:
+            try:
+                self._producer.produce(
+                    self._rename(origin[0]),
+                    key=msg.key(),
+                    value=msg.value(),
+                    partition=origin[1],
+                    headers=headers,
+                    timestamp=msg.timestamp()[1],
+                    on_delivery=acknowledged,
+                )
+                break
+            except BufferError:
+                self._producer.poll(0.1)
+        self._producer.poll(0)
+
+    def close(self) -> str | None:
+        if self._producer is not None and self._producer.flush(TIMEOUT_S):
+            return "not every copy was acknowledged within 30 s: run it again (what landed is not copied twice)"
+        return "; ".join(self.failed[:3]) or None
+
+
+def deliver_tail(config: MirrorwatchConfig, link: LinkConfig, promotion: Promotion, *, dry_run: bool) -> Delivery:
+    """Copy the tail of the promoted `link`'s old source to the promoted cluster (see the module docstring); a dry
+    run counts what it would copy. Reads the old source (it must be back) and the promoted cluster's copies after the
+    promotion point."""
+    copies = _Copies(config, link, _delivered(config, link, promotion), dry_run)
+    try:
+        diverged(config, link.name, export=lambda _partitions: copies)
+    finally:
+        failed = copies.close()
+    return Delivery(copies.tail, copies.copied, copies.already, failed)
