@@ -19,6 +19,7 @@ import yaml
 from bench import (
     binding_cost,
     canary_overhead,
+    dr_cycle,
     evaluator_scale,
     exporter_scale,
     failover,
@@ -173,3 +174,13 @@ def test_failover_scale_smoke(
     assert result["groups"] == 5 and result["translations"] == 10 and result["records_scanned"] == 400
     assert [r["new_records"] for r in result["standby_rounds"]] == [0, 40]
     assert "| failover plan | 5 groups x 2 partitions |" in capsys.readouterr().out
+
+
+def test_dr_cycle_smoke_mirrorwatch_goes_round_the_cycle(
+    local_clusters: LocalClusters, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """mirrorwatch's side of B12 (MirrorMaker 2's runs in `make bench`): the figures are the drill's
+    (tests/failover/test_cycle.py), here only that the harness goes round and counts a tail."""
+    (result,) = run_bench(dr_cycle.main, ["--tools", "mirrorwatch", "--records", "600"], local_clusters, tmp_path)
+    assert result["tool"] == "mirrorwatch" and result["tail"] > 0 and result["listed"] == result["tail"]
+    assert "| mirrorwatch | 0 / 0 |" in capsys.readouterr().out
