@@ -1,6 +1,7 @@
 """B12: the whole disaster-recovery cycle, mirrorwatch against MirrorMaker 2, on the same data (issue #42).
 
-    .venv/bin/python -m bench.dr_cycle [--records 12000] [--tools mirrorwatch,mm2] [--clusters DIR] [--json F]
+    .venv/bin/python -m bench.dr_cycle [--records 12000] [--tools mirrorwatch,mm2] [--quiet-seconds 6]
+                                       [--clusters DIR] [--json F]
 
 Per tool, on a topic of its own (3 partitions) of the local pair, A (source) and B (target):
 
@@ -58,7 +59,6 @@ from kernel.wait import wait_until
 __all__ = ["main"]
 
 PARTITIONS = 3
-QUIET_S = 6.0
 # MirrorMaker 2's name for A: its copies on B are `primary.<topic>`, B's on A `target.<topic>`. Not `bench`: a topic
 # named `bench.x` would read to its DefaultReplicationPolicy as a copy from `bench`, never sent back there
 ALIAS = "primary"
@@ -102,8 +102,8 @@ def _values(config: MirrorwatchConfig, alias: str, topics: Iterable[str]) -> dic
 class Application:
     """A consumer group reading as an application does: subscribed, committing what it read when it stops."""
 
-    def __init__(self, config: MirrorwatchConfig, group: str) -> None:
-        self.config, self.group = config, group
+    def __init__(self, config: MirrorwatchConfig, group: str, quiet_s: float) -> None:
+        self.config, self.group, self.quiet_s = config, group, quiet_s
         self.read: list[bytes] = []
 
     def read_until_quiet(self, alias: str, topics: list[str], *, pace_s: float = 0.0, stop: Any = None) -> list[bytes]:
@@ -117,7 +117,7 @@ class Application:
         got: list[bytes] = []
         last = time.monotonic()
         try:
-            while time.monotonic() - last < QUIET_S and not (stop is not None and stop.is_set()):
+            while time.monotonic() - last < self.quiet_s and not (stop is not None and stop.is_set()):
                 batch = consumer.consume(num_messages=100 if pace_s else 5000, timeout=0.5)
                 got += [m.value() or b"" for m in batch if m.error() is None]
                 if batch:
@@ -390,10 +390,11 @@ def _since_back(read: list[bytes], back: int, tail: set[bytes], written_on_a: se
     return len(written_on_a - seen), twice
 
 
-def run_cycle(tool: Tool, records: int) -> Outcome:
-    """The cycle of the module docstring for one tool; the truth read directly."""
+def run_cycle(tool: Tool, records: int, quiet_s: float) -> Outcome:
+    """The cycle of the module docstring for one tool; the truth read directly. The application reads until nothing
+    came for `quiet_s`."""
     config, topic, out = tool.config, tool.topic, tool.outcome
-    app = Application(config, tool.group)
+    app = Application(config, tool.group, quiet_s)
     mirror = tool.start()
     try:
         print(
@@ -452,6 +453,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=12_000)
     parser.add_argument("--tools", default="mirrorwatch,mm2", help="comma-separated: mirrorwatch, mm2")
+    parser.add_argument("--quiet-seconds", type=float, default=6.0, help="the application reads until this quiet")
     parser.add_argument("--clusters", type=Path, help="state dir of clusters already up (else started and stopped)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
@@ -472,7 +474,9 @@ def main(argv: list[str] | None = None) -> int:
             create_topics(
                 new_admin(config.clusters["source"], "source"), {topic: PARTITIONS}, config={"retention.ms": "-1"}
             )
-            outcomes.append(run_cycle(kinds[kind](config, work, topic, f"bench-app-{run}"), args.records))
+            outcomes.append(
+                run_cycle(kinds[kind](config, work, topic, f"bench-app-{run}"), args.records, args.quiet_seconds)
+            )
     rows = []
     for o in outcomes:
         never = o.tail_read.get(0, 0)

@@ -181,6 +181,8 @@ def test_dr_cycle_smoke_mirrorwatch_goes_round_the_cycle(
 ) -> None:
     """mirrorwatch's side of B12 (MirrorMaker 2's runs in `make bench`): the figures are the drill's
     (tests/failover/test_cycle.py), here only that the harness goes round and counts a tail."""
-    (result,) = run_bench(dr_cycle.main, ["--tools", "mirrorwatch", "--records", "600"], local_clusters, tmp_path)
+    (result,) = run_bench(
+        dr_cycle.main, ["--tools", "mirrorwatch", "--records", "600", "--quiet-seconds", "3"], local_clusters, tmp_path
+    )
     assert result["tool"] == "mirrorwatch" and result["tail"] > 0 and result["listed"] == result["tail"]
     assert "| mirrorwatch | 0 / 0 |" in capsys.readouterr().out
