@@ -57,11 +57,13 @@ from mirror.java_client import java_kafka_options
 from mirror.spark_plan import (
     TOPIC,
     SparkLinkPlan,
+    acked_during_batch,
     apply_rename,
     parse_end_offsets,
     parse_offset_log,
     plan_spark_link,
 )
+from mirror.spark_written import TargetFront
 from mirror.topic_keeper import TopicKeeper, refuse_loop
 from mirror.worker import writer_fields
 
@@ -102,8 +104,12 @@ class _Progress:
         plan: SparkLinkPlan,
         keeper: TopicKeeper | None = None,
         source_admin: AdminClient | None = None,
+        *,
+        front: TargetFront | None = None,
     ) -> None:
         self.link, self.plan = link, plan
+        self._front = front  # what the target shows written of the running batch (partitioning preserve)
+        self._running: dict[tuple[str, int], int] = {}  # the running batch's planned end offsets
         self._source_admin = source_admin  # for the high-watermarks each status states (`_read_highs`)
         self._committer: Consumer = new_consumer(
             config.clusters[link.source],
@@ -144,12 +150,28 @@ class _Progress:
         try:
             committed = [int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit()]
             newest = max(committed, default=-1)
+            self._note_running(newest)
             if newest <= self._batch_id:
                 return False
             offsets = parse_offset_log((checkpoint / "offsets" / str(newest)).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return False
         return bool(offsets) and self._advance(newest, offsets)
+
+    def _note_running(self, newest_committed: int) -> None:
+        """The batch planned after the newest committed one (its offset log entry is written before it runs): its
+        end offsets, and the partitions it writes for the target front to read."""
+        if self._front is None:
+            return
+        logged = [int(p.name) for p in (self.plan.checkpoint / "offsets").iterdir() if p.name.isdigit()]
+        planned = max(logged, default=-1)
+        running: dict[tuple[str, int], int] = {}
+        if planned > newest_committed:
+            running = parse_offset_log((self.plan.checkpoint / "offsets" / str(planned)).read_text(encoding="utf-8"))
+        with self._lock:
+            self._running = running
+            writing = [tp for tp, end in running.items() if end > self._positions.get(tp, 0)]
+        self._front.want(writing)
 
     def _advance(self, batch_id: int, offsets: dict[tuple[str, int], int]) -> bool:
         """Batch `batch_id` is written: its end offsets become the positions and are committed to the group."""
@@ -194,8 +216,10 @@ class _Progress:
         by then is below it). Not the high-watermarks a batch was planned against: those are as old as the batch
         (seconds, while a frozen target holds it), and stated at the status's moment they read a link caught up
         while records waited (issue #41, a CI run of the truth test)."""
+        written = self._front.upto() if self._front is not None else {}
         with self._lock:
             positions = sorted(self._positions.items())
+            acked = {tp: acked_during_batch(o, self._running.get(tp), written.get(tp)) for tp, o in positions}
             now_ms = self._clock.now_ms()
             stats = dict(self.stats)
         latest = self._read_highs([key for key, _ in positions])
@@ -211,8 +235,8 @@ class _Progress:
                     topic=t,
                     partition=p,
                     target_topic=apply_rename(self.plan.rename, t),
-                    consumed=o,
-                    acked=o,
+                    consumed=acked[(t, p)],
+                    acked=acked[(t, p)],
                     committed=o,
                     in_flight_records=0,
                     high_watermark=latest.get((t, p)),
@@ -234,9 +258,24 @@ class _Progress:
             self._board.publish("links", self.link.name, 0, status.as_json(), status.observed_ms)
 
     def close(self) -> None:
+        if self._front is not None:
+            self._front.close()
         self._board.withdraw("links", self.link.name, 0)
         self._board.close()
         self._committer.close()
+
+
+def _target_front(
+    config: MirrorwatchConfig, link: LinkConfig, plan: SparkLinkPlan, source_id: str
+) -> TargetFront | None:
+    """The reader of what the target shows written, started; only where a target partition holds one source
+    partition's copies, in order (`partitioning: preserve`)."""
+    if link.partitioning != "preserve":
+        return None
+    rename = plan.rename
+    front = TargetFront(config.clusters[link.target], link.target, source_id, lambda t: apply_rename(rename, t))
+    front.start()
+    return front
 
 
 def _listener(progress: _Progress) -> Any:
@@ -381,7 +420,7 @@ def run_spark_link(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
-    progress = _Progress(config, link, plan, keeper, source_admin)
+    progress = _Progress(config, link, plan, keeper, source_admin, front=_target_front(config, link, plan, source_id))
     spark.streams.addListener(_listener(progress))
     plan.checkpoint.mkdir(parents=True, exist_ok=True)
     target = config.clusters[link.target]

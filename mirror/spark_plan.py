@@ -29,6 +29,7 @@ from mirror.topics import INTERNAL_TOPIC_PATTERNS
 __all__ = [
     "RenameSpec",
     "SparkLinkPlan",
+    "acked_during_batch",
     "apply_rename",
     "parse_end_offsets",
     "plan_spark_link",
@@ -256,3 +257,16 @@ def parse_offset_log(text: str) -> dict[tuple[str, int], int]:
         return parse_end_offsets([{"endOffset": line} for line in lines[2:]])
     except (ValueError, AttributeError, TypeError):
         return {}
+
+
+def acked_during_batch(committed: int, running_end: int | None, written: int | None) -> int:
+    """How far a partition's records are on the target while a micro-batch runs: the last committed batch's end,
+    raised to what the target shows written (`written`: the source offset after the last copy on the target
+    partition, by provenance) when that lies within the running batch (`running_end`: its planned end offset). A
+    batch is committed only once all of it is written, so without this a figure states every record of a running
+    batch as waiting until the last is written (seconds, after a target outage: issue #41). Outside the running
+    batch the target's word is not taken (a copy from an earlier generation of the topic, or of a batch Spark runs
+    again after a restart, names offsets this batch is not writing)."""
+    if running_end is None or written is None or not committed < written <= running_end:
+        return committed
+    return written

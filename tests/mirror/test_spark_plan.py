@@ -15,6 +15,7 @@ from kernel.errors import ConfigError
 from kernel.rename import rename_policy
 from mirror.spark_plan import (
     JVM_DEFAULT,
+    acked_during_batch,
     apply_rename,
     parse_end_offsets,
     parse_offset_log,
@@ -174,3 +175,21 @@ def test_the_jvms_collect_with_the_throughput_collector_unless_the_link_picks_on
     }
     options = config(spark={"conf": {"spark.driver.extraJavaOptions": "-Dx=1"}})
     assert plan_spark_link(options, options.links[0]).conf["spark.driver.extraJavaOptions"] == f"{JVM_DEFAULT} -Dx=1"
+
+
+@pytest.mark.parametrize(
+    ("committed", "running_end", "written", "acked"),
+    [
+        (100, 500, 340, 340),  # a running batch, the target shows it written up to 340
+        (100, 500, 500, 500),  # all of it written, not yet committed
+        (100, None, 340, 100),  # no batch running: the committed end stands
+        (100, 500, None, 100),  # the target has not told
+        (100, 500, 90, 100),  # older than the committed end (a batch run again): never backwards
+        (100, 500, 100, 100),
+        (100, 500, 9_000, 100),  # beyond the running batch: an earlier generation's copy, not this batch's
+    ],
+)
+def test_a_running_batch_counts_what_the_target_shows_written_within_it(
+    committed: int, running_end: int | None, written: int | None, acked: int
+) -> None:
+    assert acked_during_batch(committed, running_end, written) == acked
