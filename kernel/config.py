@@ -348,7 +348,8 @@ class LinkConfig(_Model):
     replication_factor: Annotated[int, Field(ge=1, le=32)] | None = None
     start_from: Literal["earliest", "latest"] = "earliest"
     # Records gone from the source before the link copied them (retention passed its position): stop the partition
-    # (failed, with the offsets lost; the others go on) or skip them and go on. Counted and said either way.
+    # (failed, with the offsets lost; the others go on) or skip them and go on. Counted and said either way. The spark
+    # engine stops the whole link (one query reads every partition) and cannot skip.
     on_gap: Literal["stop", "skip"] = "stop"
     # A source topic deleted and created again under its name (a new topic id) while the link had copied part of the
     # old one: stop its partitions (failed, said; the others go on) or restart them at the new topic's beginning, into

@@ -38,6 +38,7 @@ from kernel.access import require_access
 from kernel.clock import SystemClock
 from kernel.config import ClusterConfig, LinkConfig, MirrorwatchConfig
 from kernel.errors import SetupError
+from kernel.gap_ledger import GapLedger
 from kernel.kafka import error_text, new_admin, new_consumer
 from kernel.progress_topic import StatusOut
 from kernel.provenance import (
@@ -49,11 +50,12 @@ from kernel.provenance import (
     SOURCE_PARTITION,
     SOURCE_TOPIC,
 )
-from kernel.worker_status import PartitionPosition, WorkerStatus
+from kernel.worker_status import Gap, PartitionPosition, WorkerStatus
 from localkafka.jars import SPARK_KAFKA, SPARK_KAFKA_VERSION, resolve_jars
 from mirror.admin import link_cluster_ids
 from mirror.failure import MirrorFailure
 from mirror.java_client import java_kafka_options
+from mirror.spark_gaps import retention_gaps, say_gaps
 from mirror.spark_plan import (
     TOPIC,
     SparkLinkPlan,
@@ -127,6 +129,20 @@ class _Progress:
         self.stats: dict[str, float] = {"records_in_total": 0, "records_out_total": 0}
         self.batches = 0
         self._batch_id = -1  # the newest batch whose end offsets are the positions
+        self._failure: str | None = None  # the query failed on records the source no longer has (`fail`)
+        self._gaps: tuple[Gap, ...] = ()
+
+    def now_ms(self) -> int:
+        return self._clock.now_ms()
+
+    def positions(self) -> dict[tuple[str, int], int]:
+        with self._lock:
+            return dict(self._positions)
+
+    def fail(self, failure: str, gaps: list[Gap]) -> None:
+        """The link stopped on these gaps: its statuses say so from now on (`mirror.spark_gaps`)."""
+        with self._lock:
+            self._failure, self._gaps = failure, tuple(gaps)
 
     def batch_done(self, progress: Any) -> None:
         offsets = parse_end_offsets([{"endOffset": s.endOffset} for s in progress.sources])
@@ -222,6 +238,8 @@ class _Progress:
             acked = {tp: acked_during_batch(o, self._running.get(tp), written.get(tp)) for tp, o in positions}
             now_ms = self._clock.now_ms()
             stats = dict(self.stats)
+            failure, gaps = self._failure, self._gaps
+        stopped = {(g.topic, g.partition): g.describe(self.link.name) for g in gaps}
         latest = self._read_highs([key for key, _ in positions])
         return WorkerStatus(
             link=self.link.name,
@@ -229,7 +247,9 @@ class _Progress:
             engine="spark",
             observed_ms=now_ms,
             publish_interval_ms=int(STATUS_EVERY_S * 1000),
-            state="running",
+            state="failed" if failure is not None else "running",
+            failure=failure,
+            gaps=gaps,
             partitions=tuple(
                 PartitionPosition(
                     topic=t,
@@ -240,6 +260,7 @@ class _Progress:
                     committed=o,
                     in_flight_records=0,
                     high_watermark=latest.get((t, p)),
+                    failed=stopped.get((t, p)),
                 )
                 for (t, p), o in positions
             ),
@@ -263,6 +284,62 @@ class _Progress:
         self._board.withdraw("links", self.link.name, 0)
         self._board.close()
         self._committer.close()
+
+
+def _session(link: LinkConfig, plan: SparkLinkPlan, jars: list[Path], master: str | None) -> Any:
+    """The link's Spark session (local, the plan's master, or spark-submit's)."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder
+    if master or not os.environ.get("PYSPARK_GATEWAY_PORT"):  # under spark-submit its --master stands
+        builder = builder.master(master or plan.master)
+    builder = (
+        builder.appName(f"mirrorwatch-{link.name}")
+        .config("spark.jars", ",".join(str(j) for j in jars))
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.streaming.stopTimeout", "60s")
+    )
+    for key, value in plan.conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def _drive(query: Any, progress: _Progress, stop: threading.Event) -> None:
+    """The driver's heartbeat until stopped or the query ends: the positions of the last batch still stand, and
+    the monitor knows the driver is alive (micro-batches come at the trigger interval, or not at all while nothing
+    arrives)."""
+    published = 0.0
+    while not stop.is_set() and query.isActive:
+        if progress.poll_checkpoint() or time.monotonic() - published >= STATUS_EVERY_S:
+            progress.publish()
+            published = time.monotonic()
+        stop.wait(CHECKPOINT_POLL_S)
+
+
+def _hold_failed(
+    config: MirrorwatchConfig,
+    link: LinkConfig,
+    progress: _Progress,
+    failed: tuple[str, list[Gap]],
+    stop: threading.Event,
+) -> None:
+    """The query failed on records the source no longer has (`mirror.spark_gaps`): each gap said once, and the
+    driver stays up, failed, its status saying why, until it is stopped."""
+    failure, gaps = failed
+    say_gaps(GapLedger(config.state_path / "lost", link.name), link.name, gaps)
+    progress.fail(failure, gaps)
+    log.error(
+        "link %s: stopped: %d record(s) the source no longer has were never copied; the driver stays up, failed, "
+        "until it is stopped (SIGTERM)",
+        link.name,
+        sum(g.records for g in gaps),
+    )
+    progress.publish()
+    while not stop.wait(STATUS_EVERY_S):
+        progress.publish()
 
 
 def _target_front(
@@ -404,22 +481,7 @@ def run_spark_link(
     keeper_stop = threading.Event()
     threading.Thread(target=keeper.keep, args=(keeper_stop,), name=f"topics-{link.name}", daemon=True).start()
 
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder
-    if master or not os.environ.get("PYSPARK_GATEWAY_PORT"):  # under spark-submit its --master stands
-        builder = builder.master(master or plan.master)
-    builder = (
-        builder.appName(f"mirrorwatch-{link.name}")
-        .config("spark.jars", ",".join(str(j) for j in jars))
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.sql.streaming.stopTimeout", "60s")
-    )
-    for key, value in plan.conf.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    spark = _session(link, plan, jars, master)
     progress = _Progress(config, link, plan, keeper, source_admin, front=_target_front(config, link, plan, source_id))
     spark.streams.addListener(_listener(progress))
     plan.checkpoint.mkdir(parents=True, exist_ok=True)
@@ -442,26 +504,25 @@ def run_spark_link(
         plan.checkpoint,
         plan.subscribe_pattern,
     )
-    failure = None
+    failure, gaps = None, []
     try:
-        published = 0.0
-        while not stop.is_set() and query.isActive:
-            # The driver's heartbeat: the positions of the last batch still stand, and the monitor knows the
-            # driver is alive (micro-batches come at the trigger interval, or not at all while nothing arrives).
-            if progress.poll_checkpoint() or time.monotonic() - published >= STATUS_EVERY_S:
-                progress.publish()
-                published = time.monotonic()
-            stop.wait(CHECKPOINT_POLL_S)
-        error = query.exception()
-        if error is not None:
-            failure = f"link {link.name}: the Spark query failed: {error.desc if hasattr(error, 'desc') else error}"
+        try:
+            _drive(query, progress, stop)
+            error = query.exception()
+            if error is not None:
+                failure = f"link {link.name}: the Spark query failed: {getattr(error, 'desc', error)}"
+                progress.poll_checkpoint()  # where the checkpoint says each partition was written up to
+                gaps = retention_gaps(source_admin, progress.positions(), progress.now_ms())
+        finally:
+            keeper_stop.set()
+            if query.isActive:
+                query.stop()  # the running batch is cut; it runs again from the checkpoint on restart: nothing lost
+            time.sleep(0.5)  # let the listener bus deliver the last progress
+            spark.stop()
+        if failure is not None and gaps:
+            _hold_failed(config, link, progress, (failure, gaps), stop)
     finally:
-        keeper_stop.set()
-        if query.isActive:
-            query.stop()  # the running batch is cut; it runs again from the checkpoint on restart: nothing lost
-        time.sleep(0.5)  # let the listener bus deliver the last progress
         progress.close()
-        spark.stop()
     if failure is not None:
         raise MirrorFailure(failure)
     log.info("link %s: Spark query stopped after %d micro-batch(es)", link.name, progress.batches)

@@ -162,6 +162,15 @@ def spark_problems(link: LinkConfig, index: int) -> list[ConfigProblem]:
                 "spark.conf, e.g. spark.executor.instances) with engine spark",
             )
         )
+    if link.on_gap == "skip":
+        problems.append(
+            ConfigProblem(
+                f"{at}.on_gap",
+                "the spark engine stops the link when retention took records it had not copied (Spark's Kafka "
+                "source fails the query: failOnDataLoss), counting them; it cannot skip them and go on: use on_gap "
+                "stop with engine spark, or engine python",
+            )
+        )
     for name in ("max_bytes_per_second", "worker_max_bytes_per_second"):
         if getattr(link, name) is not None:
             problems.append(

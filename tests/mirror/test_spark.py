@@ -3,6 +3,7 @@ without loss, progress visible to the monitor, refusals."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import TopicPartition
 
 from kernel.config import MirrorwatchConfig
 from kernel.kafka import new_admin
@@ -290,3 +292,55 @@ def test_a_spark_link_is_not_run_among_python_links(
     )
     assert done.returncode == 2
     assert "run it with `mirrorwatch mirror --config F --link sparked`" in done.stderr
+
+
+def held_failed(mirror: MirrorProcess) -> bool:
+    return mirror.running() and "were never copied; the driver stays up" in mirror.log()
+
+
+def test_records_retention_took_before_the_query_copied_them_are_counted_and_the_link_held_stopped(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    write_config: Callable[..., Path],
+    start_mirror: Callable[..., MirrorProcess],
+    unique: Callable[[str], str],
+    tmp_path: Path,
+) -> None:
+    """Issue #43's case on the spark engine: the link copied 300 records per partition and was stopped, 300 more were
+    written and partition 0's below offset 450 deleted (what retention does to a link stopped too long). Started
+    again, Spark's source fails the query (failOnDataLoss); the driver counts the 150 records exactly (the ledger,
+    its log, its status: failed, the gap, partition 0's reason), copies none of partition 0's, and stays up, failed,
+    until SIGTERM (no crash loop); a restart says the same gap again, once in the ledger."""
+    source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
+    topic, group, state = make_topic("source", 2), unique("spark"), tmp_path / "state"
+    produce(source, "source", topic, [Record(value=b"v%d" % i, partition=i % 2) for i in range(600)])
+    config = write_config([spark_link(topic, group, tmp_path)], state_dir=str(state))
+    mirror = start_mirror("--config", str(config), "--link", "sparked")
+    wait_for_commits(source, "source", group, topic, 2, upto=[300, 300], timeout_s=240, while_running=mirror.running)
+    assert mirror.stop() == 0
+    produce(source, "source", topic, [Record(value=b"w%d" % i, partition=i % 2) for i in range(600)])
+    admin = new_admin(source, "source")
+    (deleted,) = admin.delete_records([TopicPartition(topic, 0, 450)]).values()
+    deleted.result(timeout=30)
+
+    ledger = state / "lost" / "sparked.jsonl"
+    for run in range(2):
+        mirror = start_mirror("--config", str(config), "--link", "sparked")
+        wait_until(
+            functools.partial(held_failed, mirror), timeout_s=240, description="the driver to hold the link failed"
+        )
+        gaps = [json.loads(line) for line in ledger.read_text().splitlines()]
+        fields = ("topic", "partition", "first_offset", "end_offset", "reason", "action")
+        assert [tuple(g[f] for f in fields) for g in gaps] == [(topic, 0, 300, 450, "retention", "stopped")]
+        said = f"150 records of {topic}[0] lost, offsets 300 to 449"
+        assert (said in mirror.log()) and (("noted before" in mirror.log()) == (run == 1)), mirror.log()
+        (status_file,) = (state / "status" / "links").glob(f"sparked.0.{mirror.process.pid}.json")
+        status = WorkerStatus.from_json(json.loads(status_file.read_text()))
+        assert status is not None
+        assert status.state == "failed" and [g.records for g in status.gaps] == [150]
+        assert {p.partition: p.failed is not None for p in status.partitions} == {0: True, 1: False}
+        assert mirror.running()
+        assert mirror.stop() == 1
+    on_target = by_partition(read_to_end(target, "target", topic, 2))
+    assert len(on_target[0]) == 300  # nothing of partition 0 past its gap
+    assert "Traceback" not in mirror.log()
