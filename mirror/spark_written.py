@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import cast
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from kernel.config import ClusterConfig
 from kernel.kafka import new_consumer
@@ -90,16 +91,17 @@ class TargetFront:
         if not moved:
             return
         consumer.assign([TopicPartition(self._rename(t), p, high - 1) for (t, p), high in moved.items()])
-        left = set(moved)
-        for msg in consumer.consume(num_messages=len(moved), timeout=TIMEOUT_S):
-            if msg.error() is not None:
-                continue
-            source = provenance_source(cast(list[tuple[str, bytes | None]] | None, msg.headers()))
-            key = next(((t, p) for t, p in left if self._rename(t) == msg.topic() and p == msg.partition()), None)
-            if key is None:
-                continue
-            left.discard(key)
+        of = {(self._rename(t), p): (t, p) for t, p in moved}
+        newest: dict[Key, Message] = {}  # a partition being written yields more than its last record: the newest
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(newest) < len(moved) and time.monotonic() < deadline:
+            for msg in consumer.consume(num_messages=1000, timeout=0.1):
+                key = of.get((msg.topic() or "", msg.partition() or 0))
+                if msg.error() is None and key is not None:
+                    newest[key] = msg
+        for key, msg in newest.items():
             self._ends[key] = moved[key]
+            source = provenance_source(cast(list[tuple[str, bytes | None]] | None, msg.headers()))
             if source is not None and source[0] == self._source_id and (source[1], source[2]) == key:
                 with self._lock:  # the newest word (a batch run again after a restart writes lower offsets)
                     self._upto[key] = source[3] + 1
