@@ -110,7 +110,7 @@ class _Progress:
         front: TargetFront | None = None,
     ) -> None:
         self.link, self.plan = link, plan
-        self._front = front  # what the target shows written of the running batch (partitioning preserve)
+        self.front = front  # what the target shows written of the running batch (partitioning preserve)
         self._running: dict[tuple[str, int], int] = {}  # the running batch's planned end offsets
         self._source_admin = source_admin  # for the high-watermarks each status states (`_read_highs`)
         self._committer: Consumer = new_consumer(
@@ -177,7 +177,7 @@ class _Progress:
     def _note_running(self, newest_committed: int) -> None:
         """The batch planned after the newest committed one (its offset log entry is written before it runs): its
         end offsets, and the partitions it writes for the target front to read."""
-        if self._front is None:
+        if self.front is None:
             return
         logged = [int(p.name) for p in (self.plan.checkpoint / "offsets").iterdir() if p.name.isdigit()]
         planned = max(logged, default=-1)
@@ -187,7 +187,7 @@ class _Progress:
         with self._lock:
             self._running = running
             writing = [tp for tp, end in running.items() if end > self._positions.get(tp, 0)]
-        self._front.want(writing)
+        self.front.want(writing)
 
     def _advance(self, batch_id: int, offsets: dict[tuple[str, int], int]) -> bool:
         """Batch `batch_id` is written: its end offsets become the positions and are committed to the group."""
@@ -232,7 +232,7 @@ class _Progress:
         by then is below it). Not the high-watermarks a batch was planned against: those are as old as the batch
         (seconds, while a frozen target holds it), and stated at the status's moment they read a link caught up
         while records waited (issue #41, a CI run of the truth test)."""
-        written = self._front.upto() if self._front is not None else {}
+        written = self.front.upto() if self.front is not None else {}
         with self._lock:
             positions = sorted(self._positions.items())
             acked = {tp: acked_during_batch(o, self._running.get(tp), written.get(tp)) for tp, o in positions}
@@ -279,8 +279,8 @@ class _Progress:
             self._board.publish("links", self.link.name, 0, status.as_json(), status.observed_ms)
 
     def close(self) -> None:
-        if self._front is not None:
-            self._front.close()
+        if self.front is not None:
+            self.front.close()
         self._board.withdraw("links", self.link.name, 0)
         self._board.close()
         self._committer.close()
@@ -483,6 +483,8 @@ def run_spark_link(
 
     spark = _session(link, plan, jars, master)
     progress = _Progress(config, link, plan, keeper, source_admin, front=_target_front(config, link, plan, source_id))
+    if progress.front is not None:  # what reached the target goes out at once, not with the next heartbeat
+        progress.front.on_news = progress.publish
     spark.streams.addListener(_listener(progress))
     plan.checkpoint.mkdir(parents=True, exist_ok=True)
     target = config.clusters[link.target]

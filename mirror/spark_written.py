@@ -16,9 +16,10 @@ from collections.abc import Callable
 from typing import cast
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from kernel.config import ClusterConfig
-from kernel.kafka import new_consumer
+from kernel.kafka import new_admin, new_consumer
 from kernel.provenance import provenance_source
 
 __all__ = ["READ_EVERY_S", "TargetFront"]
@@ -27,6 +28,7 @@ log = logging.getLogger("mirrorwatch.mirror.spark")
 
 READ_EVERY_S = 0.25
 TIMEOUT_S = 0.5
+_LATEST: OffsetSpec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
 
 Key = tuple[str, int]
 
@@ -36,6 +38,7 @@ class TargetFront:
 
     def __init__(self, cluster: ClusterConfig, alias: str, source_id: str, rename: Callable[[str], str]) -> None:
         self._cluster, self._alias = cluster, alias
+        self.on_news: Callable[[], None] | None = None  # called after a read that moved a partition (a status out)
         self._source_id, self._rename = source_id.encode(), rename
         self._upto: dict[Key, int] = {}
         self._ends: dict[Key, int] = {}  # the target partition's end at the last read of its last record
@@ -63,6 +66,7 @@ class TargetFront:
             self._thread.join(timeout=5)
 
     def _run(self) -> None:
+        admin = new_admin(self._cluster, self._alias)
         consumer = new_consumer(
             self._cluster,
             self._alias,
@@ -75,33 +79,41 @@ class TargetFront:
                     wanted = list(self._wanted)
                 if wanted:
                     try:
-                        self._read(consumer, wanted)
-                    except KafkaException as exc:  # a target not answering: the batch's end will tell
+                        moved = self._read(admin, consumer, wanted)
+                    except (KafkaException, TimeoutError) as exc:  # a target not answering: the batch's end tells
                         log.debug("reading the target's last records: %s", exc)
+                        continue
+                    if moved and self.on_news is not None:
+                        self.on_news()
         finally:
             consumer.close()
 
-    def _read(self, consumer: Consumer, wanted: list[Key]) -> None:
+    def _read(self, admin: AdminClient, consumer: Consumer, wanted: list[Key]) -> bool:
+        """One round: the target ends of the wanted partitions in one request, then the last record of each that
+        moved since; True when a partition's word changed."""
+        futures = admin.list_offsets(
+            {TopicPartition(self._rename(t), p): _LATEST for t, p in wanted}, request_timeout=TIMEOUT_S
+        )
+        of = {(self._rename(t), p): (t, p) for t, p in wanted}
         moved: dict[Key, int] = {}
-        for topic, partition in wanted:
-            target = TopicPartition(self._rename(topic), partition)
-            low, high = consumer.get_watermark_offsets(target, timeout=TIMEOUT_S, cached=False)
-            if high > low and high > self._ends.get((topic, partition), -1):
-                moved[(topic, partition)] = high
+        for tp, future in futures.items():
+            key, high = of[(tp.topic, tp.partition)], int(future.result(timeout=TIMEOUT_S).offset)
+            if high > 0 and high > self._ends.get(key, -1):
+                moved[key] = high
         if not moved:
-            return
+            return False
         consumer.assign([TopicPartition(self._rename(t), p, high - 1) for (t, p), high in moved.items()])
-        of = {(self._rename(t), p): (t, p) for t, p in moved}
         newest: dict[Key, Message] = {}  # a partition being written yields more than its last record: the newest
         deadline = time.monotonic() + TIMEOUT_S
         while len(newest) < len(moved) and time.monotonic() < deadline:
             for msg in consumer.consume(num_messages=1000, timeout=0.1):
-                key = of.get((msg.topic() or "", msg.partition() or 0))
-                if msg.error() is None and key is not None:
-                    newest[key] = msg
+                found = of.get((msg.topic() or "", msg.partition() or 0))
+                if msg.error() is None and found is not None:
+                    newest[found] = msg
         for key, msg in newest.items():
             self._ends[key] = moved[key]
             source = provenance_source(cast(list[tuple[str, bytes | None]] | None, msg.headers()))
             if source is not None and source[0] == self._source_id and (source[1], source[2]) == key:
                 with self._lock:  # the newest word (a batch run again after a restart writes lower offsets)
                     self._upto[key] = source[3] + 1
+        return bool(newest)
