@@ -50,8 +50,10 @@ import yaml
 from confluent_kafka import TopicPartition
 
 from bench.common import clusters_for, exit_on_sigterm, markdown_table, stop_peer
+from bench.failover import _committed as failover_committed
 from bench.failover import _document, _produce, _start
-from bench.mm2 import mm2_command, mm2_properties
+from bench.failover import _ends as failover_ends
+from bench.mm2 import checkpointing, mm2_command, mm2_properties
 from kernel.config import MirrorwatchConfig
 from kernel.kafka import create_topics, new_admin, new_consumer, new_producer
 from kernel.wait import wait_until
@@ -292,15 +294,7 @@ class MirrorMaker2(Tool):
         super().__init__(config, work, topic, group)
         self.copies = f"{ALIAS}.{topic}"
         create_topics(new_admin(config.clusters["target"], "target"), {topic: PARTITIONS})  # B's local topic
-        self.common = [
-            "emit.heartbeats.enabled = false",
-            "emit.checkpoints.enabled = true",
-            "emit.checkpoints.interval.seconds = 1",
-            "sync.group.offsets.enabled = true",
-            "sync.group.offsets.interval.seconds = 1",
-            "refresh.groups.interval.seconds = 1",
-            f"groups = {group}",
-        ]
+        self.common = checkpointing(group)
 
     def _run(self, name: str, both: bool) -> subprocess.Popen[bytes]:
         # B -> A: the local topic, and the copies too, so that its checkpoints may translate a group's position
@@ -351,20 +345,11 @@ class MirrorMaker2(Tool):
 
 
 def _ends(config: MirrorwatchConfig, alias: str, topic: str) -> list[int]:
-    consumer = new_consumer(config.clusters[alias], alias, "bench-watermarks")
-    try:
-        return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(PARTITIONS)]
-    finally:
-        consumer.close()
+    return failover_ends(config, alias, topic, PARTITIONS)
 
 
 def _committed(config: MirrorwatchConfig, alias: str, group: str, topic: str) -> list[int]:
-    consumer = new_consumer(config.clusters[alias], alias, group, {"enable.auto.commit": False})
-    try:
-        found = consumer.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=10)
-        return [max(tp.offset, 0) for tp in sorted(found, key=lambda tp: tp.partition)]
-    finally:
-        consumer.close()
+    return [max(0, o) for o in failover_committed(config, alias, group, topic, PARTITIONS)]
 
 
 def _write(config: MirrorwatchConfig, alias: str, topic: str, prefix: bytes, *, n: int) -> set[bytes]:

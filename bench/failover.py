@@ -37,7 +37,7 @@ import yaml
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 
 from bench.common import clusters_for, exit_on_sigterm, markdown_table, stop_peer
-from bench.mm2 import mm2_command, mm2_properties
+from bench.mm2 import checkpointing, mm2_command, mm2_properties
 from failover.plan import make_plan
 from failover.scan import TargetScans
 from kernel.config import MirrorwatchConfig, parse_config
@@ -217,20 +217,7 @@ def mm2_bench(existing: Path | None, records: int, partitions: int) -> dict[str,
             "checkpoint": {"groups": {"include": [group]}, "interval_seconds": 1, "sync_group_offsets": True},
         }
         document = _document(config, work, [link])
-        lines = mm2_properties(
-            config,
-            "bench",
-            [topic],
-            [
-                "emit.heartbeats.enabled = false",
-                "emit.checkpoints.enabled = true",
-                "emit.checkpoints.interval.seconds = 1",
-                "sync.group.offsets.enabled = true",
-                "sync.group.offsets.interval.seconds = 1",
-                "refresh.groups.interval.seconds = 1",
-                f"groups = {group}",
-            ],
-        )
+        lines = mm2_properties(config, "bench", [topic], checkpointing(group))
         mm2_cli = mm2_command(work, "failover", lines, progress=False)
 
         def restart(name: str) -> subprocess.Popen[bytes]:

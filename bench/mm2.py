@@ -14,7 +14,7 @@ from bench.common import stop_peer
 from kernel.config import MirrorwatchConfig
 from localkafka.jars import CONNECT_MIRROR, resolve_jars
 
-__all__ = ["MM2_LOG4J", "mm2_command", "mm2_properties", "running_mm2"]
+__all__ = ["MM2_LOG4J", "checkpointing", "mm2_command", "mm2_properties", "running_mm2"]
 
 MM2_LOG4J = """status = error
 rootLogger.level = warn
@@ -31,6 +31,19 @@ DATA_ONLY = (
     "emit.heartbeats.enabled = false",
     "sync.group.offsets.enabled = false",
 )
+
+
+def checkpointing(group: str) -> list[str]:
+    """Checkpoints and the group offset sync every second for one consumer group (the failover peers)."""
+    return [
+        "emit.heartbeats.enabled = false",
+        "emit.checkpoints.enabled = true",
+        "emit.checkpoints.interval.seconds = 1",
+        "sync.group.offsets.enabled = true",
+        "sync.group.offsets.interval.seconds = 1",
+        "refresh.groups.interval.seconds = 1",
+        f"groups = {group}",
+    ]
 
 
 def mm2_properties(
