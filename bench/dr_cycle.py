@@ -8,8 +8,8 @@ Per tool, on a topic of its own (3 partitions) of the local pair, A (source) and
 1. producers write to A while the tool mirrors it to B; an application reads on A, committing as it goes, and
    stops; the tool keeps its group's position on B (mirrorwatch: a standby, `sync_group_offsets` every second;
    MirrorMaker 2: checkpoints and `sync.group.offsets` every second);
-2. the mirror is SIGKILLed (its whole process group) while A keeps taking records for a second — A's tail — then A's
-   producers stop and A is "lost";
+2. the mirror is SIGKILLed (its whole process group) while A takes records, and A takes more after it — A's tail —
+   then A's producers stop and A is "lost";
 3. failover: mirrorwatch `failover promote --source-lost` against an A it cannot reach; MirrorMaker 2's documented
    procedure: the consumers start on B from the synced offsets of the remote topic (`primary.<topic>`, with the local
    topic subscribed too, where producers now write). The application reads on B what it had not read, then writes
@@ -362,6 +362,18 @@ def _write(config: MirrorwatchConfig, alias: str, topic: str, prefix: bytes, *, 
     return values
 
 
+def _synced(config: MirrorwatchConfig, group: str, copies: str, steady_s: float = 3.0) -> None:
+    """Until the group's position on B (the tool's sync of it) has stood still for `steady_s` (60 s at most)."""
+    deadline, last, since = time.monotonic() + 60, None, time.monotonic()
+    while time.monotonic() < deadline:
+        now = _committed(config, "target", group, copies)
+        if now != last:
+            last, since = now, time.monotonic()
+        elif sum(now) and time.monotonic() - since >= steady_s:
+            return
+        time.sleep(0.5)
+
+
 def _since_back(read: list[bytes], back: int, tail: set[bytes], written_on_a: set[bytes]) -> tuple[int, int]:
     """From A's return on: the records A took at home the application missed, and what it read that it had read
     before, or twice since, or that was not to be read (the tail's records are counted apart)."""
@@ -398,14 +410,15 @@ def run_cycle(tool: Tool, records: int, quiet_s: float) -> Outcome:
         stop_app.set()
         reader.join(timeout=60)
         read_on_a = list(app.read)
-        time.sleep(5)  # the tool's last sync of the application's position to B
-        # the disaster: the mirror killed while A goes on taking records for a second, then A's producers stop
+        _synced(config, tool.group, tool.copies)  # the tool's last sync of the application's position to B
+        # the disaster: the mirror killed while A takes records (some may still be copied), and A takes more after
+        # it (never copied: the tail is never empty); then A's producers stop
         writer = threading.Thread(target=_produce, args=(config, topic, records, records // 10, PARTITIONS))
         writer.start()
-        time.sleep(0.3)
         os.killpg(mirror.pid, signal.SIGKILL)
         mirror.wait(timeout=30)
         writer.join()
+        _produce(config, topic, records + records // 10, max(PARTITIONS, records // 100), PARTITIONS)
         a_truth = _values(config, "source", [topic])
         on_b = _values(config, "target", [tool.copies])
         tail = {v for v in a_truth if v not in on_b}
