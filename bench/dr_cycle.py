@@ -330,7 +330,8 @@ class MirrorMaker2(Tool):
         )
 
     def go_home(self) -> None:
-        time.sleep(10)  # checkpoints and the group sync, every second, of an application no longer on B
+        # checkpoints and the group sync, every second, of an application no longer on B
+        _synced(self.config, self.group, f"target.{self.topic}", alias="source")
         self.outcome.commands.append("consumers started on A from its offsets there")
 
     def on_a(self) -> list[str]:
@@ -362,11 +363,12 @@ def _write(config: MirrorwatchConfig, alias: str, topic: str, prefix: bytes, *, 
     return values
 
 
-def _synced(config: MirrorwatchConfig, group: str, copies: str, steady_s: float = 3.0) -> None:
-    """Until the group's position on B (the tool's sync of it) has stood still for `steady_s` (60 s at most)."""
+def _synced(config: MirrorwatchConfig, group: str, copies: str, alias: str = "target", steady_s: float = 3.0) -> None:
+    """Until the group's position on `copies` (a tool's sync of it) is there and has stood still for `steady_s` (60 s
+    at most: a tool that never syncs it is waited for that long)."""
     deadline, last, since = time.monotonic() + 60, None, time.monotonic()
     while time.monotonic() < deadline:
-        now = _committed(config, "target", group, copies)
+        now = _committed(config, alias, group, copies)
         if now != last:
             last, since = now, time.monotonic()
         elif sum(now) and time.monotonic() - since >= steady_s:
