@@ -23,13 +23,14 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer, Topic
 from failover.plan import FailoverUsageError, find_link
 from failover.promote import PROMOTIONS_TOPIC, TIMEOUT_S, topics_of
 from failover.scan import Watermarks, read_partitions, watermarks
-from kernel.config import LinkConfig, MirrorwatchConfig
+from kernel.config import ClusterConfig, LinkConfig, MirrorwatchConfig
 from kernel.control_store import load_control
 from kernel.kafka import create_topics, kafka_error, new_admin, new_consumer, new_producer
 from kernel.link_control import ControlUnreadable, Promotion
+from kernel.provenance import Headers
 from kernel.selection import select_topics
 
-__all__ = ["Tail", "TopicExport", "diverged", "file_export", "record_json", "topic_export"]
+__all__ = ["CopyWriter", "Tail", "TopicExport", "diverged", "file_export", "record_json", "topic_export"]
 
 Key = tuple[str, int]
 Export = Callable[[Message], None]
@@ -195,32 +196,52 @@ class TopicExport:
         else:
             create_topics(admin, {topic: partitions})
         self.topic, self.alias = topic, alias
+        self._writer = CopyWriter(cluster, alias)
+
+    @property
+    def written(self) -> int:
+        return self._writer.written
+
+    def __call__(self, msg: Message) -> None:
+        self._writer.write(self.topic, msg.partition() or 0, msg, cast(Headers | None, msg.headers()))
+
+    def close(self) -> str | None:
+        """Why not every copy was written (None: all were)."""
+        return self._writer.close("not every copy was acknowledged within 30 s")
+
+
+class CopyWriter:
+    """Copies of records (key, value, headers, timestamp) through one idempotent producer with acks=all; what the
+    target refused is kept for `close` to say."""
+
+    def __init__(self, cluster: ClusterConfig, alias: str) -> None:
         self._producer: Producer = new_producer(cluster, alias, {"acks": "all", "enable.idempotence": True})
         self.failed: list[str] = []
         self.written = 0
 
-    def __call__(self, msg: Message) -> None:
+    def write(self, topic: str, partition: int, msg: Message, headers: Headers | None) -> None:
         def delivered(error: KafkaError | None, _message: Message) -> None:
             if error is not None:
                 self.failed.append(error.str())
             else:
                 self.written += 1
 
-        kwargs: dict[str, Any] = {"key": msg.key(), "value": msg.value(), "partition": msg.partition() or 0}
-        if msg.headers():
-            kwargs["headers"] = msg.headers()
+        kwargs: dict[str, Any] = {"key": msg.key(), "value": msg.value(), "partition": partition}
+        if headers:
+            kwargs["headers"] = headers
         while True:
             try:
-                self._producer.produce(self.topic, timestamp=msg.timestamp()[1], on_delivery=delivered, **kwargs)
+                self._producer.produce(topic, timestamp=msg.timestamp()[1], on_delivery=delivered, **kwargs)
                 break
             except BufferError:
                 self._producer.poll(0.1)
         self._producer.poll(0)
 
-    def close(self) -> str | None:
-        """Why not every copy was written (None: all were)."""
+    def close(self, unacknowledged: str) -> str | None:
+        """Why not every copy was written (`unacknowledged` when some were not answered within 30 s; None: all
+        were)."""
         if self._producer.flush(TIMEOUT_S):
-            return "not every copy was acknowledged within 30 s"
+            return unacknowledged
         return "; ".join(self.failed[:3]) or None
 
 

@@ -19,14 +19,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import cast
 
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import Message
 
-from failover.diverged import diverged
+from failover.diverged import CopyWriter, diverged
 from failover.promote import TIMEOUT_S
 from failover.scan import read_partitions, watermarks
 from kernel.config import LinkConfig, MirrorwatchConfig
-from kernel.kafka import new_admin, new_producer
+from kernel.kafka import new_admin
 from kernel.link_control import Promotion
+from kernel.provenance import Headers
 from kernel.rename import rename_policy
 
 __all__ = ["DIVERGED_HEADER", "Delivery", "deliver_tail", "parse_mark"]
@@ -88,13 +89,9 @@ class _Copies:
 
     def __init__(self, config: MirrorwatchConfig, link: LinkConfig, delivered: set[Origin], dry_run: bool) -> None:
         self._rename = rename_policy(link.rename, link.source).target_topic
-        self._delivered, self._dry_run = delivered, dry_run
-        self._producer: Producer | None = None
-        if not dry_run:
-            overrides = {"acks": "all", "enable.idempotence": True}
-            self._producer = new_producer(config.clusters[link.target], link.target, overrides)
+        self._delivered = delivered
+        self._writer = None if dry_run else CopyWriter(config.clusters[link.target], link.target)
         self.tail = self.copied = self.already = 0
-        self.failed: list[str] = []
 
     def __call__(self, msg: Message) -> None:
         origin = (msg.topic() or "", msg.partition() or 0, msg.offset() or 0)
@@ -103,35 +100,16 @@ class _Copies:
             self.already += 1
             return
         self.copied += 1
-        if self._producer is None:
-            return
-        headers: list[tuple[str, str | bytes | None]] = [*cast(list[tuple[str, bytes | None]], msg.headers() or [])]
-        headers.append((DIVERGED_HEADER, f"{origin[0]};{origin[1]};{origin[2]}".encode()))
-
-        def acknowledged(error: KafkaError | None, _message: Message) -> None:
-            if error is not None:
-                self.failed.append(error.str())
-
-        while True:
-            try:
-                self._producer.produce(
-                    self._rename(origin[0]),
-                    key=msg.key(),
-                    value=msg.value(),
-                    partition=origin[1],
-                    headers=headers,
-                    timestamp=msg.timestamp()[1],
-                    on_delivery=acknowledged,
-                )
-                break
-            except BufferError:
-                self._producer.poll(0.1)
-        self._producer.poll(0)
+        if self._writer is not None:
+            mark = (DIVERGED_HEADER, f"{origin[0]};{origin[1]};{origin[2]}".encode())
+            headers: Headers = [*cast(Headers, msg.headers() or []), mark]
+            self._writer.write(self._rename(origin[0]), origin[1], msg, headers)
 
     def close(self) -> str | None:
-        if self._producer is not None and self._producer.flush(TIMEOUT_S):
-            return "not every copy was acknowledged within 30 s: run it again (what landed is not copied twice)"
-        return "; ".join(self.failed[:3]) or None
+        if self._writer is None:
+            return None
+        return self._writer.close("not every copy was acknowledged within 30 s: run it again (what landed is not "
+                                  "copied twice)")  # fmt: skip
 
 
 def deliver_tail(config: MirrorwatchConfig, link: LinkConfig, promotion: Promotion, *, dry_run: bool) -> Delivery:
