@@ -41,17 +41,16 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
-from confluent_kafka import TopicPartition
 
 from bench.common import clusters_for, exit_on_sigterm, markdown_table, stop_peer
 from bench.failover import _committed as failover_committed
-from bench.failover import _document, _produce, _start
+from bench.failover import _document, _produce, _start, values_on
 from bench.failover import _ends as failover_ends
 from bench.mm2 import checkpointing, mm2_command, mm2_properties
 from kernel.config import MirrorwatchConfig
@@ -75,30 +74,6 @@ class Outcome:
     home: tuple[int, int] = (0, 0)
     tail_read: Counter[int] = field(default_factory=Counter)  # times read -> tail records
     commands: list[str] = field(default_factory=list)
-
-
-def _values(config: MirrorwatchConfig, alias: str, topics: Iterable[str]) -> dict[bytes, tuple[str, int, int]]:
-    """Every value on these topics of one cluster, with where it is (the last place, for a value held twice)."""
-    admin = new_admin(config.clusters[alias], alias)
-    listing = admin.list_topics(timeout=30).topics
-    consumer = new_consumer(config.clusters[alias], alias, "bench-truth", {"enable.partition.eof": True})
-    assigned = [TopicPartition(t, p, 0) for t in topics if t in listing for p in listing[t].partitions]
-    found: dict[bytes, tuple[str, int, int]] = {}
-    try:
-        if not assigned:
-            return found
-        consumer.assign(assigned)
-        at_end: set[tuple[str, int]] = set()
-        while len(at_end) < len(assigned):
-            for m in consumer.consume(num_messages=5000, timeout=1):
-                where = (m.topic() or "", m.partition() or 0)
-                if m.error() is None:
-                    found[m.value() or b""] = (*where, m.offset() or 0)
-                else:
-                    at_end.add(where)
-    finally:
-        consumer.close()
-    return found
 
 
 class Application:
@@ -421,8 +396,8 @@ def run_cycle(tool: Tool, records: int, quiet_s: float) -> Outcome:
         mirror.wait(timeout=30)
         writer.join()
         _produce(config, topic, records + records // 10, max(PARTITIONS, records // 100), PARTITIONS)
-        a_truth = _values(config, "source", [topic])
-        on_b = _values(config, "target", [tool.copies])
+        a_truth = values_on(config, "source", [topic])
+        on_b = values_on(config, "target", [tool.copies])
         tail = {v for v in a_truth if v not in on_b}
         out.tail = len(tail)
         print(f"{tool.name}: A holds {len(a_truth):,}, B {len(on_b):,}: a tail of {len(tail):,}; failing over ...",

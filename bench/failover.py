@@ -30,6 +30,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,7 @@ from kernel.config import MirrorwatchConfig, parse_config
 from kernel.kafka import create_topics, new_admin, new_consumer, new_producer
 from kernel.wait import wait_until
 
-__all__ = ["main"]
+__all__ = ["main", "values_on"]
 
 
 def _document(config: MirrorwatchConfig, work: Path, links: list[dict[str, Any]]) -> dict[str, Any]:
@@ -180,21 +181,28 @@ def _read_as(config: MirrorwatchConfig, group: str, topic: str, quiet_s: float =
     return values
 
 
-def _source_truth(config: MirrorwatchConfig, topic: str, partitions: int) -> dict[bytes, tuple[int, int]]:
-    consumer = new_consumer(config.clusters["source"], "source", "bench-truth", {"enable.partition.eof": True})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    truth: dict[bytes, tuple[int, int]] = {}
-    at_end: set[int] = set()
+def values_on(config: MirrorwatchConfig, alias: str, topics: Iterable[str]) -> dict[bytes, tuple[str, int, int]]:
+    """Every value on these topics of one cluster, with where it is (the last place, for a value held twice)."""
+    admin = new_admin(config.clusters[alias], alias)
+    listing = admin.list_topics(timeout=30).topics
+    consumer = new_consumer(config.clusters[alias], alias, "bench-truth", {"enable.partition.eof": True})
+    assigned = [TopicPartition(t, p, 0) for t in topics if t in listing for p in listing[t].partitions]
+    found: dict[bytes, tuple[str, int, int]] = {}
     try:
-        while len(at_end) < partitions:
+        if not assigned:
+            return found
+        consumer.assign(assigned)
+        at_end: set[tuple[str, int]] = set()
+        while len(at_end) < len(assigned):
             for m in consumer.consume(num_messages=5000, timeout=1):
+                where = (m.topic() or "", m.partition() or 0)
                 if m.error() is None:
-                    truth[m.value() or b""] = (m.partition() or 0, m.offset() or 0)
+                    found[m.value() or b""] = (*where, m.offset() or 0)
                 else:
-                    at_end.add(m.partition() or 0)
+                    at_end.add(where)
     finally:
         consumer.close()
-    return truth
+    return found
 
 
 def mm2_bench(existing: Path | None, records: int, partitions: int) -> dict[str, Any]:
@@ -255,8 +263,8 @@ def mm2_bench(existing: Path | None, records: int, partitions: int) -> dict[str,
             stop_app.set()
             for process in peers.values():
                 stop_peer(process)
-        truth = _source_truth(config, topic, partitions)
-        unread = {v for v, (p, o) in truth.items() if o >= final[p]}
+        truth = values_on(config, "source", [topic])
+        unread = {v for v, (_, p, o) in truth.items() if o >= final[p]}
         results = []
         for name, target_topic in topics.items():
             read = _read_as(config, group, target_topic)
