@@ -1,38 +1,32 @@
-"""What an at-least-once link worker knows of its topics' identities (KIP-516 topic ids), and what it does when one
-changes under it: a source topic deleted and created again (`mirror.gaps.recreated`, the link's `on_recreate`), a
-target topic deleted, or deleted and created again by someone else (`mirror.gaps.target_lost`, `on_target_loss`).
-The ids each partition was read under and written to are noted on this host (`mirror.topic_ledger`): Kafka forgets
-a deleted topic's offsets, and a target topic created again looks like any new one."""
+"""What an at-least-once link worker knows of its target topics' identities (KIP-516 topic ids), and what it does
+when one changes under it: a target topic deleted, or deleted and created again by someone else
+(`mirror.gaps.target_lost`, `on_target_loss`); and how it lets go of a source topic's generation when that topic was
+deleted and created again (`mirror.generation_worker`, `on_recreate`). The ids each partition was read under and
+written to are noted on this host (`mirror.topic_ledger`): Kafka forgets a deleted topic's offsets, and a target
+topic created again looks like any new one."""
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable, Mapping
+from collections.abc import Container, Mapping
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
-from confluent_kafka.admin import OffsetSpec
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-from kernel.kafka import error_text
-from mirror.admin import topic_ids
 from mirror.delivery import Delivery
-from mirror.gap_worker import GapWorker
+from mirror.generation_worker import GenerationWorker
 from mirror.progress import PartitionProgress
 from mirror.topic_keeper import TopicKeeper
-from mirror.topic_ledger import Generations, TopicLedger
-from mirror.worker import SHUTDOWN_FLUSH_S, log, read_from
+from mirror.worker import SHUTDOWN_FLUSH_S, read_from
 
 __all__ = ["IdentityWorker", "lost_target"]
 
 
-class IdentityWorker(GapWorker):
+class IdentityWorker(GenerationWorker):
     """The topic-identity half of `mirror.engine.LinkWorker` (its loop, rebalances and commits are there)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._delivery: Delivery | None = None
-        # The topic id each owned partition's position belongs to (`mirror.gaps`: a recreated topic has a new one),
-        # and the notes of it this link's workers keep on this host (Kafka forgets a deleted topic's offsets)
-        self._generations = Generations(TopicLedger(self.config.state_path / "topics", self.link.name))
         # Partitions copied again into a target topic deleted under the link, paused until the keeper has created it
         # anew (`_lost_targets_owned`): nothing of theirs may reach the new topic before its first record
         self._awaiting_target: set[tuple[str, int]] = set()
@@ -45,65 +39,20 @@ class IdentityWorker(GapWorker):
         (`mirror.engine.LinkWorker`)."""
         raise NotImplementedError
 
-    def _topic_ids_now(self, topics: Iterable[str]) -> dict[str, str]:
-        assert self._keeper is not None  # asked now: the consumer may learn of a new topic before the refresh does
-        return topic_ids(self._keeper.source_admin, topics, timeout_s=10, known=self._keeper.topic_ids)
+    def _acked_positions(self) -> dict[tuple[str, int], int | None]:
+        return {k: p.acked if p.acked is not None else p.committed for k, p in self._progress.items()}
 
-    def _write_notes(self, keys: list[tuple[str, int]]) -> None:
-        assert self._keeper is not None
-        targets = {t: self._keeper.target_ids.get(self._keeper.target_topic(t), "") for t, _p in keys}
-        self._generations.write(keys, self._progress, self._highs.noted, self._stopped, targets)
+    def _consumed(self, key: tuple[str, int]) -> int | None:
+        progress = self._progress.get(key)
+        return progress.consumed if progress is not None else None
 
-    def _topic_recreated(self, topic: str, partition: int) -> bool:
-        """A refused position may be the old topic's (deleted and created again faster than a rebalance or a refresh):
-        asked of the source before it is read as a gap; one queued before the partition restarted is passed over."""
-        assert self._keeper is not None
-        if self._generations.restarting((topic, partition), self._progress.get((topic, partition))):
-            return True
-        now, was = self._topic_ids_now([topic])[topic], self._generations.of.get((topic, partition))
-        if not now or not was or now == was:
-            return False
-        self._keeper.topic_ids[topic] = now
-        self._recreated_while_owned()
-        return True
-
-    def _recreated_while_owned(self) -> None:
-        """A topic this worker reads has a new id (recreated between two rebalances): the rule, from what was acked."""
-        assert self._keeper is not None and self._consumer is not None and self._delivery is not None
-        for key in self._generations.changed(self._progress, self._keeper.topic_ids, self._stopped):
-            progress = self._progress[key]
-            position = progress.acked if progress.acked is not None else progress.committed
-            if self._recreated(key[0], key[1], position, self._highs.noted.get(key)) != "restart":
-                self._consumer.pause([TopicPartition(*key)])
-                continue
-            self._delivery.forget({key})
-            if self._producer is not None:
-                self._delivery.flush(SHUTDOWN_FLUSH_S)  # the old topic's records in flight land before the restart
-            self._progress[key] = PartitionProgress()
-            self._generations.restart(key, self._keeper.topic_ids[key[0]], self._target_ends(key[0]))
-            assert self._router is not None
-            self._router.forget(key)
-            read_from(self._consumer, TopicPartition(key[0], key[1], OFFSET_BEGINNING))
-            self._write_notes([key])
-
-    def _target_ends(self, topic: str) -> dict[int, int]:
-        """Each partition's end now of the target topic of source topic `topic`: where the copies of a generation
-        restarted now begin (failover reads past what is below; {} when they cannot be read, said)."""
-        assert self._keeper is not None and self._target_admin is not None
-        target = self._keeper.target_topic(topic)
-        count = self._keeper.target_partitions.get(target, 0)
-        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
-        try:
-            futures = self._target_admin.list_offsets({TopicPartition(target, p): latest for p in range(count)})
-            return {tp.partition: int(f.result(timeout=30).offset) for tp, f in futures.items()}
-        except (KafkaException, TimeoutError) as exc:
-            why = error_text(exc) if isinstance(exc, KafkaException) else "no answer in 30 s"
-            log.warning(
-                "link %s: the ends of %r could not be read (%s): a failover plan cannot tell the copies of %r's new "
-                "generation from the old one's",
-                self.name, target, why, topic,
-            )  # fmt: skip
-            return {}
+    def _drop_generation(self, key: tuple[str, int]) -> int:
+        assert self._delivery is not None
+        self._delivery.forget({key})
+        if self._producer is not None:
+            self._delivery.flush(SHUTDOWN_FLUSH_S)  # the old topic's records in flight land before the restart
+        self._progress[key] = PartitionProgress()
+        return OFFSET_BEGINNING
 
     def _lost_target_start(self, tp: TopicPartition) -> TopicPartition:
         """Where an assigned partition whose target topic was lost under the link starts (`_target_lost`): at its

@@ -10,7 +10,6 @@ from collections.abc import Callable, Container, Iterable, Mapping
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from kernel.topic_notes import PartitionNote, TopicLedger
-from mirror.progress import PartitionProgress
 
 __all__ = ["Generations", "PartitionNote", "TopicLedger"]
 
@@ -34,10 +33,11 @@ class Generations:
         self.target_from[key] = {str(p): end for p, end in sorted(target_ends.items())}
         self._restarted.add(key)
 
-    def restarting(self, key: tuple[str, int], progress: PartitionProgress | None) -> bool:
-        """Whether the partition restarted on a new topic and has read nothing since: a refusal of its position
-        reported now was of the old topic's, queued before the restart."""
-        if progress is not None and progress.consumed is not None:
+    def restarting(self, key: tuple[str, int], consumed: int | None) -> bool:
+        """Whether the partition restarted on a new topic and has read nothing since (`consumed`: the next offset it
+        reads, None before its first record): a refusal of its position reported now was of the old topic's, queued
+        before the restart."""
+        if consumed is not None:
             self._restarted.discard(key)
         return key in self._restarted
 
@@ -94,7 +94,7 @@ class Generations:
     def write(
         self,
         keys: Iterable[tuple[str, int]],
-        progress: Mapping[tuple[str, int], PartitionProgress],
+        acked: Mapping[tuple[str, int], int | None],
         seen_high: Mapping[tuple[str, int], int],
         stopped: Container[tuple[str, int]],
         target_ids: Mapping[str, str] | None = None,
@@ -104,13 +104,13 @@ class Generations:
         A stopped partition's note stays as the old topic left it."""
         notes = []
         for key in keys:
-            generation, p = self.of.get(key), progress.get(key)
+            generation = self.of.get(key)
             if generation and key not in stopped:
-                acked = None if p is None else (p.acked if p.acked is not None else p.committed)
                 # the id the partition's records went to: noted once, changed only when it is copied again
                 target = self.target_of.get(key) or (target_ids or {}).get(key[0], "")
                 if target:
                     self.target_of[key] = target
                 since = self.target_from.get(key, {})
-                notes.append(PartitionNote(key[0], key[1], generation, acked, seen_high.get(key), target, since))
+                note = PartitionNote(key[0], key[1], generation, acked.get(key), seen_high.get(key), target, since)
+                notes.append(note)
         self.ledger.write(notes)

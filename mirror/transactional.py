@@ -33,7 +33,7 @@ from kernel.kafka import error_text, new_consumer
 from kernel.worker_status import PartitionPosition
 from mirror.admin import execute_plan
 from mirror.delivery import dead_letter_headers
-from mirror.gap_worker import GapWorker
+from mirror.generation_worker import GenerationWorker
 from mirror.handler import MirrorRecord
 from mirror.topic_keeper import Survey
 from mirror.topics import CreateTopic, TopicPlan
@@ -45,6 +45,7 @@ log = logging.getLogger("mirrorwatch.mirror")
 
 TRANSACTION_TIMEOUT_MS = 60_000
 TIMEOUT_S = 60.0
+NOTES_EVERY_S = 5.0  # the owned partitions' notes on this host (`mirror.topic_ledger`)
 
 
 def owner_of(topic: str, partition: int, workers: int) -> int:
@@ -60,7 +61,7 @@ def _offset_key(topic: str, partition: int) -> bytes:
     return f"{topic}:{partition}".encode()  # ':' cannot occur in a topic name
 
 
-class TransactionalLinkWorker(GapWorker):
+class TransactionalLinkWorker(GenerationWorker):
     """One worker of an exactly-once link: the worker's life (`WorkerBase`), its topic keeper and router, and a loop
     of its own that writes records and progress in one transaction (no consumer-group rebalances, no delivery side:
     the transaction stands for the records)."""
@@ -79,6 +80,12 @@ class TransactionalLinkWorker(GapWorker):
         # per owned partition, for `mirror.expiry`: the first offset this ownership read, the newest record's time
         self._began: dict[tuple[str, int], int] = {}
         self._newest_ms: dict[tuple[str, int], int] = {}
+        self._txn_advanced: dict[tuple[str, int], int] = {}  # the open transaction's positions (its records' next)
+        # Partitions restarted on a source topic deleted and created again: the new topic's beginning goes into the
+        # next transaction's offsets, and only once it committed do the notes name the new topic (a crash before then
+        # finds the old one noted and decides again, never the old position read on the new topic)
+        self._restarted_at: dict[tuple[str, int], int] = {}
+        self._next_notes = 0.0
 
     # -- set-up -----------------------------------------------------------------------------------------------------
 
@@ -151,7 +158,10 @@ class TransactionalLinkWorker(GapWorker):
         new, gone = owned - self._assigned, self._assigned - owned
         if gone:
             self._consumer.incremental_unassign([TopicPartition(t, p) for t, p in sorted(gone)])
+            self._write_notes(sorted(gone))  # a deleted topic's: what the target has of it, its high-watermark seen
             for key in gone:
+                self._generations.forget(key)
+                self._restarted_at.pop(key, None)
                 self._position.pop(key, None)
                 self._stopped.pop(key, None)
                 self._hold.forget(key)
@@ -159,17 +169,63 @@ class TransactionalLinkWorker(GapWorker):
                 self._newest_ms.pop(key, None)
                 self._expiry_ends(key)
         if new:
-            default = OFFSET_BEGINNING if self.link.start_from == "earliest" else OFFSET_END
-            self._consumer.incremental_assign(
-                [TopicPartition(t, p, self._stored.get((t, p), default)) for t, p in sorted(new)]
-            )
-            held = self._hold.assigned(new)  # paused by the operator: from the start
-            if held:
-                self._consumer.pause([TopicPartition(*key) for key in sorted(held)])
+            self._consumer.incremental_assign(self._starts(sorted(new)))
+            held = set(self._hold.assigned(new))  # paused by the operator: from the start
+            if held or new & self._stopped.keys():
+                paused = sorted(held | (new & self._stopped.keys()))  # stopped: the topic was created again
+                self._consumer.pause([TopicPartition(*key) for key in paused])
             log.info("link %s: owns %s", self.name, ", ".join(f"{t}[{p}]" for t, p in sorted(new)))
             self._topics_readable({t for t, _ in new})
         self._assigned = owned
+        if new:
+            self._write_notes(sorted(new))
+        if self._router is not None:
+            self._recreated_while_owned()  # deleted and created again between two refreshes
         return plan
+
+    def _starts(self, keys: list[tuple[str, int]]) -> list[TopicPartition]:
+        """Where newly owned partitions start: at the offset stored on the target, unless this host's notes say it
+        was taken on a topic deleted and created again since (`Generations.assigned`: the link's rule stops the
+        partition, or restarts it at the new topic's beginning)."""
+        default = OFFSET_BEGINNING if self.link.start_from == "earliest" else OFFSET_END
+        restarted: set[tuple[str, int]] = set()
+
+        def rule(topic: str, partition: int, position: int | None, high: int | None) -> str:
+            action = self._recreated(topic, partition, position, high)
+            if action == "restart":
+                restarted.add((topic, partition))
+            return action
+
+        stored = [TopicPartition(t, p, self._stored.get((t, p), default)) for t, p in keys]
+        now = self._topic_ids_now(sorted({t for t, _ in keys}))
+        starts = []
+        for tp in self._generations.assigned(stored, now, rule, self._target_ends):
+            key = (tp.topic, tp.partition)
+            if key in restarted:  # offset 0, not OFFSET_BEGINNING: a new topic's records retention took are a gap
+                self._stored[key] = self._restarted_at[key] = 0
+            starts.append(TopicPartition(tp.topic, tp.partition, 0) if key in restarted else tp)
+        return starts
+
+    # -- generations (`mirror.generation_worker`) -------------------------------------------------------------------
+
+    def _acked_positions(self) -> dict[tuple[str, int], int | None]:
+        return {key: self._stored.get(key) for key in self._assigned}
+
+    def _consumed(self, key: tuple[str, int]) -> int | None:
+        return self._position.get(key)
+
+    def _drop_generation(self, key: tuple[str, int]) -> int:
+        """The old topic's records of the open transaction are written before the target's ends are read (the new
+        generation's copies begin after them); the partition's position goes back to the new topic's beginning."""
+        if self._producer is not None:
+            self._producer.flush(TIMEOUT_S)
+        for kept in (self._position, self._began, self._newest_ms, self._txn_advanced):
+            kept.pop(key, None)
+        self._stored[key] = self._restarted_at[key] = 0
+        return 0
+
+    def _write_notes(self, keys: list[tuple[str, int]]) -> None:
+        super()._write_notes([key for key in keys if key not in self._restarted_at])
 
     def _note_high_watermarks(self) -> None:
         """Every status interval, in the loop (the consumer is the loop's alone), what the consumer's last fetch
@@ -181,6 +237,9 @@ class TransactionalLinkWorker(GapWorker):
         self._next_high = now + STATUS_EVERY_S
         self._note_highs(self._assigned)
         self._check_expiry()
+        if now >= self._next_notes:  # what the target has and the highs seen: a recreated topic's gap counts from them
+            self._next_notes = now + NOTES_EVERY_S
+            self._write_notes(sorted(self._assigned))
 
     def _expiry_positions(self) -> Iterator[tuple[tuple[str, int], int | None, int | None, int | None]]:
         """Records count as acknowledged when their transaction committed (see GapWorker._check_expiry)."""
@@ -221,7 +280,7 @@ class TransactionalLinkWorker(GapWorker):
         while not self._stop.is_set() and self._failure is None:
             self._take_survey()  # between transactions: the assignment may change
             producer.begin_transaction()
-            advanced: dict[tuple[str, int], int] = {}
+            advanced = self._txn_advanced = {}
             deadline = time.monotonic() + transaction_s
             while not self._stop.is_set() and self._txn_error is None and self._failure is None:
                 remaining = deadline - time.monotonic()
@@ -299,6 +358,7 @@ class TransactionalLinkWorker(GapWorker):
     def _commit_transaction(self, advanced: dict[tuple[str, int], int]) -> None:
         assert self._producer is not None and self._consumer is not None
         producer = self._producer
+        advanced = {**self._restarted_at, **advanced}  # a restarted partition's first records pass its beginning
         for (topic, partition), offset in advanced.items():
             producer.produce(self._offsets_topic, key=_offset_key(topic, partition), value=str(offset).encode())
         try:
@@ -310,6 +370,10 @@ class TransactionalLinkWorker(GapWorker):
             self._abort_and_replay(exc)
             return
         self._stored.update(advanced)
+        if self._restarted_at:
+            restarted = sorted(self._restarted_at)
+            self._restarted_at.clear()
+            self._write_notes(restarted)  # the new topic's beginning is stored: the notes may name it now
         if advanced:
             offsets = [TopicPartition(t, p, o) for (t, p), o in advanced.items()]
             try:  # for lag tools only; the transaction above is what counts
@@ -374,6 +438,7 @@ class TransactionalLinkWorker(GapWorker):
         try:
             if producer is not None:
                 producer.flush(5)
+            self._write_notes(sorted(self._assigned))
         finally:
             consumer.close()
         log.info("link %s: stopped after mirroring %d records", self.name, self.stats.records_out_total)

@@ -5,10 +5,11 @@ knowing why); MirrorMaker 2 mirrors the new topic as if it were the old one.
 
 Kafka drops the group's offsets of a deleted topic, so to a consumer the new topic is one never read. The link's
 workers note the topic id each partition's records come from (`<state_dir>/topics/`), so the link knows: by default
-(`on_recreate: stop`)
-both partitions stop, failed, with the reason, and nothing of the new topic is written; with
+(`on_recreate: stop`) both partitions stop, failed, with the reason, and nothing of the new topic is written; with
 `on_recreate: restart` the new topic is mirrored from its beginning into the same target topic, exactly once, after
-the old one's records. Also while the link runs: the topic deleted and created again under it. A failover plan for a
+the old one's records. Both deliveries: an exactly-once link keeps its offsets on the target, where they outlive the
+topic (read on at 1,000, a new topic that grew past it would lose its first 1,000 records without a word), and its
+notes on this host like the at-least-once workers'. Also while the link runs: the topic deleted and created again under it. A failover plan for a
 group on the new topic never translates into the old topic's copies (the same offsets): refused while the link has
 not copied the new topic, exact once it has (the workers note where the new generation begins on the target). The
 truth is what the test produced and a consumer reading the target."""
@@ -29,7 +30,16 @@ from kernel.config import ClusterConfig, MirrorwatchConfig
 from kernel.kafka import create_topics, new_admin
 from kernel.processes import free_port
 from kernel.wait import wait_until
-from tests.kafka_helpers import Record, by_partition, committed_offsets, produce, provenance, read_all, wait_for_commits
+from tests.kafka_helpers import (
+    Record,
+    by_partition,
+    committed_offsets,
+    end_offsets,
+    produce,
+    provenance,
+    read_all,
+    wait_for_commits,
+)
 from tests.processes import MirrorProcess, get_json
 
 pytestmark = pytest.mark.integration
@@ -70,7 +80,9 @@ def target_keys(cluster: ClusterConfig, topic: str, expected: int) -> dict[int, 
     return {p: [r.key.decode() if r.key else "" for r in rs] for p, rs in got.items()}
 
 
+@pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
 def test_a_recreated_source_topic_stops_its_partitions_by_default_then_restarts_from_its_beginning(
+    delivery: str,
     clusters_config: MirrorwatchConfig,
     make_topic: Callable[..., str],
     write_config: Callable[..., Path],
@@ -85,6 +97,7 @@ def test_a_recreated_source_topic_stops_its_partitions_by_default_then_restarts_
     def config(on_recreate: str) -> Path:
         link: dict[str, Any] = {"name": name, "source": "source", "target": "target", "group_id": group}
         link.update(on_recreate=on_recreate, topics={"include": [topic]}, offset_commit_interval_ms=500)
+        link["delivery"] = delivery  # exactly-once: its offsets are stored on the target, the notes on this host
         return write_config(
             [link],
             monitor={"interval_seconds": 1},
@@ -157,9 +170,27 @@ def test_a_recreated_source_topic_stops_its_partitions_by_default_then_restarts_
     planned = failover_plan(config("restart"), name, app, "--json")
     assert planned.returncode == 0, planned.stderr
     (group,) = json.loads(planned.stdout)["groups"]
-    assert sorted((t["partition"], t["offset"]) for t in group["partitions"]) == [(0, OLD + 100), (1, OLD + NEW)]
+    assert_plan_reads_the_new_generation(
+        {t["partition"]: t["offset"] for t in group["partitions"]}, target, topic, exact=delivery == "at-least-once"
+    )
     assert group["read_twice"] == 0 and group["recreated_topics"] == []
     assert restarting.stop() == 0
+
+
+def assert_plan_reads_the_new_generation(
+    planned_at: dict[int, int], target: ClusterConfig, topic: str, *, exact: bool
+) -> None:
+    """A group at 100 of the new topic's partition 0 and at the end of partition 1: what it reads on the target from
+    the plan's offsets is exactly the new topic's records from there on, and the plan is within the target's log.
+    At least once the offsets are exact numbers too; exactly once the target's offsets hold the transactions'
+    markers as well."""
+    if exact:
+        assert planned_at == {0: OLD + 100, 1: OLD + NEW}
+    copies = by_partition(read_all(target, "target", topic, 2 * (OLD + NEW), timeout_s=60))
+    for p, commit in ((0, 100), (1, NEW)):
+        after = [r.key.decode() if r.key else "" for r in copies[p] if r.offset >= planned_at[p]]
+        assert after == [f"new-{p}-{i}" for i in range(commit, NEW)], (p, planned_at[p])
+    assert [planned_at[p] <= end for p, end in enumerate(end_offsets(target, "target", topic, 2))] == [True, True]
 
 
 def failover_plan(config: Path, link: str, group: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -170,7 +201,9 @@ def failover_plan(config: Path, link: str, group: str, *args: str) -> subprocess
     )  # fmt: skip
 
 
+@pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
 def test_a_topic_recreated_under_a_running_link_is_restarted_from_its_beginning_without_loss(
+    delivery: str,
     clusters_config: MirrorwatchConfig,
     make_topic: Callable[..., str],
     write_config: Callable[..., Path],
@@ -182,7 +215,7 @@ def test_a_topic_recreated_under_a_running_link_is_restarted_from_its_beginning_
     topic, group, name = make_topic("source", 2), unique("recreate"), unique("link")
     link: dict[str, Any] = {"name": name, "source": "source", "target": "target", "group_id": group}
     link.update(on_recreate="restart", topics={"include": [topic]}, offset_commit_interval_ms=500)
-    link["refresh_topics_interval_seconds"] = 1
+    link.update(refresh_topics_interval_seconds=1, delivery=delivery)
     path = write_config([link], state_dir=str(tmp_path / "state"))
     for p in (0, 1):
         produce(source, "source", topic, records("old", p, OLD))

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-from mirror.progress import PartitionProgress
 from mirror.topic_ledger import Generations, PartitionNote, TopicLedger
 
 
@@ -59,18 +58,16 @@ def test_generations_find_a_recreated_topic_by_its_note_and_pass_over_a_refusal_
     assert generations.changed(generations.of, {"orders": "newer"}) == [("orders", 0), ("orders", 1), ("orders", 2)]
     # the restarted partition's copies begin at those ends, noted for failover (and read back by the next owner)
     assert generations.target_from == {("orders", 0): {"0": 1000, "1": 990}}
-    generations.write([("orders", 0)], {("orders", 0): PartitionProgress(0, 0)}, {}, set())
+    generations.write([("orders", 0)], {("orders", 0): 0}, {}, set())
     again = Generations(TopicLedger(tmp_path, "l"))
     again.assigned([TopicPartition("orders", 0)], {"orders": "new"}, rule)
     assert again.ledger.note("orders", 0) == PartitionNote("orders", 0, "new", 0, None, "", {"0": 1000, "1": 990})
     assert again.target_from == {("orders", 0): {"0": 1000, "1": 990}}
 
     generations.restart(("orders", 0), "newer", {})
-    assert generations.restarting(("orders", 0), PartitionProgress())  # nothing read since: a queued old refusal
-    read = PartitionProgress()
-    read.dispatch(0, 1)
-    assert not generations.restarting(("orders", 0), read)  # read from the new topic: a refusal now is real
-    assert not generations.restarting(("orders", 0), PartitionProgress())
+    assert generations.restarting(("orders", 0), None)  # nothing read since: a queued old refusal
+    assert not generations.restarting(("orders", 0), 1)  # read from the new topic: a refusal now is real
+    assert not generations.restarting(("orders", 0), None)
 
 
 def test_generations_note_the_target_topic_id_once_and_a_starting_worker_learns_them(tmp_path: Path) -> None:
@@ -81,7 +78,7 @@ def test_generations_note_the_target_topic_id_once_and_a_starting_worker_learns_
     committed = [TopicPartition("orders", 0, 10), TopicPartition("orders", 1, 5)]
     generations.assigned(committed, {"orders": "src"}, lambda *_a: "stop")
     assert generations.target_of == {("orders", 0): "tgt-old"}
-    progress = {("orders", 0): PartitionProgress(10, 10), ("orders", 1): PartitionProgress(5, 5)}
+    progress = {("orders", 0): 10, ("orders", 1): 5}
     # the keeper's id now is another (the target topic was created again): partition 0's records went to the old
     # one, and its note says so until it is copied again; partition 1 had no target noted and takes today's
     generations.write([("orders", 0), ("orders", 1)], progress, {}, set(), {"orders": "tgt-new"})

@@ -1,0 +1,106 @@
+"""Which generation of its source topics a link worker reads, for both python engines: a topic deleted and created
+again under its name has a new topic id (KIP-516), and Kafka forgets the group's offsets of the old one, so to a
+consumer it is simply a topic never read. The worker notes the id each owned partition is read under on this host
+(`mirror.topic_ledger.Generations`, `<state_dir>/topics/<link>.jsonl`) and compares it with the source's when a
+partition is taken, at every topic refresh and when the source refuses a position (`mirror.gaps.recreated`, the
+link's `on_recreate`): the partition stops (the default) or restarts at the new topic's beginning, its copies then
+beginning on the target where it ended (failover reads past the old generation's copies)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka.admin import OffsetSpec
+
+from kernel.kafka import error_text
+from mirror.admin import topic_ids
+from mirror.gap_worker import GapWorker
+from mirror.topic_ledger import Generations, TopicLedger
+from mirror.worker import log, read_from
+
+__all__ = ["GenerationWorker"]
+
+
+class GenerationWorker(GapWorker):
+    """`GapWorker` with the source topics' generations; the engine says what its partitions acknowledged and how one
+    lets go of a generation (`_acked_positions`, `_consumed`, `_drop_generation`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The topic id each owned partition's position belongs to, and the notes of it this link's workers keep on
+        # this host (Kafka forgets a deleted topic's offsets)
+        self._generations = Generations(TopicLedger(self.config.state_path / "topics", self.link.name))
+
+    # -- the engine's -----------------------------------------------------------------------------------------------
+
+    def _acked_positions(self) -> Mapping[tuple[str, int], int | None]:
+        """Per owned partition, the offset below which the target has every record (None: not known)."""
+        raise NotImplementedError
+
+    def _consumed(self, key: tuple[str, int]) -> int | None:
+        """The next offset the partition reads (None: nothing read since it was taken or restarted)."""
+        raise NotImplementedError
+
+    def _drop_generation(self, key: tuple[str, int]) -> int:
+        """Let go of what the partition holds of the old generation (nothing of it may follow the restart); returns
+        the offset to read the new topic from."""
+        raise NotImplementedError
+
+    # -- shared -----------------------------------------------------------------------------------------------------
+
+    def _topic_ids_now(self, topics: Iterable[str]) -> dict[str, str]:
+        assert self._keeper is not None  # asked now: the consumer may learn of a new topic before the refresh does
+        return topic_ids(self._keeper.source_admin, topics, timeout_s=10, known=self._keeper.topic_ids)
+
+    def _write_notes(self, keys: list[tuple[str, int]]) -> None:
+        assert self._keeper is not None
+        targets = {t: self._keeper.target_ids.get(self._keeper.target_topic(t), "") for t, _p in keys}
+        self._generations.write(keys, self._acked_positions(), self._highs.noted, self._stopped, targets)
+
+    def _topic_recreated(self, topic: str, partition: int) -> bool:
+        """A refused position may be the old topic's (deleted and created again faster than a rebalance or a refresh):
+        asked of the source before it is read as a gap; one queued before the partition restarted is passed over."""
+        assert self._keeper is not None
+        if self._generations.restarting((topic, partition), self._consumed((topic, partition))):
+            return True
+        now, was = self._topic_ids_now([topic])[topic], self._generations.of.get((topic, partition))
+        if not now or not was or now == was:
+            return False
+        self._keeper.topic_ids[topic] = now
+        self._recreated_while_owned()
+        return True
+
+    def _recreated_while_owned(self) -> None:
+        """A topic this worker reads has a new id (recreated between two refreshes): the rule, from what was acked."""
+        assert self._keeper is not None and self._consumer is not None and self._router is not None
+        acked = self._acked_positions()
+        for key in self._generations.changed(acked, self._keeper.topic_ids, self._stopped):
+            if self._recreated(key[0], key[1], acked.get(key), self._highs.noted.get(key)) != "restart":
+                self._consumer.pause([TopicPartition(*key)])
+                continue
+            start = self._drop_generation(key)
+            self._generations.restart(key, self._keeper.topic_ids[key[0]], self._target_ends(key[0]))
+            self._router.forget(key)
+            read_from(self._consumer, TopicPartition(key[0], key[1], start))
+            self._write_notes([key])
+
+    def _target_ends(self, topic: str) -> dict[int, int]:
+        """Each partition's end now of the target topic of source topic `topic`: where the copies of a generation
+        restarted now begin (failover reads past what is below; {} when they cannot be read, said)."""
+        assert self._keeper is not None and self._target_admin is not None
+        target = self._keeper.target_topic(topic)
+        count = self._keeper.target_partitions.get(target, 0)
+        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        try:
+            futures = self._target_admin.list_offsets({TopicPartition(target, p): latest for p in range(count)})
+            return {tp.partition: int(f.result(timeout=30).offset) for tp, f in futures.items()}
+        except (KafkaException, TimeoutError) as exc:
+            why = error_text(exc) if isinstance(exc, KafkaException) else "no answer in 30 s"
+            log.warning(
+                "link %s: the ends of %r could not be read (%s): a failover plan cannot tell the copies of %r's new "
+                "generation from the old one's",
+                self.name, target, why, topic,
+            )  # fmt: skip
+            return {}
