@@ -101,9 +101,8 @@ class LinkWorker(IdentityWorker):
     # -- set-up -----------------------------------------------------------------------------------------------------
 
     def _start(self) -> None:
-        assert self._router is not None and self._keeper is not None
-        self._keeper.watch_targets = True  # the target topics this host's notes say the link wrote to, before any
-        self._keeper.target_ids.update(self._generations.noted_targets(self._keeper.target_topic))  # is created
+        assert self._router is not None
+        super()._start()
         self._delivery = Delivery(
             self.link,
             self.name,

@@ -4,11 +4,13 @@ consumer it is simply a topic never read. The worker notes the id each owned par
 (`mirror.topic_ledger.Generations`, `<state_dir>/topics/<link>.jsonl`) and compares it with the source's when a
 partition is taken, at every topic refresh and when the source refuses a position (`mirror.gaps.recreated`, the
 link's `on_recreate`): the partition stops (the default) or restarts at the new topic's beginning, its copies then
-beginning on the target where it ended (failover reads past the old generation's copies)."""
+beginning on the target where it ended (failover reads past the old generation's copies). And the target topics it
+wrote to, watched from the start (`lost_target`: a target topic deleted, or created again by someone else, under the
+link; `on_target_loss`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from typing import Any
 
 from confluent_kafka import KafkaException, TopicPartition
@@ -17,10 +19,11 @@ from confluent_kafka.admin import OffsetSpec
 from kernel.kafka import error_text
 from mirror.admin import topic_ids
 from mirror.gap_worker import GapWorker
+from mirror.topic_keeper import TopicKeeper
 from mirror.topic_ledger import Generations, TopicLedger
 from mirror.worker import log, read_from
 
-__all__ = ["GenerationWorker"]
+__all__ = ["GenerationWorker", "lost_target"]
 
 
 class GenerationWorker(GapWorker):
@@ -49,6 +52,13 @@ class GenerationWorker(GapWorker):
         raise NotImplementedError
 
     # -- shared -----------------------------------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        """The target topics this host's notes say the link wrote to are watched from before any is created: one
+        lost under the link is found (`lost_target`), not created anew as if it were new."""
+        assert self._keeper is not None
+        self._keeper.watch_targets = True
+        self._keeper.target_ids.update(self._generations.noted_targets(self._keeper.target_topic))
 
     def _topic_ids_now(self, topics: Iterable[str]) -> dict[str, str]:
         assert self._keeper is not None  # asked now: the consumer may learn of a new topic before the refresh does
@@ -104,3 +114,31 @@ class GenerationWorker(GapWorker):
                 self.name, target, why, topic,
             )  # fmt: skip
             return {}
+
+    def _release_deleted(self) -> None:
+        """Under `recopy`, once the engine has let go of every owned partition of a deleted target topic (nothing of
+        it is left in the producer): the keeper may create every deleted one anew."""
+        assert self._keeper is not None
+        if self.link.on_target_loss == "recopy":
+            for target, how in list(self._keeper.lost_targets.items()):
+                if how == "deleted":
+                    self._keeper.release(target)
+
+
+def lost_target(
+    key: tuple[str, int], keeper: TopicKeeper, target_of: Mapping[tuple[str, int], str], stopped: Container[Any]
+) -> bool:
+    """Whether a partition's target topic was lost under the link: under `on_target_loss: stop` while the keeper
+    finds it lost; under `recopy`, while the partition's records went to a topic now gone, or to another id than the
+    target topic has now."""
+    if key in stopped:
+        return False
+    target = keeper.target_topic(key[0])
+    if keeper.link.on_target_loss == "stop":
+        return target in keeper.lost_targets
+    was, now = target_of.get(key), keeper.target_ids.get(target)
+    if not was:
+        return False  # nothing written yet (or copied again into a topic not created yet)
+    if keeper.lost_targets.get(target) == "deleted" and (not now or now == was):
+        return True  # gone, with what this partition wrote to it
+    return bool(now and was != now)

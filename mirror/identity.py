@@ -7,18 +7,16 @@ topic created again looks like any new one."""
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from mirror.delivery import Delivery
-from mirror.generation_worker import GenerationWorker
+from mirror.generation_worker import GenerationWorker, lost_target
 from mirror.progress import PartitionProgress
-from mirror.topic_keeper import TopicKeeper
 from mirror.worker import SHUTDOWN_FLUSH_S, read_from
 
-__all__ = ["IdentityWorker", "lost_target"]
+__all__ = ["IdentityWorker"]
 
 
 class IdentityWorker(GenerationWorker):
@@ -112,15 +110,6 @@ class IdentityWorker(GenerationWorker):
         self._copy_again(sorted(keys))  # releases the deleted topics these wrote to: before the notes take an id
         self._write_notes(sorted(keys))
 
-    def _release_deleted(self) -> None:
-        """Under `recopy`: nothing of a deleted target topic is left in the producer once its owned partitions were
-        handled (above), so the keeper may create every deleted one anew."""
-        assert self._keeper is not None
-        if self.link.on_target_loss == "recopy":
-            for target, how in list(self._keeper.lost_targets.items()):
-                if how == "deleted":
-                    self._keeper.release(target)
-
     def _copy_again(self, keys: list[tuple[str, int]], *, pause: bool = True) -> None:
         """These partitions are copied again from the source's log start: into the target topic as it is now when
         someone else created it again, or, when it is gone, paused until the keeper (told that nothing of the old
@@ -165,22 +154,3 @@ class IdentityWorker(GenerationWorker):
         resumed = [TopicPartition(*key) for key in ready if not self._hold.holds(key)]  # paused: the operator's
         if resumed and not self._paused:  # paused for back-pressure: resumed with the others
             self._consumer.resume(resumed)
-
-
-def lost_target(
-    key: tuple[str, int], keeper: TopicKeeper, target_of: Mapping[tuple[str, int], str], stopped: Container[Any]
-) -> bool:
-    """Whether a partition's target topic was lost under the link: under `on_target_loss: stop` while the keeper
-    finds it lost; under `recopy`, while the partition's records went to a topic now gone, or to another id than the
-    target topic has now."""
-    if key in stopped:
-        return False
-    target = keeper.target_topic(key[0])
-    if keeper.link.on_target_loss == "stop":
-        return target in keeper.lost_targets
-    was, now = target_of.get(key), keeper.target_ids.get(target)
-    if not was:
-        return False  # nothing written yet (or copied again into a topic not created yet)
-    if keeper.lost_targets.get(target) == "deleted" and (not now or now == was):
-        return True  # gone, with what this partition wrote to it
-    return bool(now and was != now)

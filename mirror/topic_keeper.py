@@ -397,6 +397,11 @@ class Surveyor:
             raise outcome
         return outcome
 
+    def peek(self) -> Survey | None:
+        """The finished round waiting to be taken, left there (None: none, or it failed); never waits."""
+        outcome = self._outcome
+        return outcome if isinstance(outcome, Survey) else None
+
     def close(self, timeout_s: float = 5.0) -> None:
         """Stop; a round waiting on a cluster is left to its timeout (the thread is a daemon)."""
         with self._changed:

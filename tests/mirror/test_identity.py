@@ -8,7 +8,7 @@ from typing import cast
 from confluent_kafka.admin import AdminClient
 
 from kernel.config import parse_config
-from mirror.identity import lost_target
+from mirror.generation_worker import lost_target
 from mirror.topic_keeper import TopicKeeper
 
 

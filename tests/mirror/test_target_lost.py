@@ -9,7 +9,8 @@ stop, failed, with the reason and the count (the 1,000 records per partition the
 source still does), the topic is not created again, and nothing is committed past what was copied; the link process
 runs on (no crash loop). With `on_target_loss: recopy` the topic is created again and the source's records are
 copied into it from its log start, once each, in order. Also while a recopy link runs: the topic deleted under it.
-The truth is what the test produced and a consumer reading the target."""
+Both deliveries (exactly once: a transaction that wrote to the deleted topic is aborted and replayed, and the copy's
+start is stored in the next one). The truth is what the test produced and a consumer reading the target."""
 
 from __future__ import annotations
 
@@ -86,7 +87,9 @@ def source_offsets(cluster: ClusterConfig, topic: str, expected: int) -> dict[in
     return {p: [int(provenance(r, "source.offset")) for r in rs] for p, rs in by_partition(got).items()}
 
 
+@pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
 def test_a_target_topic_deleted_under_the_link_stops_its_partitions_counted_then_recopy_restores_it(
+    delivery: str,
     clusters_config: MirrorwatchConfig,
     make_topic: Callable[..., str],
     write_config: Callable[..., Path],
@@ -100,7 +103,7 @@ def test_a_target_topic_deleted_under_the_link_stops_its_partitions_counted_then
 
     def config(on_target_loss: str) -> Path:
         return write_config(
-            [link_doc(name, group, topic, on_target_loss=on_target_loss)],
+            [link_doc(name, group, topic, on_target_loss=on_target_loss, delivery=delivery)],
             monitor={"interval_seconds": 1},
             http={"host": "127.0.0.1", "port": port},
             state_dir=str(tmp_path / "state"),
@@ -173,7 +176,9 @@ def test_a_target_topic_deleted_under_the_link_stops_its_partitions_counted_then
     monitor.stop()
 
 
+@pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
 def test_a_target_topic_deleted_under_a_running_recopy_link_is_copied_again_in_full(
+    delivery: str,
     clusters_config: MirrorwatchConfig,
     make_topic: Callable[..., str],
     write_config: Callable[..., Path],
@@ -183,7 +188,8 @@ def test_a_target_topic_deleted_under_a_running_recopy_link_is_copied_again_in_f
 ) -> None:
     source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
     topic, group, name = make_topic("source", 2), unique("target-lost"), unique("link")
-    path = write_config([link_doc(name, group, topic, on_target_loss="recopy")], state_dir=str(tmp_path / "state"))
+    doc = link_doc(name, group, topic, on_target_loss="recopy", delivery=delivery)
+    path = write_config([doc], state_dir=str(tmp_path / "state"))
     for p in (0, 1):
         produce(source, "source", topic, records("first", p, FIRST))
     mirror = start_mirror("--config", str(path), "--link", name)
@@ -203,7 +209,9 @@ def test_a_target_topic_deleted_under_a_running_recopy_link_is_copied_again_in_f
     assert mirror.stop() == 0
 
 
+@pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
 def test_a_target_topic_recreated_with_fewer_partitions_stops_every_partition_that_wrote_to_it(
+    delivery: str,
     clusters_config: MirrorwatchConfig,
     make_topic: Callable[..., str],
     write_config: Callable[..., Path],
@@ -217,7 +225,7 @@ def test_a_target_topic_recreated_with_fewer_partitions_stops_every_partition_th
     neither grows it nor writes into it."""
     source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
     topic, group, name = make_topic("source", 2), unique("target-lost"), unique("link")
-    path = write_config([link_doc(name, group, topic)], state_dir=str(tmp_path / "state"))
+    path = write_config([link_doc(name, group, topic, delivery=delivery)], state_dir=str(tmp_path / "state"))
     for p in (0, 1):
         produce(source, "source", topic, records("first", p, FIRST))
     mirror = start_mirror("--config", str(path), "--link", name)
