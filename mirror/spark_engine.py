@@ -38,7 +38,6 @@ from kernel.access import require_access
 from kernel.clock import SystemClock
 from kernel.config import ClusterConfig, LinkConfig, MirrorwatchConfig
 from kernel.errors import SetupError
-from kernel.gap_ledger import GapLedger
 from kernel.kafka import error_text, new_admin, new_consumer
 from kernel.progress_topic import StatusOut
 from kernel.provenance import (
@@ -55,7 +54,7 @@ from localkafka.jars import SPARK_KAFKA, SPARK_KAFKA_VERSION, resolve_jars
 from mirror.admin import link_cluster_ids
 from mirror.failure import MirrorFailure
 from mirror.java_client import java_kafka_options
-from mirror.spark_gaps import retention_gaps, say_gaps
+from mirror.spark_gaps import SourceGenerations, hold_failed, refuse_start, source_gaps
 from mirror.spark_plan import (
     TOPIC,
     SparkLinkPlan,
@@ -77,6 +76,7 @@ STATUS_EVERY_S = 1.0  # the driver rewrites its status this often (the monitor's
 # ... and reads its checkpoint's commit log this often: a batch counts as written as soon as Spark committed it, not
 # when the listener bus gets round to telling (seen 1.5 s late while the query caught up after a target freeze)
 CHECKPOINT_POLL_S = 0.25
+NOTES_EVERY_S = 5.0  # the partitions' notes on this host (`mirror.spark_gaps.SourceGenerations`)
 # How long a status waits for the source's high-watermarks (a source not answering: the status goes out without them)
 HIGH_READ_TIMEOUT_S = 0.5
 _LATEST: OffsetSpec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
@@ -124,6 +124,7 @@ class _Progress:
         self._clock = SystemClock()
         self.keeper = keeper  # the link's topic keeper, for the drift in the status
         self._positions: dict[tuple[str, int], int] = {}
+        self.highs: dict[tuple[str, int], int] = {}  # the source's, as the last status read them
         self._lock = threading.Lock()
         self._publishing = threading.Lock()
         self.stats: dict[str, float] = {"records_in_total": 0, "records_out_total": 0}
@@ -240,7 +241,7 @@ class _Progress:
             stats = dict(self.stats)
             failure, gaps = self._failure, self._gaps
         stopped = {(g.topic, g.partition): g.describe(self.link.name) for g in gaps}
-        latest = self._read_highs([key for key, _ in positions])
+        latest = self.highs = self._read_highs([key for key, _ in positions])
         return WorkerStatus(
             link=self.link.name,
             worker=0,
@@ -307,39 +308,19 @@ def _session(link: LinkConfig, plan: SparkLinkPlan, jars: list[Path], master: st
     return spark
 
 
-def _drive(query: Any, progress: _Progress, stop: threading.Event) -> None:
+def _drive(query: Any, progress: _Progress, stop: threading.Event, generations: SourceGenerations) -> None:
     """The driver's heartbeat until stopped or the query ends: the positions of the last batch still stand, and
     the monitor knows the driver is alive (micro-batches come at the trigger interval, or not at all while nothing
-    arrives)."""
-    published = 0.0
+    arrives); every NOTES_EVERY_S the partitions' notes (`mirror.spark_gaps.SourceGenerations`)."""
+    published = noted = 0.0
     while not stop.is_set() and query.isActive:
         if progress.poll_checkpoint() or time.monotonic() - published >= STATUS_EVERY_S:
             progress.publish()
             published = time.monotonic()
+        if time.monotonic() - noted >= NOTES_EVERY_S:
+            generations.write(progress.positions(), progress.highs)
+            noted = time.monotonic()
         stop.wait(CHECKPOINT_POLL_S)
-
-
-def _hold_failed(
-    config: MirrorwatchConfig,
-    link: LinkConfig,
-    progress: _Progress,
-    failed: tuple[str, list[Gap]],
-    stop: threading.Event,
-) -> None:
-    """The query failed on records the source no longer has (`mirror.spark_gaps`): each gap said once, and the
-    driver stays up, failed, its status saying why, until it is stopped."""
-    failure, gaps = failed
-    say_gaps(GapLedger(config.state_path / "lost", link.name), link.name, gaps)
-    progress.fail(failure, gaps)
-    log.error(
-        "link %s: stopped: %d record(s) the source no longer has were never copied; the driver stays up, failed, "
-        "until it is stopped (SIGTERM)",
-        link.name,
-        sum(g.records for g in gaps),
-    )
-    progress.publish()
-    while not stop.wait(STATUS_EVERY_S):
-        progress.publish()
 
 
 def _target_front(
@@ -455,6 +436,59 @@ def _records(spark: Any, plan: SparkLinkPlan, source: ClusterConfig, source_id: 
     return rows.select(*columns)
 
 
+def _start_query(
+    spark: Any,
+    config: MirrorwatchConfig,
+    link: LinkConfig,
+    plan: SparkLinkPlan,
+    ids: tuple[str, str],
+    *,
+    master: str | None,
+) -> Any:
+    """The link's streaming query, started: the source stream into the target's topics (`ids`: source and target
+    cluster ids, for the records' provenance and loop check)."""
+    plan.checkpoint.mkdir(parents=True, exist_ok=True)
+    query = (
+        _records(spark, plan, config.clusters[link.source], *ids)
+        .writeStream.format("kafka")
+        .options(**{f"kafka.{name}": value for name, value in plan.producer.items()})
+        .options(**java_kafka_options("kafka.", config.clusters[link.target]))
+        .option("kafka.acks", "all")
+        .option("checkpointLocation", str(plan.checkpoint))
+        .queryName(f"mirrorwatch-{link.name}")
+        .trigger(processingTime=f"{plan.trigger_interval_seconds} seconds")
+        .start()
+    )
+    log.info(
+        "link %s: Spark query started (master %s, checkpoint %s, pattern %s)",
+        link.name,
+        master or plan.master,
+        plan.checkpoint,
+        plan.subscribe_pattern,
+    )
+    return query
+
+
+def _keep(keeper: TopicKeeper, link: LinkConfig) -> threading.Event:
+    """The target topics made now (before the first micro-batch writes to them), then kept in step by a thread of
+    their own until the returned event is set."""
+    keeper.refresh()
+    keeper_stop = threading.Event()
+    threading.Thread(target=keeper.keep, args=(keeper_stop,), name=f"topics-{link.name}", daemon=True).start()
+    return keeper_stop
+
+
+def _failure_gaps(progress: _Progress, generations: SourceGenerations, source_admin: AdminClient) -> list[Gap]:
+    """What the failed query will never copy (`mirror.spark_gaps`): per partition where the checkpoint says it was
+    written up to, its topic deleted and created again, or its position gone from the source's log (retention) or
+    above its end (truncated)."""
+    progress.poll_checkpoint()
+    positions, now_ms = progress.positions(), progress.now_ms()
+    gaps = generations.recreated(positions, now_ms)
+    recreated = {g.topic for g in gaps}
+    return gaps + source_gaps(source_admin, {k: o for k, o in positions.items() if k[0] not in recreated}, now_ms)
+
+
 def run_spark_link(
     config: MirrorwatchConfig, link: LinkConfig, stop: threading.Event, *, master: str | None = None
 ) -> int:
@@ -477,44 +511,29 @@ def run_spark_link(
         target_admin=target_admin,
         same_cluster=source_id == target_id,
     )
-    keeper.refresh()  # the target topics exist before the first micro-batch writes to them
-    keeper_stop = threading.Event()
-    threading.Thread(target=keeper.keep, args=(keeper_stop,), name=f"topics-{link.name}", daemon=True).start()
+    keeper_stop = _keep(keeper, link)
 
-    spark = _session(link, plan, jars, master)
     progress = _Progress(config, link, plan, keeper, source_admin, front=_target_front(config, link, plan, source_id))
+    generations = SourceGenerations(config.state_path / "topics", link.name, source_admin)
+    progress.poll_checkpoint()  # where an earlier run left each partition
+    if recreated := generations.recreated(progress.positions(), progress.now_ms()):
+        keeper_stop.set()  # never started on the new topic from the old one's offsets
+        refuse_start(config, link, progress, recreated, stop, status_every_s=STATUS_EVERY_S)
+    spark = _session(link, plan, jars, master)
     if progress.front is not None:  # what reached the target goes out at once, not with the next heartbeat
         progress.front.on_news = progress.publish
     spark.streams.addListener(_listener(progress))
-    plan.checkpoint.mkdir(parents=True, exist_ok=True)
-    target = config.clusters[link.target]
-    query = (
-        _records(spark, plan, config.clusters[link.source], source_id, target_id)
-        .writeStream.format("kafka")
-        .options(**{f"kafka.{name}": value for name, value in plan.producer.items()})
-        .options(**java_kafka_options("kafka.", target))
-        .option("kafka.acks", "all")
-        .option("checkpointLocation", str(plan.checkpoint))
-        .queryName(f"mirrorwatch-{link.name}")
-        .trigger(processingTime=f"{plan.trigger_interval_seconds} seconds")
-        .start()
-    )
-    log.info(
-        "link %s: Spark query started (master %s, checkpoint %s, pattern %s)",
-        link.name,
-        master or plan.master,
-        plan.checkpoint,
-        plan.subscribe_pattern,
-    )
-    failure, gaps = None, []
+    query = _start_query(spark, config, link, plan, (source_id, target_id), master=master)
+    failure: str | None = None
+    gaps: list[Gap] = []
     try:
         try:
-            _drive(query, progress, stop)
+            _drive(query, progress, stop, generations)
+            generations.write(progress.positions(), progress.highs)  # as the driver leaves them
             error = query.exception()
             if error is not None:
                 failure = f"link {link.name}: the Spark query failed: {getattr(error, 'desc', error)}"
-                progress.poll_checkpoint()  # where the checkpoint says each partition was written up to
-                gaps = retention_gaps(source_admin, progress.positions(), progress.now_ms())
+                gaps = _failure_gaps(progress, generations, source_admin)
         finally:
             keeper_stop.set()
             if query.isActive:
@@ -522,7 +541,7 @@ def run_spark_link(
             time.sleep(0.5)  # let the listener bus deliver the last progress
             spark.stop()
         if failure is not None and gaps:
-            _hold_failed(config, link, progress, (failure, gaps), stop)
+            hold_failed(config, link, progress, (failure, gaps), stop, status_every_s=STATUS_EVERY_S)
     finally:
         progress.close()
     if failure is not None:

@@ -1,4 +1,4 @@
-"""Records retention took before a Spark link copied them (issue #43): counted exactly, the link held failed.
+"""Records a Spark link will never copy (issue #43): counted exactly, the link held failed.
 
 Spark's Kafka source reads with `failOnDataLoss=true`: an offset the source no longer has fails the query (its
 message says data may have been lost, not which records nor how many). When the query fails, the driver compares
@@ -8,31 +8,57 @@ reason `retention`, action `stopped`, written to the link's ledger and logged on
 publishing its status (the gaps, each partition's reason) so that the monitor, the API, the metrics, the alerts and
 the console say it, until it is stopped (SIGTERM): a supervisor restarting a failed process does not loop (a restart
 fails again at once and says the same gap once more, as noted before). A Spark query is the link's every partition:
-it stops whole, not one partition alone; `on_gap: skip` is refused for the spark engine at start."""
+it stops whole, not one partition alone; `on_gap: skip` is refused for the spark engine at start.
+
+The same for a log truncated below the checkpoint (an unclean election, a restore: Spark's source fails the query
+when a partition's offsets go back; reason `truncated`, the records the target holds that the source no longer
+has), and for a source topic deleted and created again under its name (KIP-516: a new topic id). Spark's
+checkpoint names topics, not their ids: a query started on a recreated topic would read it on from the old
+topic's offsets, skipping the new one's first records without a word. So the driver notes the id each partition
+was read under on this host, as the python engines do (`SourceGenerations`, `kernel.topic_notes`), and checks them
+before it starts the query and when the query fails: a partition whose topic has another id now is a gap with
+reason `recreated` (the old topic's records it had not copied, as far as its note knew), and the link is held
+failed (`on_recreate: restart` is refused for spark: the checkpoint would have to be rewritten)."""
 
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import NoReturn, Protocol
 
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from kernel.config import LinkConfig, MirrorwatchConfig
 from kernel.gap_ledger import GapLedger
+from kernel.topic_notes import PartitionNote, TopicLedger, topic_ids
 from kernel.worker_status import Gap
-from mirror.gaps import out_of_range
+from mirror.failure import MirrorFailure
+from mirror.gaps import out_of_range, recreated
 
-__all__ = ["retention_gaps", "say_gaps"]
+__all__ = ["SourceGenerations", "hold_failed", "refuse_start", "say_gaps", "source_gaps"]
 
 log = logging.getLogger("mirrorwatch.mirror.spark")
+
+
+class Failing(Protocol):
+    """The driver's status, as a held link needs it (`mirror.spark_engine._Progress`)."""
+
+    def fail(self, failure: str, gaps: list[Gap]) -> None: ...
+    def publish(self) -> None: ...
+    def close(self) -> None: ...
+
 
 _EARLIEST: OffsetSpec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
 _LATEST: OffsetSpec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
 TIMEOUT_S = 10.0
 
 
-def retention_gaps(admin: AdminClient, positions: dict[tuple[str, int], int], now_ms: int) -> list[Gap]:
-    """The partitions whose position the source's log start has passed, as gaps (none when the source does not
-    answer: the query's failure is then said as it is)."""
+def source_gaps(admin: AdminClient, positions: dict[tuple[str, int], int], now_ms: int) -> list[Gap]:
+    """The partitions whose position the source's log start has passed (retention), or whose log now ends below it
+    (truncated), as gaps (none when the source does not answer: the query's failure is then said as it is)."""
     if not positions:
         return []
     bounds: dict[tuple[str, int], list[int]] = {}
@@ -50,9 +76,47 @@ def retention_gaps(admin: AdminClient, positions: dict[tuple[str, int], int], no
         decision = out_of_range(
             topic, partition, position, low, high, start_from="earliest", on_gap="stop", now_ms=now_ms
         )
-        if decision.gap is not None and decision.gap.reason == "retention":
+        if decision.gap is not None:
             gaps.append(decision.gap)
     return gaps
+
+
+class SourceGenerations:
+    """The topic id each partition a Spark link copies was read under, in the link's notes on this host (shared
+    with the python engines' workers: `failover plan` reads them too)."""
+
+    def __init__(self, directory: Path, link: str, admin: AdminClient) -> None:
+        self.notes = TopicLedger(directory, link)
+        self._admin = admin
+        self._ids: dict[str, str] = {}  # the id each topic was read under by this driver: never one seen later
+
+    def recreated(self, positions: Mapping[tuple[str, int], int], now_ms: int) -> list[Gap]:
+        """Before the query starts and when it failed: the partitions (of the checkpoint's `positions`) whose topic
+        has another id now than the notes say, as gaps; the others' ids are taken as this driver's."""
+        self.notes.read()
+        now = topic_ids(self._admin, {t for t, _ in positions})
+        gaps = []
+        for (topic, partition), position in sorted(positions.items()):
+            note, current = self.notes.note(topic, partition), now.get(topic)
+            was = note.topic_id if note is not None else self._ids.get(topic)
+            if was and current and was != current:
+                high = note.high if note is not None else None
+                gaps.append(recreated(topic, partition, position, high, on_recreate="stop", now_ms=now_ms).gap)
+            elif current:
+                self._ids.setdefault(topic, current)
+        return gaps
+
+    def write(self, positions: Mapping[tuple[str, int], int], highs: Mapping[tuple[str, int], int]) -> None:
+        """Note each partition: its topic's id (asked the first time a topic is met), where the checkpoint says it
+        was written up to, and the source's high-watermark last read."""
+        if missing := {t for t, _ in positions if t not in self._ids}:
+            self._ids.update(topic_ids(self._admin, missing))
+        notes = [
+            PartitionNote(t, p, self._ids[t], acked=o, high=highs.get((t, p)))
+            for (t, p), o in sorted(positions.items())
+            if self._ids.get(t)
+        ]
+        self.notes.write(notes)
 
 
 def say_gaps(ledger: GapLedger, link: str, gaps: list[Gap]) -> None:
@@ -62,3 +126,49 @@ def say_gaps(ledger: GapLedger, link: str, gaps: list[Gap]) -> None:
             log.error("%s", gap.describe(link))
         else:
             log.warning("%s (noted before: the link stays stopped)", gap.describe(link))
+
+
+def hold_failed(
+    config: MirrorwatchConfig,
+    link: LinkConfig,
+    progress: Failing,
+    failed: tuple[str, list[Gap]],
+    stop: threading.Event,
+    *,
+    status_every_s: float,
+) -> None:
+    """The link stopped on gaps (retention, a truncated log, a recreated topic): each said once, and the driver stays
+    up, failed, its status saying why, until it is stopped."""
+    failure, gaps = failed
+    say_gaps(GapLedger(config.state_path / "lost", link.name), link.name, gaps)
+    progress.fail(failure, gaps)
+    progress.publish()  # the status says it before the log line does
+    log.error(
+        "link %s: stopped on %d gap(s) (%s): %d record(s) there were never copied; the driver stays up, failed, "
+        "until it is stopped (SIGTERM)",
+        link.name,
+        len(gaps),
+        ", ".join(sorted({g.reason for g in gaps})),
+        sum(g.records for g in gaps),
+    )
+    while not stop.wait(status_every_s):
+        progress.publish()
+
+
+def refuse_start(
+    config: MirrorwatchConfig,
+    link: LinkConfig,
+    progress: Failing,
+    recreated: list[Gap],
+    stop: threading.Event,
+    *,
+    status_every_s: float,
+) -> NoReturn:
+    """A source topic of the checkpoint was deleted and created again since (`mirror.spark_gaps`): the query is not
+    started (it would read the new topic on from the old one's offsets); the link is held failed until stopped."""
+    failure = f"link {link.name}: a source topic was deleted and created again since the checkpoint was written"
+    try:
+        hold_failed(config, link, progress, (failure, recreated), stop, status_every_s=status_every_s)
+    finally:
+        progress.close()
+    raise MirrorFailure(failure)

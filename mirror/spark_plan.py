@@ -171,6 +171,15 @@ def spark_problems(link: LinkConfig, index: int) -> list[ConfigProblem]:
                 "stop with engine spark, or engine python",
             )
         )
+    if link.on_recreate == "restart":
+        problems.append(
+            ConfigProblem(
+                f"{at}.on_recreate",
+                "the spark engine stops the link when a source topic was deleted and created again (it counts the "
+                "records of the old topic it had not copied); it cannot restart a topic's partitions in Spark's "
+                "checkpoint: use on_recreate stop with engine spark, or engine python",
+            )
+        )
     for name in ("max_bytes_per_second", "worker_max_bytes_per_second"):
         if getattr(link, name) is not None:
             problems.append(

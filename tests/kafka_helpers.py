@@ -6,10 +6,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import cast
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicCollection,
+    TopicPartition,
+)
 
 from kernel.config import ClusterConfig
-from kernel.kafka import new_consumer, new_producer
+from kernel.kafka import create_topics, new_admin, new_consumer, new_producer
 from kernel.provenance import read_provenance
 from kernel.wait import wait_until
 
@@ -294,3 +302,27 @@ def wait_for_records(
         interval_s=0.05,
         description=description or f"{at_least} records on {alias}:{topic}",
     )
+
+
+def topic_id(cluster: ClusterConfig, topic: str) -> str:
+    admin = new_admin(cluster, "source")  # referenced until the answer: a client collected early fails its futures
+
+    def described() -> str:
+        (future,) = admin.describe_topics(TopicCollection([topic])).values()
+        return str(future.result(timeout=30).topic_id)
+
+    return wait_until(described, timeout_s=30, ignore=(KafkaException,), description=f"{topic}'s id")
+
+
+def recreate(cluster: ClusterConfig, topic: str, partitions: int) -> None:
+    """Delete `topic` and create it again (KRaft deletes asynchronously: the creation is retried until it takes)."""
+    admin = new_admin(cluster, "source")
+    (deleted,) = admin.delete_topics([topic], operation_timeout=30).values()
+    deleted.result(timeout=30)
+
+    def created() -> bool:
+        if topic in admin.list_topics(timeout=10).topics:
+            return False  # not gone yet
+        return create_topics(admin, {topic: partitions}, config={"retention.ms": "-1"}) == [topic]
+
+    wait_until(created, timeout_s=60, ignore=(KafkaException,), description=f"{topic} created again")

@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicCollection, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
 from kernel.config import ClusterConfig, MirrorwatchConfig
-from kernel.kafka import create_topics, new_admin
+from kernel.kafka import new_admin
 from kernel.processes import free_port
 from kernel.wait import wait_until
 from tests.kafka_helpers import (
@@ -38,6 +38,8 @@ from tests.kafka_helpers import (
     produce,
     provenance,
     read_all,
+    recreate,
+    topic_id,
     wait_for_commits,
 )
 from tests.processes import MirrorProcess, get_json
@@ -49,30 +51,6 @@ OLD, NEW = 1000, 300  # records per partition of the old topic, and of the new o
 
 def records(generation: str, partition: int, count: int) -> list[Record]:
     return [Record(key=f"{generation}-{partition}-{i}".encode(), value=b"v", partition=partition) for i in range(count)]
-
-
-def topic_id(cluster: ClusterConfig, topic: str) -> str:
-    admin = new_admin(cluster, "source")  # referenced until the answer: a client collected early fails its futures
-
-    def described() -> str:
-        (future,) = admin.describe_topics(TopicCollection([topic])).values()
-        return str(future.result(timeout=30).topic_id)
-
-    return wait_until(described, timeout_s=30, ignore=(KafkaException,), description=f"{topic}'s id")
-
-
-def recreate(cluster: ClusterConfig, topic: str, partitions: int) -> None:
-    """Delete `topic` and create it again (KRaft deletes asynchronously: the creation is retried until it takes)."""
-    admin = new_admin(cluster, "source")
-    (deleted,) = admin.delete_topics([topic], operation_timeout=30).values()
-    deleted.result(timeout=30)
-
-    def created() -> bool:
-        if topic in admin.list_topics(timeout=10).topics:
-            return False  # not gone yet
-        return create_topics(admin, {topic: partitions}, config={"retention.ms": "-1"}) == [topic]
-
-    wait_until(created, timeout_s=60, ignore=(KafkaException,), description=f"{topic} created again")
 
 
 def target_keys(cluster: ClusterConfig, topic: str, expected: int) -> dict[int, list[str]]:

@@ -40,6 +40,8 @@ from tests.kafka_helpers import (
     provenance,
     read_all,
     read_to_end,
+    recreate,
+    topic_id,
     user_headers,
     wait_for_commits,
 )
@@ -343,4 +345,58 @@ def test_records_retention_took_before_the_query_copied_them_are_counted_and_the
         assert mirror.stop() == 1
     on_target = by_partition(read_to_end(target, "target", topic, 2))
     assert len(on_target[0]) == 300  # nothing of partition 0 past its gap
+    assert "Traceback" not in mirror.log()
+
+
+def test_a_source_topic_recreated_since_the_checkpoint_is_found_before_the_query_starts_and_the_link_held(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    write_config: Callable[..., Path],
+    start_mirror: Callable[..., MirrorProcess],
+    unique: Callable[[str], str],
+    tmp_path: Path,
+) -> None:
+    """A source topic deleted and created again under its name while a spark link was stopped (issue #43). Spark's
+    checkpoint names topics, not their ids: started on it, the query would read the new topic on from the old one's
+    offsets (here it fails them as a log that went back, uncounted; a new topic grown past them would lose its first
+    records without a word). The driver notes the id each partition was read under (as the python engines do) and
+    compares before it starts the query: a gap `recreated` per partition (0 records: the old topic was copied to its
+    end), said in the ledger, its log and its status; the query is not started, nothing of the new topic is copied,
+    and the driver stays up, failed, until SIGTERM (exit 1)."""
+    source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
+    topic, group, state = make_topic("source", 2), unique("spark"), tmp_path / "state"
+    produce(source, "source", topic, [Record(value=b"old%d" % i, partition=i % 2) for i in range(200)])
+    config = write_config([spark_link(topic, group, tmp_path)], state_dir=str(state))
+    mirror = start_mirror("--config", str(config), "--link", "sparked")
+    wait_for_commits(source, "source", group, topic, 2, upto=[100, 100], timeout_s=240, while_running=mirror.running)
+    notes = state / "topics" / "sparked.jsonl"
+
+    def noted() -> bool:  # the driver notes every 5 s: both partitions, read to their end under the old id
+        lines = [json.loads(line) for line in notes.read_text().splitlines()] if notes.exists() else []
+        return {(n["partition"], n["acked"]) for n in lines if n["topic"] == topic} >= {(0, 100), (1, 100)}
+
+    wait_until(noted, timeout_s=60, description="the driver's notes of both partitions")
+    assert mirror.stop() == 0
+    old_id = topic_id(source, topic)
+    recreate(source, topic, 2)
+    assert topic_id(source, topic) != old_id
+    produce(source, "source", topic, [Record(value=b"new%d" % i, partition=i % 2) for i in range(60)])
+
+    mirror = start_mirror("--config", str(config), "--link", "sparked")
+    wait_until(functools.partial(held_failed, mirror), timeout_s=240, description="the driver to hold the link failed")
+    gaps = [json.loads(line) for line in (state / "lost" / "sparked.jsonl").read_text().splitlines()]
+    fields = ("topic", "partition", "first_offset", "end_offset", "reason", "action")
+    assert sorted(tuple(g[f] for f in fields) for g in gaps) == [
+        (topic, 0, 100, 100, "recreated", "stopped"),
+        (topic, 1, 100, 100, "recreated", "stopped"),
+    ]
+    assert "was deleted and created again" in mirror.log()
+    assert "Spark query started" not in mirror.log()  # never read on from the old topic's offsets
+    (status_file,) = (state / "status" / "links").glob(f"sparked.0.{mirror.process.pid}.json")
+    status = WorkerStatus.from_json(json.loads(status_file.read_text()))
+    assert status is not None and status.state == "failed"
+    assert sorted(g.reason for g in status.gaps) == ["recreated", "recreated"]
+    assert mirror.stop() == 1
+    on_target = read_to_end(target, "target", topic, 2)
+    assert sorted(r.value or b"" for r in on_target) == sorted(b"old%d" % i for i in range(200))  # none of the new
     assert "Traceback" not in mirror.log()

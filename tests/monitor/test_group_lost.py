@@ -22,8 +22,7 @@ from monitor.evaluator import GroupEvaluation, Status
 from monitor.exporter import MonitorCollector
 from monitor.http import create_app
 from monitor.service import MonitorService
-from tests.kafka_helpers import Record, produce
-from tests.mirror.test_recreated import recreate
+from tests.kafka_helpers import Record, produce, recreate
 from tests.processes import session_config
 
 pytestmark = pytest.mark.integration
