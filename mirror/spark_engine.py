@@ -54,7 +54,7 @@ from localkafka.jars import SPARK_KAFKA, SPARK_KAFKA_VERSION, resolve_jars
 from mirror.admin import link_cluster_ids
 from mirror.failure import MirrorFailure
 from mirror.java_client import java_kafka_options
-from mirror.spark_gaps import SourceGenerations, hold_failed, refuse_start, source_gaps
+from mirror.spark_gaps import SourceGenerations, hold_failed, refuse_start, source_gaps, target_lost_gaps
 from mirror.spark_plan import (
     TOPIC,
     SparkLinkPlan,
@@ -313,12 +313,14 @@ def _drive(query: Any, progress: _Progress, stop: threading.Event, generations: 
     the monitor knows the driver is alive (micro-batches come at the trigger interval, or not at all while nothing
     arrives); every NOTES_EVERY_S the partitions' notes (`mirror.spark_gaps.SourceGenerations`)."""
     published = noted = 0.0
-    while not stop.is_set() and query.isActive:
+    keeper = progress.keeper
+    assert keeper is not None
+    while not stop.is_set() and query.isActive and not keeper.lost_targets:  # a target lost: the link stops
         if progress.poll_checkpoint() or time.monotonic() - published >= STATUS_EVERY_S:
             progress.publish()
             published = time.monotonic()
         if time.monotonic() - noted >= NOTES_EVERY_S:
-            generations.write(progress.positions(), progress.highs)
+            _note(generations, progress, keeper)
             noted = time.monotonic()
         stop.wait(CHECKPOINT_POLL_S)
 
@@ -478,15 +480,34 @@ def _keep(keeper: TopicKeeper, link: LinkConfig) -> threading.Event:
     return keeper_stop
 
 
-def _failure_gaps(progress: _Progress, generations: SourceGenerations, source_admin: AdminClient) -> list[Gap]:
-    """What the failed query will never copy (`mirror.spark_gaps`): per partition where the checkpoint says it was
-    written up to, its topic deleted and created again, or its position gone from the source's log (retention) or
-    above its end (truncated)."""
+def _failure_gaps(
+    progress: _Progress,
+    generations: SourceGenerations,
+    source_admin: AdminClient,
+    keeper: TopicKeeper,
+    *,
+    starting: bool = False,
+) -> list[Gap]:
+    """What the link will never copy, or copied into a target topic lost under it (`mirror.spark_gaps`): per
+    partition where the checkpoint says it was written up to, its topic deleted and created again, its target topic
+    lost, or (`starting` False: the query failed) its position gone from the source's log (retention) or above its
+    end (truncated)."""
     progress.poll_checkpoint()
     positions, now_ms = progress.positions(), progress.now_ms()
     gaps = generations.recreated(positions, now_ms)
-    recreated = {g.topic for g in gaps}
-    return gaps + source_gaps(source_admin, {k: o for k, o in positions.items() if k[0] not in recreated}, now_ms)
+    positions = {k: o for k, o in positions.items() if k[0] not in {g.topic for g in gaps}}
+    gaps += target_lost_gaps(source_admin, keeper, positions, now_ms)
+    if not starting:
+        positions = {k: o for k, o in positions.items() if k not in {(g.topic, g.partition) for g in gaps}}
+        gaps += source_gaps(source_admin, positions, now_ms)
+    return gaps
+
+
+def _note(generations: SourceGenerations, progress: _Progress, keeper: TopicKeeper) -> None:
+    """The partitions' notes: topic ids, positions, highs, and the target topic ids they were copied into."""
+    positions = progress.positions()
+    targets = {t: keeper.target_ids.get(keeper.target_topic(t), "") for t, _ in positions}
+    generations.write(positions, progress.highs, targets)
 
 
 def run_spark_link(
@@ -511,14 +532,16 @@ def run_spark_link(
         target_admin=target_admin,
         same_cluster=source_id == target_id,
     )
+    generations = SourceGenerations(config.state_path / "topics", link.name, source_admin)
+    keeper.watch_targets = True  # the target topics the notes say the link wrote to: one lost is not created anew
+    keeper.target_ids.update(generations.noted_targets(keeper.target_topic))
     keeper_stop = _keep(keeper, link)
 
     progress = _Progress(config, link, plan, keeper, source_admin, front=_target_front(config, link, plan, source_id))
-    generations = SourceGenerations(config.state_path / "topics", link.name, source_admin)
     progress.poll_checkpoint()  # where an earlier run left each partition
-    if recreated := generations.recreated(progress.positions(), progress.now_ms()):
-        keeper_stop.set()  # never started on the new topic from the old one's offsets
-        refuse_start(config, link, progress, recreated, stop, status_every_s=STATUS_EVERY_S)
+    if held := _failure_gaps(progress, generations, source_admin, keeper, starting=True):
+        keeper_stop.set()  # never started on a new source topic from the old one's offsets, nor into a lost target
+        refuse_start(config, link, progress, held, stop, status_every_s=STATUS_EVERY_S)
     spark = _session(link, plan, jars, master)
     if progress.front is not None:  # what reached the target goes out at once, not with the next heartbeat
         progress.front.on_news = progress.publish
@@ -529,11 +552,15 @@ def run_spark_link(
     try:
         try:
             _drive(query, progress, stop, generations)
-            generations.write(progress.positions(), progress.highs)  # as the driver leaves them
+            _note(generations, progress, keeper)  # as the driver leaves them
             error = query.exception()
-            if error is not None:
-                failure = f"link {link.name}: the Spark query failed: {getattr(error, 'desc', error)}"
-                gaps = _failure_gaps(progress, generations, source_admin)
+            if error is not None or keeper.lost_targets:
+                failure = (
+                    f"link {link.name}: the Spark query failed: {getattr(error, 'desc', error)}"
+                    if error is not None
+                    else f"link {link.name}: target topic(s) lost under the link: {', '.join(keeper.lost_targets)}"
+                )
+                gaps = _failure_gaps(progress, generations, source_admin, keeper)
         finally:
             keeper_stop.set()
             if query.isActive:

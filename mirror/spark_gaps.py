@@ -18,13 +18,20 @@ topic's offsets, skipping the new one's first records without a word. So the dri
 was read under on this host, as the python engines do (`SourceGenerations`, `kernel.topic_notes`), and checks them
 before it starts the query and when the query fails: a partition whose topic has another id now is a gap with
 reason `recreated` (the old topic's records it had not copied, as far as its note knew), and the link is held
-failed (`on_recreate: restart` is refused for spark: the checkpoint would have to be rewritten)."""
+failed (`on_recreate: restart` is refused for spark: the checkpoint would have to be rewritten).
+
+And a target topic lost under the link (deleted, or created again by someone else): the notes name the id of the
+target topic each partition was copied into, the link's topic keeper watches them (`TopicKeeper.watch_targets`)
+and does not create a lost one again; the driver stops the query and counts, per partition, the records the
+checkpoint says were written there that the source still has (`mirror.gaps.target_lost`, reason `target-deleted`
+or `target-recreated`), and holds the link failed; a restart finds it lost from the notes before the query starts
+(`on_target_loss: recopy` is refused for spark)."""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import NoReturn, Protocol
 
@@ -36,11 +43,19 @@ from kernel.gap_ledger import GapLedger
 from kernel.topic_notes import PartitionNote, TopicLedger, topic_ids
 from kernel.worker_status import Gap
 from mirror.failure import MirrorFailure
-from mirror.gaps import out_of_range, recreated
+from mirror.gaps import out_of_range, recreated, target_lost
+from mirror.topic_keeper import TopicKeeper
 
-__all__ = ["SourceGenerations", "hold_failed", "refuse_start", "say_gaps", "source_gaps"]
+__all__ = ["SourceGenerations", "hold_failed", "refuse_start", "say_gaps", "source_gaps", "target_lost_gaps"]
 
 log = logging.getLogger("mirrorwatch.mirror.spark")
+
+
+WHY_HELD = {
+    "recreated": "a source topic was deleted and created again",
+    "target-deleted": "a target topic was deleted under the link",
+    "target-recreated": "a target topic was deleted and created again by someone else",
+}
 
 
 class Failing(Protocol):
@@ -106,17 +121,57 @@ class SourceGenerations:
                 self._ids.setdefault(topic, current)
         return gaps
 
-    def write(self, positions: Mapping[tuple[str, int], int], highs: Mapping[tuple[str, int], int]) -> None:
+    def write(
+        self,
+        positions: Mapping[tuple[str, int], int],
+        highs: Mapping[tuple[str, int], int],
+        target_ids: Mapping[str, str],
+    ) -> None:
         """Note each partition: its topic's id (asked the first time a topic is met), where the checkpoint says it
-        was written up to, and the source's high-watermark last read."""
+        was written up to, the source's high-watermark last read, and the id of the target topic it was copied into
+        (`target_ids`, by source topic)."""
         if missing := {t for t, _ in positions if t not in self._ids}:
             self._ids.update(topic_ids(self._admin, missing))
         notes = [
-            PartitionNote(t, p, self._ids[t], acked=o, high=highs.get((t, p)))
+            PartitionNote(t, p, self._ids[t], acked=o, high=highs.get((t, p)), target_id=target_ids.get(t, ""))
             for (t, p), o in sorted(positions.items())
             if self._ids.get(t)
         ]
         self.notes.write(notes)
+
+    def noted_targets(self, target_topic: Callable[[str], str]) -> dict[str, str]:
+        """The target topic ids the notes name, by target topic: the keeper watches them from its first refresh, so
+        that one deleted while the link was stopped is found lost, not created anew."""
+        self.notes.read()
+        return {target_topic(n.topic): n.target_id for n in self.notes.notes() if n.target_id}
+
+
+def target_lost_gaps(
+    admin: AdminClient, keeper: TopicKeeper, positions: Mapping[tuple[str, int], int], now_ms: int
+) -> list[Gap]:
+    """The partitions whose target topic the keeper finds lost under the link (deleted, or created again by someone
+    else), as gaps: the records the checkpoint says were written there that the source still has (from its log
+    start); none when the source's log starts cannot be read (the failure is then said as it is)."""
+    lost = {k: o for k, o in positions.items() if keeper.target_topic(k[0]) in keeper.lost_targets}
+    if not lost:
+        return []
+    try:
+        futures = admin.list_offsets({TopicPartition(*k): _EARLIEST for k in lost}, request_timeout=TIMEOUT_S)
+        lows = {(tp.topic, tp.partition): int(f.result(timeout=TIMEOUT_S).offset) for tp, f in futures.items()}
+    except (KafkaException, TimeoutError) as exc:
+        log.warning("reading the source's log starts for a lost target topic: %s", exc)
+        return []
+    return [
+        target_lost(
+            *key,
+            position,
+            lows[key],
+            how=keeper.lost_targets[keeper.target_topic(key[0])],
+            on_target_loss="stop",
+            now_ms=now_ms,
+        ).gap
+        for key, position in sorted(lost.items())
+    ]
 
 
 def say_gaps(ledger: GapLedger, link: str, gaps: list[Gap]) -> None:
@@ -159,16 +214,19 @@ def refuse_start(
     config: MirrorwatchConfig,
     link: LinkConfig,
     progress: Failing,
-    recreated: list[Gap],
+    gaps: list[Gap],
     stop: threading.Event,
     *,
     status_every_s: float,
 ) -> NoReturn:
-    """A source topic of the checkpoint was deleted and created again since (`mirror.spark_gaps`): the query is not
-    started (it would read the new topic on from the old one's offsets); the link is held failed until stopped."""
-    failure = f"link {link.name}: a source topic was deleted and created again since the checkpoint was written"
+    """Since the checkpoint was written a source topic was deleted and created again, or a target topic lost under
+    the link: the query is not started (it would read the new source topic on from the old one's offsets, or write
+    into a topic the keeper does not create again); the link is held failed until stopped."""
+    failure = f"link {link.name}: since the checkpoint was written, " + " and ".join(
+        sorted({WHY_HELD.get(g.reason, g.reason) for g in gaps})
+    )
     try:
-        hold_failed(config, link, progress, (failure, recreated), stop, status_every_s=status_every_s)
+        hold_failed(config, link, progress, (failure, gaps), stop, status_every_s=status_every_s)
     finally:
         progress.close()
     raise MirrorFailure(failure)

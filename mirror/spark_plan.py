@@ -180,6 +180,15 @@ def spark_problems(link: LinkConfig, index: int) -> list[ConfigProblem]:
                 "checkpoint: use on_recreate stop with engine spark, or engine python",
             )
         )
+    if link.on_target_loss == "recopy":
+        problems.append(
+            ConfigProblem(
+                f"{at}.on_target_loss",
+                "the spark engine stops the link when a target topic was lost under it (it counts the records it "
+                "had copied there); it cannot copy a topic's partitions again from Spark's checkpoint: use "
+                "on_target_loss stop with engine spark, or engine python",
+            )
+        )
     for name in ("max_bytes_per_second", "worker_max_bytes_per_second"):
         if getattr(link, name) is not None:
             problems.append(

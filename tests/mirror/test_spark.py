@@ -27,6 +27,7 @@ from kernel.provenance import (
     SOURCE_TOPIC,
     with_provenance,
 )
+from kernel.topic_notes import TopicLedger
 from kernel.wait import wait_until
 from kernel.worker_status import WorkerStatus
 from mirror.admin import cluster_id
@@ -369,11 +370,12 @@ def test_a_source_topic_recreated_since_the_checkpoint_is_found_before_the_query
     config = write_config([spark_link(topic, group, tmp_path)], state_dir=str(state))
     mirror = start_mirror("--config", str(config), "--link", "sparked")
     wait_for_commits(source, "source", group, topic, 2, upto=[100, 100], timeout_s=240, while_running=mirror.running)
-    notes = state / "topics" / "sparked.jsonl"
+    notes = TopicLedger(state / "topics", "sparked")
 
     def noted() -> bool:  # the driver notes every 5 s: both partitions, read to their end under the old id
-        lines = [json.loads(line) for line in notes.read_text().splitlines()] if notes.exists() else []
-        return {(n["partition"], n["acked"]) for n in lines if n["topic"] == topic} >= {(0, 100), (1, 100)}
+        assert mirror.running(), mirror.log()
+        notes.read()  # as the driver reads them: a line it is writing is skipped, not parsed half-written
+        return {(n.partition, n.acked) for n in notes.notes() if n.topic == topic} >= {(0, 100), (1, 100)}
 
     wait_until(noted, timeout_s=60, description="the driver's notes of both partitions")
     assert mirror.stop() == 0
@@ -399,4 +401,64 @@ def test_a_source_topic_recreated_since_the_checkpoint_is_found_before_the_query
     assert mirror.stop() == 1
     on_target = read_to_end(target, "target", topic, 2)
     assert sorted(r.value or b"" for r in on_target) == sorted(b"old%d" % i for i in range(200))  # none of the new
+    assert "Traceback" not in mirror.log()
+
+
+def test_a_target_topic_deleted_under_a_spark_link_is_counted_not_created_again_and_the_link_held(
+    clusters_config: MirrorwatchConfig,
+    make_topic: Callable[..., str],
+    write_config: Callable[..., Path],
+    start_mirror: Callable[..., MirrorProcess],
+    unique: Callable[[str], str],
+    tmp_path: Path,
+) -> None:
+    """The target topic deleted under a running spark link (issue #43): its topic keeper used to create it again at
+    its next refresh and the query wrote on into the new topic, the 200 records copied before gone without a word.
+    The driver notes the id of the target topic each partition was copied into; the keeper finds it lost and does not
+    create it again (`on_target_loss: stop`, the only rule for spark); the driver stops the query and counts the
+    records the checkpoint says were written there that the source still has (100 per partition, reason
+    `target-deleted`), held failed until SIGTERM (exit 1); a restart finds it lost again from the notes and does not
+    start the query."""
+    source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
+    topic, group, state = make_topic("source", 2), unique("spark"), tmp_path / "state"
+    produce(source, "source", topic, [Record(value=b"v%d" % i, partition=i % 2) for i in range(200)])
+    link = spark_link(topic, group, tmp_path)
+    link["refresh_topics_interval_seconds"] = 1
+    config = write_config([link], state_dir=str(state))
+    mirror = start_mirror("--config", str(config), "--link", "sparked")
+    wait_for_commits(source, "source", group, topic, 2, upto=[100, 100], timeout_s=240, while_running=mirror.running)
+    notes = TopicLedger(state / "topics", "sparked")
+
+    def noted() -> bool:  # every 5 s: both partitions, with the target topic's id
+        assert mirror.running(), mirror.log()
+        notes.read()  # as the driver reads them: a line it is writing is skipped, not parsed half-written
+        return {(n.partition, n.acked) for n in notes.notes() if n.topic == topic and n.target_id} >= {
+            (0, 100),
+            (1, 100),
+        }
+
+    wait_until(noted, timeout_s=60, description="the driver's notes of both partitions and their target topic")
+    admin = new_admin(target, "target")
+    (deleted,) = admin.delete_topics([topic], operation_timeout=30).values()
+    deleted.result(timeout=30)
+    produce(source, "source", topic, [Record(value=b"w%d" % i, partition=i % 2) for i in range(20)])
+
+    ledger = state / "lost" / "sparked.jsonl"
+    for run in range(2):
+        if run == 1:
+            mirror = start_mirror("--config", str(config), "--link", "sparked")
+        wait_until(
+            functools.partial(held_failed, mirror), timeout_s=240, description="the driver to hold the link failed"
+        )
+        gaps = [json.loads(line) for line in ledger.read_text().splitlines()]
+        fields = ("topic", "partition", "first_offset", "end_offset", "reason", "action")
+        assert sorted(tuple(g[f] for f in fields) for g in gaps) == [
+            (topic, 0, 0, 100, "target-deleted", "stopped"),
+            (topic, 1, 0, 100, "target-deleted", "stopped"),
+        ]
+        assert ("noted before" in mirror.log()) == (run == 1)
+        assert ("Spark query started" in mirror.log()) == (run == 0)  # the restart never starts it
+        assert topic not in admin.list_topics(timeout=10).topics  # not created again: the operator chooses
+        assert mirror.running()
+        assert mirror.stop() == 1
     assert "Traceback" not in mirror.log()

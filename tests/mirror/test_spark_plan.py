@@ -43,6 +43,7 @@ def test_what_spark_cannot_do_is_refused_with_what_to_change() -> None:
         num_streams=2,
         on_gap="skip",
         on_recreate="restart",
+        on_target_loss="recopy",
     )
     with pytest.raises(ConfigError) as raised:
         plan_spark_link(cfg, cfg.links[0])
@@ -55,9 +56,11 @@ def test_what_spark_cannot_do_is_refused_with_what_to_change() -> None:
         "links[0].num_streams",
         "links[0].on_gap",
         "links[0].on_recreate",
+        "links[0].on_target_loss",
     }
     assert "use on_gap stop with engine spark, or engine python" in messages["links[0].on_gap"]
     assert "use on_recreate stop with engine spark, or engine python" in messages["links[0].on_recreate"]
+    assert "use on_target_loss stop with engine spark, or engine python" in messages["links[0].on_target_loss"]
     assert "use delivery at-least-once with engine spark, or engine python" in messages["links[0].delivery"]
     assert "use engine python" in messages["links[0].handler"]
 
