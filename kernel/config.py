@@ -353,11 +353,13 @@ class LinkConfig(_Model):
     on_gap: Literal["stop", "skip"] = "stop"
     # A source topic deleted and created again under its name (a new topic id) while the link had copied part of the
     # old one: stop its partitions (failed, said; the others go on) or restart them at the new topic's beginning, into
-    # the same target topic. Counted and said either way; never read on at the old topic's offsets.
+    # the same target topic. Counted and said either way; never read on at the old topic's offsets. The spark engine
+    # stops the whole link and cannot restart (its checkpoint names topics, not ids).
     on_recreate: Literal["stop", "restart"] = "stop"
     # A target topic deleted (or deleted and created again) under the link: the records it had copied there are gone
     # from the target. Stop its partitions (failed, said, the topic not created again; the others go on) or copy again
-    # what the source still has, from its log start, into the topic created anew. Counted and said either way.
+    # what the source still has, from its log start, into the topic created anew. Counted and said either way. The
+    # spark engine stops the whole link and cannot copy again.
     on_target_loss: Literal["stop", "recopy"] = "stop"
     # A bandwidth budget (bytes/s of keys and values given to the target: 1048576, "1MB", "800KiB/s"), the whole
     # link's, each worker taking its share of the link's partitions; per worker besides (the lower wins). Unset: none.
