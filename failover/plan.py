@@ -33,8 +33,9 @@ from failover.translate import (
     translate,
 )
 from kernel.config import ClusterConfig, LinkConfig, MirrorwatchConfig
+from kernel.control_store import published_gaps
 from kernel.errors import MirrorwatchError
-from kernel.gap_ledger import GapLedger
+from kernel.gap_ledger import GapLedger, newer
 from kernel.group_offsets import FetchError, GroupOffsetsUnknown, described_groups
 from kernel.group_offsets import committed_offsets as fetch_committed
 from kernel.kafka import COORDINATOR_NOT_READY_NAMES, kafka_error, new_admin
@@ -337,7 +338,7 @@ def make_plan(
         plan.unmirrored.extend(outside[group])
         plan.recreated.extend(recreated_of[group])
         plans.append(plan)
-    plans = _with_losses(config, link.name, _records_not_mirrored(source_cluster, link.source, plans))
+    plans = _with_losses(config, link, _records_not_mirrored(source_cluster, link.source, plans))
     for g in named:
         plan = next(p for p in plans if p.group == g)
         if not plan.translations:
@@ -484,10 +485,17 @@ def _generations(
     return older, recreated
 
 
-def _with_losses(config: MirrorwatchConfig, link: str, plans: list[GroupPlan]) -> list[GroupPlan]:
-    """Each group's unread records the link never copied, from the link's ledger of gaps (its workers on this host
-    write it; `mirrorwatch failover` run elsewhere sees none)."""
-    gaps = GapLedger(config.state_path / "lost", link).gaps()
+def _with_losses(config: MirrorwatchConfig, link: LinkConfig, plans: list[GroupPlan]) -> list[GroupPlan]:
+    """Each group's unread records the link never copied, from the link's ledger of gaps: this host's, with what the
+    link's workers on every host published on its target's progress topic (`kernel.gap_ledger`)."""
+    ledger = GapLedger(config.state_path / "lost", link.name)
+    gaps = ledger.gaps()
+    published = published_gaps(config, link)
+    if published:
+        known = {g.key: g for g in gaps}
+        for gap in published:
+            known[gap.key] = newer(known.get(gap.key), gap)
+        gaps = tuple(sorted(known.values(), key=lambda g: g.at_ms))
     for plan in plans:
         plan.lost.extend(lost_unread(plan.commits, gaps))
     return plans

@@ -3,7 +3,10 @@ status interval, and the progress topic on the link's target cluster, which the 
 (`kernel.progress_topic`). `mirrorwatch link pause|resume|budget`, the HTTP API's control routes, `failover promote`
 and `failover failback` change it through here: the file first (this host obeys even when the target does not
 answer), then the topic, and they say so when the topic did not take it (the other hosts' workers do not know yet).
-Reading takes the newer of the two (`link_control.newest`)."""
+Reading takes the newer of the two (`link_control.newest`).
+
+The same topic keeps the link's ledger of lost records as its workers on every host published it (`kernel.gap_ledger`):
+`published_gaps` reads it for `failover plan`, wherever it runs."""
 
 from __future__ import annotations
 
@@ -12,8 +15,9 @@ import logging
 from kernel.config import LinkConfig, MirrorwatchConfig
 from kernel.link_control import LinkControl, newest, read_control, write_control
 from kernel.progress_topic import ProgressReader, publish_control
+from kernel.worker_status import Gap
 
-__all__ = ["load_control", "save_control"]
+__all__ = ["load_control", "published_gaps", "save_control"]
 
 log = logging.getLogger("mirrorwatch")
 
@@ -52,3 +56,26 @@ def save_control(
     if not config.progress.enabled:
         return None
     return publish_control(config.clusters[link.target], link.target, config.progress, control, timeout_s)
+
+
+def published_gaps(config: MirrorwatchConfig, link: LinkConfig, timeout_s: float = 10.0) -> tuple[Gap, ...] | None:
+    """The link's gaps on the progress topic of its target, as its workers on every host published them; None when
+    progress is disabled or the target did not answer within `timeout_s` (said in a log line)."""
+    if not config.progress.enabled:
+        return None
+    topic = config.progress.topic
+    reader = ProgressReader(config.clusters[link.target], link.target, topic, frozenset({link.name}), who="failover")
+    reader.start()
+    try:
+        if not reader.wait_caught_up(timeout_s):
+            log.warning(
+                "link %s: progress topic %r on cluster %r not read within %g s: the gaps this host's ledger knows only",
+                link.name,
+                topic,
+                link.target,
+                timeout_s,
+            )
+            return None
+        return reader.lost(link.name)
+    finally:
+        reader.stop()

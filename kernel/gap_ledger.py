@@ -1,18 +1,25 @@
 """The link's ledger of records it will never copy (`<state_dir>/lost/<link>.jsonl`, one JSON line per gap): a gap a
 worker found stays said after the worker is gone or restarted, by every worker of the link (each reads the ledger at
-start and carries it in its status; the monitor counts each gap once)."""
+start and carries it in its status; the monitor counts each gap once).
+
+The file is one host's. Every gap written down is also offered to the link's progress topic on its target cluster
+(`unshared`, `shared`: the worker hands them over, `kernel.progress_topic`), and a worker starting on any host
+learns the gaps the link's workers found elsewhere from there (`learn`): a gap is not forgotten when the link's
+partitions move to another host, and `failover plan` sees it wherever it runs."""
 
 from __future__ import annotations
 
 import json
 import logging
 import re
+import threading
+from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
 
 from kernel.worker_status import Gap
 
-__all__ = ["MAX_GAPS", "GapLedger"]
+__all__ = ["MAX_GAPS", "GapLedger", "newer"]
 
 log = logging.getLogger("mirrorwatch.mirror")
 MAX_GAPS = 1_000  # the newest carried in a status (each is one partition's incident: more means a link in trouble)
@@ -24,6 +31,9 @@ class GapLedger:
         self.path = directory / f"{_UNSAFE.sub('_', link)}.jsonl"
         self._gaps: dict[tuple[str, int, int, int], Gap] = {}
         self._written: dict[tuple[str, int, int, int], Gap] = {}  # as the file says each
+        self._shared: dict[tuple[str, int, int, int], Gap] = {}  # as the progress topic has each (taken or learnt)
+        self._sharing: dict[tuple[str, int, int, int], Gap] = {}  # handed over, the cluster's answer awaited
+        self._lock = threading.Lock()  # the written and shared gaps: the loop writes, the status thread shares
         self._read()
 
     def _read(self) -> None:
@@ -53,8 +63,47 @@ class GapLedger:
         newest, written = self._gaps[gap.key], self._written.get(gap.key)
         if not durable or newest == written:
             return changed
-        self._written[gap.key] = newest
-        gap = newest
+        with self._lock:
+            self._written[gap.key] = newest
+        self._append(newest)
+        return changed
+
+    def learn(self, gaps: Iterable[Gap]) -> list[Gap]:
+        """Gaps the link's workers found on other hosts (the progress topic): those this ledger did not know as they
+        are are written down here, and returned. Never offered back: the topic has them."""
+        learnt = []
+        for gap in gaps:
+            with self._lock:
+                self._shared[gap.key] = newer(self._shared.get(gap.key), gap)
+            known = self._gaps.get(gap.key)
+            if known is not None and (known == gap or newer(known, gap) is known):
+                continue
+            self._gaps[gap.key] = gap
+            with self._lock:
+                self._written[gap.key] = gap
+            self._append(gap)
+            learnt.append(gap)
+        return learnt
+
+    def unshared(self) -> list[Gap]:
+        """The gaps written down here that the progress topic does not have as they are, nor is being handed."""
+        with self._lock:
+            return [g for k, g in self._written.items() if self._shared.get(k) != g and self._sharing.get(k) != g]
+
+    def sharing(self, gap: Gap) -> None:
+        """`gap` was handed to the progress topic: not offered again until the cluster answered."""
+        with self._lock:
+            self._sharing[gap.key] = gap
+
+    def shared(self, gap: Gap, taken: bool) -> None:
+        """The cluster's answer for `gap` (not taken: offered again)."""
+        with self._lock:
+            if self._sharing.get(gap.key) == gap:
+                del self._sharing[gap.key]
+            if taken:
+                self._shared[gap.key] = newer(self._shared.get(gap.key), gap)
+
+    def _append(self, gap: Gap) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a+b") as out:  # one short line per write: appends do not interleave
@@ -65,8 +114,17 @@ class GapLedger:
                 out.write((b"\n" if torn else b"") + json.dumps(asdict(gap), separators=(",", ":")).encode() + b"\n")
         except OSError as exc:
             log.warning("cannot write the ledger of lost records %s: %s (the status still says it)", self.path, exc)
-        return changed
 
     def gaps(self) -> tuple[Gap, ...]:
         """The gaps, oldest first (by when each was last written down)."""
         return tuple(sorted(self._gaps.values(), key=lambda g: g.at_ms)[-MAX_GAPS:])
+
+
+def newer(known: Gap | None, other: Gap) -> Gap:
+    """Of two sightings of the same gap, the one that says more: the one grown further, else the later written (a
+    gap stopped at and then skipped is written again)."""
+    if known is None:
+        return other
+    if other.end_offset != known.end_offset:
+        return other if other.end_offset > known.end_offset else known
+    return other if other.at_ms >= known.at_ms else known

@@ -15,6 +15,13 @@ The same topic carries each link's control document (`kernel.link_control`: paus
     key     ["control", "<link>"]
     value   {"format": 1, "kind": "control", "document": {...}}      the control document (`LinkControl.as_json`)
 
+And each link's ledger of lost records (`kernel.gap_ledger`), one record per gap, so that a gap one host's worker
+found is known to the link's workers on every host and to `failover plan` wherever it runs (the target survives a
+lost source; the state directory of the host that found it may not):
+
+    key     ["lost", "<link>", "<topic>", <partition>, <first_offset>, <end_offset or -1>]    the gap's key (Gap.key)
+    value   {"format": 1, "kind": "lost", "document": {...}}          the gap (`kernel.worker_status.Gap`)
+
 A null value (a tombstone) withdraws the writer's status: it stopped cleanly. The pid is in the key for the reason it
 is in a status file's name: a worker restarted after a crash does not overwrite its predecessor's last word (every
 record that one had acknowledged is on the target). Compaction keeps the newest record of each key.
@@ -33,6 +40,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kernel.worker_status import Gap
+
 __all__ = [
     "FORMAT",
     "FORMAT_HEADER",
@@ -46,8 +55,11 @@ __all__ = [
     "decode",
     "decode_as",
     "decode_control",
+    "decode_lost",
     "encode",
     "encode_control",
+    "encode_lost",
+    "lost_link_of",
     "merge_statuses",
     "progress_key",
     "writer_of",
@@ -136,6 +148,62 @@ def decode_control(key: bytes, value: bytes | None) -> Entry | Tombstone | Refus
     if body.get("kind") != CONTROL or not isinstance(body.get("document"), dict):
         return Refused("a value that is not a control document")
     return Entry(key, CONTROL, body["document"])
+
+
+LOST = "lost"
+_GAP_TYPES = {
+    "topic": str,
+    "partition": int,
+    "first_offset": int,
+    "end_offset": int,
+    "reason": str,
+    "action": str,
+    "at_ms": int,
+}
+
+
+def _lost_key(link: str, gap_key: tuple[str, int, int, int]) -> bytes:
+    return json.dumps([LOST, link, *gap_key], separators=(",", ":")).encode()
+
+
+def encode_lost(link: str, gap: Gap) -> tuple[bytes, bytes]:
+    """The key and value of a gap in the link's ledger of lost records."""
+    document = {name: getattr(gap, name) for name in _GAP_TYPES}
+    value = json.dumps({"format": FORMAT, "kind": LOST, "document": document}, separators=(",", ":"))
+    return _lost_key(link, gap.key), value.encode()
+
+
+def lost_link_of(key: bytes | None) -> str | None:
+    """The link a lost-records key names; None: not such a key."""
+    if not key or not key.startswith(b'["lost"'):
+        return None
+    try:
+        parts = json.loads(key)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(parts, list) or len(parts) != 6 or parts[0] != LOST or not isinstance(parts[1], str):
+        return None
+    return parts[1]
+
+
+def decode_lost(link: str, key: bytes, value: bytes | None) -> Gap | Tombstone | Refused:
+    """A gap of `link` (its key named the link: `lost_link_of`), or why not: a document that is not a gap, or a
+    gap that is not the one its key names, is refused (a forged record cannot rename another gap)."""
+    if value is None:
+        return Tombstone(key)
+    body = _body(value)
+    if isinstance(body, Refused):
+        return body
+    document = body.get("document")
+    if body.get("kind") != LOST or not isinstance(document, dict):
+        return Refused("a value that is not a lost-records document")
+    fields: dict[str, Any] = {name: document.get(name) for name in _GAP_TYPES}
+    if not all(isinstance(fields[n], t) and not isinstance(fields[n], bool) for n, t in _GAP_TYPES.items()):
+        return Refused("a lost-records document without its fields")
+    gap = Gap(**fields)
+    if _lost_key(link, gap.key) != key or gap.end_offset < gap.first_offset:
+        return Refused("a gap that is not the one its key names")
+    return gap
 
 
 def _body(value: bytes) -> dict[str, Any] | Refused:

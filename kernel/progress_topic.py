@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -50,11 +50,15 @@ from kernel.progress_format import (
     control_link_of,
     decode_as,
     decode_control,
+    decode_lost,
     encode,
     encode_control,
+    encode_lost,
+    lost_link_of,
     writer_of,
 )
 from kernel.status_board import HOST, StatusBoard
+from kernel.worker_status import Gap
 
 __all__ = ["ProgressPublisher", "ProgressReader", "StatusOut", "progress_readers", "publish_control"]
 
@@ -106,6 +110,19 @@ class ProgressPublisher:
             self._produce(producer, key, value)
             self._last[key] = now
 
+    def share_lost(self, link: str, gap: Gap, done: Callable[[bool], None]) -> bool:
+        """Publish a gap of the link's ledger of lost records (`kernel.gap_ledger`): False when it could not be
+        handed over now (the topic not known to exist yet, a full queue: the ledger offers it again); `done` says
+        whether the cluster took it."""
+        key, value = encode_lost(link, gap)
+        with self._lock:
+            if self._closed.is_set():
+                return False
+            producer = self._start()
+            if producer is None or not self._ready.is_set():
+                return False
+            return self._produce(producer, key, value, done)
+
     def withdraw(self, kind: str, name: str, worker: int, pid: int, timeout_s: float = 5.0) -> None:
         """A clean stop: the writer's status is removed (a tombstone). Unlike a status (a newer one replaces it), it
         is the writer's last word: a full queue is waited on (up to `timeout_s`), never dropped — without it every
@@ -138,18 +155,27 @@ class ProgressPublisher:
             elif left:
                 log.info("%s: %d progress record(s) not delivered at the stop", self._who, left)
 
-    def _produce(self, producer: Producer, key: bytes, value: bytes | None) -> bool:
+    def _produce(
+        self, producer: Producer, key: bytes, value: bytes | None, done: Callable[[bool], None] | None = None
+    ) -> bool:
         """Hand a record to the producer; False when its queue is full (the target takes nothing)."""
         headers: list[tuple[str, str | bytes | None]] = [(FORMAT_HEADER, str(FORMAT).encode())]
         taken = True
+
+        def delivered(err: KafkaError | None, msg: Message) -> None:
+            self._delivered(err, msg)
+            if done is not None:
+                done(err is None)
+
         try:
-            producer.produce(self._settings.topic, value, key, headers=headers, on_delivery=self._delivered)
+            producer.produce(self._settings.topic, value, key, headers=headers, on_delivery=delivered)
             self.published += 1
         except BufferError:
             self.dropped += 1  # a status: a newer one replaces it
             taken = False
         except KafkaException as exc:
             log.debug("%s: progress record not produced: %s", self._who, error_text(exc))
+            taken = done is None  # a gap is offered again
         producer.poll(0)
         return taken
 
@@ -268,6 +294,11 @@ class StatusOut:
             for topic in self._topics():
                 topic.publish(kind, body, urgent=urgent)
 
+    def share_lost(self, link: str, gap: Gap, done: Callable[[bool], None]) -> bool:
+        """A gap of the link's ledger on the progress topic of the link's target (the cluster that survives a lost
+        source, and the one the link's workers read): False when there is none, or it cannot take it now."""
+        return self.topic is not None and self.topic.share_lost(link, gap, done)
+
     def withdraw(self, kind: str, name: str, worker: int) -> None:
         self.board.withdraw(kind, name, worker)
         for topic in self._topics():
@@ -305,6 +336,7 @@ class ProgressReader:
         self._lock = threading.Lock()
         self._entries: dict[bytes, Entry] = {}
         self._controls: dict[str, LinkControl] = {}  # each link's control document as published last
+        self._lost: dict[str, dict[bytes, Gap]] = {}  # each link's ledger of lost records, as published
         self._refusals: set[str] = set()
         self._partitions = 0
         self._ends: dict[int, int] = {}  # per partition, its end when first assigned: read up to it, caught up
@@ -331,6 +363,11 @@ class ProgressReader:
         """The link's control document as published last on the topic (None: none, or withdrawn)."""
         with self._lock:
             return self._controls.get(link)
+
+    def lost(self, link: str) -> tuple[Gap, ...]:
+        """The link's gaps as its workers on every host published them (`kernel.gap_ledger`)."""
+        with self._lock:
+            return tuple(self._lost.get(link, {}).values())
 
     def read(self, kind: str, now_ms: int, max_age_ms: int) -> Documents:
         """As `StatusBoard.read`: the statuses of every name of this kind updated within `max_age_ms`."""
@@ -407,6 +444,11 @@ class ProgressReader:
                     if link in self._names:
                         self._take_control(link, message.key() or b"", message.value())
                     continue
+                link = lost_link_of(message.key())
+                if link is not None:
+                    if link in self._names:
+                        self._take_lost(link, message.key() or b"", message.value())
+                    continue
                 writer = writer_of(message.key())
                 if writer is not None and writer[1] not in self._names:
                     continue
@@ -441,13 +483,23 @@ class ProgressReader:
             except ControlUnreadable as exc:
                 self._refuse(Refused(f"a control document that cannot be read ({exc})"))
 
+    def _take_lost(self, link: str, key: bytes, value: bytes | None) -> None:
+        """A gap of a link's ledger (under `_lock`); one that is not a gap of that link is refused."""
+        record = decode_lost(link, key, value)
+        if isinstance(record, Tombstone):
+            self._lost.get(link, {}).pop(key, None)
+        elif isinstance(record, Refused):
+            self._refuse(record)
+        else:
+            self._lost.setdefault(link, {})[key] = record
+
     def _refuse(self, record: Refused) -> None:
         self.refused += 1
         if record.reason not in self._refusals and len(self._refusals) < 100:
             self._refusals.add(record.reason)
             log.warning(
-                "%s: cluster %r: a record on progress topic %r is not a worker's status or a link's control (%s); "
-                "skipped",
+                "%s: cluster %r: a record on progress topic %r is not a worker's status, a link's control or a gap "
+                "(%s); skipped",
                 self.who,
                 self.alias,
                 self.topic,

@@ -280,6 +280,7 @@ class WorkerBase:
         self._cooperative = all(s.strip() == "cooperative-sticky" for s in strategies)
         self._consumer = new_consumer(config.clusters[link.source], link.source, link.consumer_group, settings)
         self._follow_controls()
+        self._share_gaps()  # the gaps found on other hosts, before the first status
         self._hold.read()  # before the first assignment: a link paused before its start reads nothing
         heartbeat_stop = threading.Event()
         heartbeat = threading.Thread(
@@ -305,6 +306,7 @@ class WorkerBase:
                 self._board.withdraw("links", self.link.name, self.worker)
             else:
                 self._publish_status()  # the failure stays visible until the file goes stale
+            self._share_gaps()  # one found in the last moments: the topic takes it before the publisher closes
             self._board.close()
         if self._failure is not None:
             raise MirrorFailure(self._failure)
@@ -400,6 +402,20 @@ class WorkerBase:
                 CONTROL_WAIT_S,
             )
 
+    def _share_gaps(self) -> None:
+        """The link's ledger of lost records and its progress topic in step (`kernel.gap_ledger`): the gaps the
+        link's workers on other hosts found are learnt (this worker's status carries them from now on), and this
+        host's are handed over."""
+        if self._controls is not None:
+            for gap in self._ledger.learn(self._controls.lost(self.link.name)):
+                log.info("link %s: from the progress topic, found by a worker of the link elsewhere: %s", self.name,
+                         gap.describe(self.link.name))  # fmt: skip
+        for gap in self._ledger.unshared():
+            self._ledger.sharing(gap)
+            if not self._board.share_lost(self.link.name, gap, functools.partial(self._ledger.shared, gap)):
+                self._ledger.shared(gap, False)
+                return  # offered again at the next beat
+
     def _published_control(self) -> LinkControl | None:
         return self._controls.control(self.link.name) if self._controls is not None else None
 
@@ -417,6 +433,7 @@ class WorkerBase:
             try:
                 self._hold.read()
                 self._publish_status()
+                self._share_gaps()
             except Exception:  # the loop changed what was being read (an assignment): the next beat reads again
                 log.debug("link %s: status not published this time", self.name, exc_info=True)
             if stop.wait(STATUS_EVERY_S):

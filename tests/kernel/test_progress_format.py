@@ -18,12 +18,15 @@ from kernel.progress_format import (
     control_link_of,
     decode,
     decode_control,
+    decode_lost,
     encode,
     encode_control,
+    encode_lost,
+    lost_link_of,
     merge_statuses,
     progress_key,
 )
-from kernel.worker_status import PartitionPosition, WorkerStatus
+from kernel.worker_status import Gap, PartitionPosition, WorkerStatus
 
 
 def _document(updated_ms: int = 1_000, *, name: str = "dr", worker: int = 0, host: str = "h1", pid: int = 7) -> Any:
@@ -160,3 +163,30 @@ def test_a_key_that_is_not_exactly_a_control_key_names_no_link(key: bytes | None
 def test_a_control_value_that_is_not_one_is_refused_with_the_reason(value: bytes, reason: str) -> None:
     record = decode_control(control_key("dr"), value)
     assert isinstance(record, Refused) and reason in record.reason, record
+
+
+def test_a_gap_goes_round_the_topic_as_itself_and_a_forged_or_foreign_one_is_refused() -> None:
+    gap = Gap("orders", 3, 1000, 1500, "retention", "stopped", 1_800_000_000_000)
+    key, value = encode_lost("dc1/to:dc2", gap)
+    assert lost_link_of(key) == "dc1/to:dc2" and control_link_of(key) is None and lost_link_of(b'["lost","x"]') is None
+    assert decode_lost("dc1/to:dc2", key, value) == gap
+    assert decode_lost("dc1/to:dc2", key, None) == Tombstone(key)
+    grown = Gap("orders", 0, 0, 700, "target-retention", "copied", 1)  # a growing gap: its key has no end
+    assert decode_lost("dr", *encode_lost("dr", grown)) == grown and json.loads(encode_lost("dr", grown)[0])[-1] == -1
+    body = json.loads(value)
+
+    def refused(document: Any, *, link: str = "dc1/to:dc2", kind: str = "lost", fmt: int = FORMAT) -> str:
+        forged = json.dumps({"format": fmt, "kind": kind, "document": document}).encode()
+        result = decode_lost(link, key, forged)
+        assert isinstance(result, Refused)
+        return result.reason
+
+    assert "not the one its key names" in refused({**body["document"], "end_offset": 2000})  # renamed
+    assert "not the one its key names" in refused(body["document"], link="other")
+    assert "not the one its key names" in refused({**body["document"], "first_offset": 1500, "end_offset": 1000})
+    assert "without its fields" in refused({**body["document"], "partition": "3"})
+    assert "without its fields" in refused({**body["document"], "partition": True})
+    assert "without its fields" in refused({k: v for k, v in body["document"].items() if k != "at_ms"})
+    assert "not a lost-records document" in refused(body["document"], kind="control")
+    assert "newer than this reader" in refused(body["document"], fmt=FORMAT + 1)
+    assert isinstance(decode_lost("dc1/to:dc2", key, b"\xff" * 10), Refused)

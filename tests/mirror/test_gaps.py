@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel.gap_ledger import GapLedger
+from kernel.gap_ledger import GapLedger, newer
 from kernel.worker_status import Gap, WorkerStatus
 from mirror.gaps import OutOfRange, Recreated, TargetLost, out_of_range, recreated, target_lost, truncated_at
 
@@ -94,6 +94,45 @@ def test_the_ledger_keeps_each_gap_once_across_restarts_and_survives_a_torn_line
     assert reopened.record(skipped)
     assert GapLedger(tmp_path / "lost", "dc1/to:dc2").gaps() == (other, third, skipped)
     assert ledger.path.parent == tmp_path / "lost" and "/" not in ledger.path.name
+
+
+def test_the_ledger_offers_each_gap_to_the_progress_topic_until_taken_and_learns_those_found_on_other_hosts(
+    tmp_path: Path,
+) -> None:
+    """The sharing half of the ledger (`kernel.gap_ledger`): what is written down is offered until the cluster took it
+    as it is (a gap refused, or grown since, is offered again; one handed over waits for the answer); a gap learnt
+    from the topic is written down here, never offered back, and one already known as it is, or less, is not news."""
+    ledger = GapLedger(tmp_path / "here", "dr")
+    first = Gap("orders", 3, 1000, 1500, "retention", "stopped", NOW)
+    ledger.record(first)
+    assert ledger.unshared() == [first]
+    ledger.sharing(first)
+    assert ledger.unshared() == []  # handed over: the answer awaited
+    ledger.shared(first, False)
+    assert ledger.unshared() == [first]  # refused (the target down): offered again
+    ledger.sharing(first)
+    ledger.shared(first, True)
+    assert ledger.unshared() == []
+    growing = Gap("orders", 0, 0, 700, "target-retention", "copied", NOW)
+    ledger.record(growing)
+    ledger.sharing(growing)
+    ledger.shared(growing, True)
+    grown = replace(growing, end_offset=900, at_ms=NOW + 10_000)
+    ledger.record(grown)
+    assert ledger.unshared() == [grown]  # the topic has it smaller
+    ledger.shared(growing, True)  # a late answer for the smaller one changes nothing
+    assert ledger.unshared() == [grown]
+
+    # another host's worker found these; this host's ledger learns them, writes them down, does not offer them back
+    elsewhere = Gap("orders", 5, 10, 40, "recreated", "stopped", NOW + 5)
+    assert GapLedger(tmp_path / "here", "dr").learn([elsewhere, first, growing]) == [elsewhere]
+    there = GapLedger(tmp_path / "there", "dr")
+    assert there.learn([elsewhere, first]) == [elsewhere, first]
+    assert there.unshared() == [] and there.learn([first, replace(first, at_ms=NOW - 1)]) == []
+    assert GapLedger(tmp_path / "there", "dr").gaps() == (first, elsewhere)
+    skipped = replace(first, action="skipped", at_ms=NOW + 60_000)  # the operator chose to go on, elsewhere
+    assert there.learn([skipped]) == [skipped] and there.gaps() == (elsewhere, skipped)
+    assert newer(skipped, first) is skipped and newer(grown, growing) is grown and newer(None, first) is first
 
 
 @pytest.mark.parametrize(("rule", "action", "did"), [("stop", "stop", "stopped"), ("restart", "restart", "restarted")])

@@ -26,6 +26,7 @@ from kernel.config import MirrorwatchConfig
 from kernel.kafka import new_admin
 from kernel.processes import free_port
 from kernel.wait import wait_until
+from kernel.worker_status import Gap, WorkerStatus
 from tests.kafka_helpers import Record, by_partition, committed_offsets, produce, provenance, read_all, wait_for_commits
 from tests.processes import MirrorProcess, get_json
 from tests.prometheus import firing
@@ -60,7 +61,7 @@ def test_records_retention_took_before_the_link_copied_them_are_counted_exactly_
     topic, group, name = make_topic("source", 2), unique("gap"), unique("link")
     port = free_port()
 
-    def config(on_gap: str) -> Path:
+    def config(on_gap: str, host: str = "state") -> Path:
         link: dict[str, Any] = {"name": name, "source": "source", "target": "target", "group_id": group}
         link.update(on_gap=on_gap, topics={"include": [topic]})
         link["consumer_properties"] = {"partition.assignment.strategy": assignor}
@@ -68,7 +69,7 @@ def test_records_retention_took_before_the_link_copied_them_are_counted_exactly_
             [link],
             monitor={"interval_seconds": 1},
             http={"host": "127.0.0.1", "port": port},
-            state_dir=str(tmp_path / "state"),
+            state_dir=str(tmp_path / host),
         )
 
     def view() -> dict[str, Any]:
@@ -140,6 +141,37 @@ def test_records_retention_took_before_the_link_copied_them_are_counted_exactly_
     wait_until(lambda: not {(LOST, name), (STOPPED, name)} & firing(url), timeout_s=90, description="resolved")
     labels = (("link", name), ("partition", "0"), ("reason", "retention"), ("topic", topic))
     assert lost_metrics(port) == {("mirrorwatch_mirror_records_lost_total", labels): 500}
+    assert skipping.stop() == 0 and monitor.stop() == 0
+
+    other_hosts_know_the_gap(config, name, topic, admin, tmp_path, start_mirror, unique("app"))
+
+
+def other_hosts_know_the_gap(
+    config: Callable[[str, str], Path],
+    name: str,
+    topic: str,
+    admin: AdminClient,
+    tmp_path: Path,
+    start_mirror: Callable[..., MirrorProcess],
+    app: str,
+) -> None:
+    """Another host (a state directory of its own): the link's workers moved there, past the gap, and find nothing
+    themselves; the worker learns the gap from the target's progress topic, writes it down there and carries it in
+    its status, and a failover plan run on a third host, where no worker ever ran, counts the loss."""
+    there = start_mirror("--config", str(config("skip", "elsewhere")), "--link", name)
+    wait_until(
+        lambda: (
+            [(g.first_offset, g.end_offset, g.action) for g in status_gaps(tmp_path / "elsewhere", there)]
+            == [(1000, DELETED_BELOW, "skipped")]
+        ),
+        timeout_s=60,
+        description="the worker on the other host to carry the gap in its status",
+    )
+    assert "found by a worker of the link elsewhere: link" in there.log() and "500 records of" in there.log()
+    assert (tmp_path / "elsewhere" / "lost").is_dir()
+    assert there.stop() == 0
+    plan_counts_the_loss(config("skip", "planner"), name, topic, admin, app)
+    assert not (tmp_path / "planner" / "lost").exists()  # the plan read the topic, not a ledger of its host
 
 
 def plan_counts_the_loss(config: Path, name: str, topic: str, admin: AdminClient, app: str) -> None:
@@ -162,6 +194,18 @@ def failover_plan(config: Path, link: str, group: str, *args: str) -> str:
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     return run.stdout
+
+
+def status_gaps(state: Path, mirror: MirrorProcess) -> tuple[Gap, ...]:
+    """The gaps in the mirror process's status file ((): not written yet)."""
+    found: tuple[Gap, ...] = ()
+    for path in (state / "status" / "links").glob(f"*.{mirror.process.pid}.json"):
+        try:
+            status = WorkerStatus.from_json(json.loads(path.read_text()))
+        except ValueError:  # caught in the middle of a write
+            continue
+        found += status.gaps if status is not None else ()
+    return found
 
 
 def partition_of(view: dict[str, Any], partition: int) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -313,14 +314,30 @@ def test_records_retention_took_before_the_query_copied_them_are_counted_and_the
     written and partition 0's below offset 450 deleted (what retention does to a link stopped too long). Started
     again, Spark's source fails the query (failOnDataLoss); the driver counts the 150 records exactly (the ledger,
     its log, its status: failed, the gap, partition 0's reason), copies none of partition 0's, and stays up, failed,
-    until SIGTERM (no crash loop); a restart says the same gap again, once in the ledger."""
+    until SIGTERM (no crash loop); a restart says the same gap again, once in the ledger.
+
+    And the target side of retention: the first 600 records were written an hour ago and the target topic keeps
+    records 10 minutes. A python link copies their timestamps, so the target would delete its copies at its next
+    retention check, and it counts them (`test_target_retention.py`); Spark's Kafka sink stamps each copy when it
+    writes it, so the target keeps them its whole retention from the copy: the case does not arise on spark (no
+    `target-retention` gap in the ledger below). This checks that it still stamps them so."""
     source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
     topic, group, state = make_topic("source", 2), unique("spark"), tmp_path / "state"
-    produce(source, "source", topic, [Record(value=b"v%d" % i, partition=i % 2) for i in range(600)])
+    make_topic("target", 2, name=topic, config={"retention.ms": str(600_000)})
+    hour_ago = int(time.time() * 1000) - 3_600_000
+    produce(
+        source,
+        "source",
+        topic,
+        [Record(value=b"v%d" % i, partition=i % 2, timestamp_ms=hour_ago) for i in range(600)],
+    )
     config = write_config([spark_link(topic, group, tmp_path)], state_dir=str(state))
+    started_ms = int(time.time() * 1000)
     mirror = start_mirror("--config", str(config), "--link", "sparked")
     wait_for_commits(source, "source", group, topic, 2, upto=[300, 300], timeout_s=240, while_running=mirror.running)
     assert mirror.stop() == 0
+    copies = read_to_end(target, "target", topic, 2)
+    assert len(copies) == 600 and min(r.timestamp_ms for r in copies) >= started_ms  # stamped when written
     produce(source, "source", topic, [Record(value=b"w%d" % i, partition=i % 2) for i in range(600)])
     admin = new_admin(source, "source")
     (deleted,) = admin.delete_records([TopicPartition(topic, 0, 450)]).values()
