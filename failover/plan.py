@@ -33,7 +33,7 @@ from failover.translate import (
     translate,
 )
 from kernel.config import ClusterConfig, LinkConfig, MirrorwatchConfig
-from kernel.control_store import published_gaps
+from kernel.control_store import published_facts
 from kernel.errors import MirrorwatchError
 from kernel.gap_ledger import GapLedger, newer
 from kernel.group_offsets import FetchError, GroupOffsetsUnknown, described_groups
@@ -41,7 +41,8 @@ from kernel.group_offsets import committed_offsets as fetch_committed
 from kernel.kafka import COORDINATOR_NOT_READY_NAMES, kafka_error, new_admin
 from kernel.patterns import PatternError, compile_pattern
 from kernel.rename import rename_policy
-from kernel.topic_notes import TopicLedger, topic_ids
+from kernel.topic_notes import PartitionNote, TopicLedger, topic_ids
+from kernel.worker_status import Gap
 
 __all__ = ["FailoverPlan", "FailoverUsageError", "GroupPlan", "TargetGroup", "make_plan"]
 
@@ -307,7 +308,10 @@ def make_plan(
     commits, outside = _without({g: c for g, c in commits.items() if c}, lambda t: not link.topics.matches(t))
     policy = rename_policy(link.rename, link.source)
     target_topic_of = {t: policy.target_topic(t) for c in commits.values() for t, _ in c}
-    older, recreated = _generations(config, link.name, source_admin, target_topic_of)
+    # the link's ledgers as its workers on every host published them, with this host's
+    older, recreated = _generations(
+        config, link.name, source_admin, target_topic_of, (published := published_facts(config, link)).notes
+    )
     commits, recreated_of = _without(commits, recreated.__contains__)
     target_partitions = _partitions_of(target_admin, link.target, set(target_topic_of.values()))
 
@@ -338,7 +342,7 @@ def make_plan(
         plan.unmirrored.extend(outside[group])
         plan.recreated.extend(recreated_of[group])
         plans.append(plan)
-    plans = _with_losses(config, link, _records_not_mirrored(source_cluster, link.source, plans))
+    plans = _with_losses(config, link, published.gaps, _records_not_mirrored(source_cluster, link.source, plans))
     for g in named:
         plan = next(p for p in plans if p.group == g)
         if not plan.translations:
@@ -459,15 +463,25 @@ def _floors(commits: dict[str, dict[SourcePartition, int]]) -> dict[SourcePartit
 
 
 def _generations(
-    config: MirrorwatchConfig, link: str, source_admin: AdminClient, target_topic_of: dict[str, str]
+    config: MirrorwatchConfig,
+    link: str,
+    source_admin: AdminClient,
+    target_topic_of: dict[str, str],
+    published: Iterable[PartitionNote],
 ) -> tuple[dict[tuple[str, int], dict[SourcePartition, int]], set[str]]:
-    """Which copies on the target are of the source topics as they are now, from the notes of the link's workers on
-    this host (`kernel.topic_notes`; run elsewhere, none are known): per target partition, where each source partition
-    restarted after its topic was deleted and created again begins (`TargetLog.older`), and the source topics
-    deleted and created again since the link last copied them (their copies are the old topic's)."""
+    """Which copies on the target are of the source topics as they are now, from the notes of the link's workers
+    (`kernel.topic_notes`: this host's, and those published on the progress topic from every host, the later of
+    two): per target partition, where each source partition restarted after its topic was deleted and created again
+    begins (`TargetLog.older`), and the source topics deleted and created again since the link last copied them
+    (their copies are the old topic's)."""
     ledger = TopicLedger(config.state_path / "topics", link)
     ledger.read()
-    notes = [n for n in ledger.notes() if n.topic in target_topic_of and n.topic_id]
+    latest = {(n.topic, n.partition): n for n in ledger.notes()}
+    for note in published:
+        known = latest.get((note.topic, note.partition))
+        if known is None or note.noted_ms > known.noted_ms:
+            latest[(note.topic, note.partition)] = note
+    notes = [n for n in latest.values() if n.topic in target_topic_of and n.topic_id]
     if not notes:
         return {}, set()
     ids = topic_ids(source_admin, {n.topic for n in notes})
@@ -485,17 +499,15 @@ def _generations(
     return older, recreated
 
 
-def _with_losses(config: MirrorwatchConfig, link: LinkConfig, plans: list[GroupPlan]) -> list[GroupPlan]:
+def _with_losses(
+    config: MirrorwatchConfig, link: LinkConfig, published: Iterable[Gap], plans: list[GroupPlan]
+) -> list[GroupPlan]:
     """Each group's unread records the link never copied, from the link's ledger of gaps: this host's, with what the
     link's workers on every host published on its target's progress topic (`kernel.gap_ledger`)."""
-    ledger = GapLedger(config.state_path / "lost", link.name)
-    gaps = ledger.gaps()
-    published = published_gaps(config, link)
-    if published:
-        known = {g.key: g for g in gaps}
-        for gap in published:
-            known[gap.key] = newer(known.get(gap.key), gap)
-        gaps = tuple(sorted(known.values(), key=lambda g: g.at_ms))
+    known = {g.key: g for g in GapLedger(config.state_path / "lost", link.name).gaps()}
+    for gap in published:
+        known[gap.key] = newer(known.get(gap.key), gap)
+    gaps = tuple(sorted(known.values(), key=lambda g: g.at_ms))
     for plan in plans:
         plan.lost.extend(lost_unread(plan.commits, gaps))
     return plans

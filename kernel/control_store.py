@@ -5,19 +5,22 @@ and `failover failback` change it through here: the file first (this host obeys 
 answer), then the topic, and they say so when the topic did not take it (the other hosts' workers do not know yet).
 Reading takes the newer of the two (`link_control.newest`).
 
-The same topic keeps the link's ledger of lost records as its workers on every host published it (`kernel.gap_ledger`):
-`published_gaps` reads it for `failover plan`, wherever it runs."""
+The same topic keeps the link's ledger of lost records and the notes of its source topics as its workers on every host
+published them (`kernel.gap_ledger`, `kernel.topic_notes`): `published_facts` reads them for `failover plan`,
+wherever it runs."""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from kernel.config import LinkConfig, MirrorwatchConfig
 from kernel.link_control import LinkControl, newest, read_control, write_control
 from kernel.progress_topic import ProgressReader, publish_control
+from kernel.topic_notes import PartitionNote
 from kernel.worker_status import Gap
 
-__all__ = ["load_control", "published_gaps", "save_control"]
+__all__ = ["Published", "load_control", "published_facts", "save_control"]
 
 log = logging.getLogger("mirrorwatch")
 
@@ -58,24 +61,32 @@ def save_control(
     return publish_control(config.clusters[link.target], link.target, config.progress, control, timeout_s)
 
 
-def published_gaps(config: MirrorwatchConfig, link: LinkConfig, timeout_s: float = 10.0) -> tuple[Gap, ...] | None:
-    """The link's gaps on the progress topic of its target, as its workers on every host published them; None when
-    progress is disabled or the target did not answer within `timeout_s` (said in a log line)."""
+@dataclass(frozen=True)
+class Published:
+    """What the link's workers on every host published of the link's ledgers (empty: none, or not read)."""
+
+    gaps: tuple[Gap, ...] = ()
+    notes: tuple[PartitionNote, ...] = ()
+
+
+def published_facts(config: MirrorwatchConfig, link: LinkConfig, timeout_s: float = 10.0) -> Published:
+    """The link's gaps and notes on the progress topic of its target, as its workers on every host published them;
+    none when progress is disabled or the target did not answer within `timeout_s` (said in a log line)."""
     if not config.progress.enabled:
-        return None
+        return Published()
     topic = config.progress.topic
     reader = ProgressReader(config.clusters[link.target], link.target, topic, frozenset({link.name}), who="failover")
     reader.start()
     try:
         if not reader.wait_caught_up(timeout_s):
             log.warning(
-                "link %s: progress topic %r on cluster %r not read within %g s: the gaps this host's ledger knows only",
+                "link %s: progress topic %r on cluster %r not read within %g s: this host's ledgers only",
                 link.name,
                 topic,
                 link.target,
                 timeout_s,
             )
-            return None
-        return reader.lost(link.name)
+            return Published()
+        return Published(reader.lost(link.name), reader.notes(link.name))
     finally:
         reader.stop()

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
 
+from kernel.sharing import PER_BEAT, Sharing
 from kernel.worker_status import Gap
 
 __all__ = ["MAX_GAPS", "GapLedger", "newer"]
@@ -31,9 +32,8 @@ class GapLedger:
         self.path = directory / f"{_UNSAFE.sub('_', link)}.jsonl"
         self._gaps: dict[tuple[str, int, int, int], Gap] = {}
         self._written: dict[tuple[str, int, int, int], Gap] = {}  # as the file says each
-        self._shared: dict[tuple[str, int, int, int], Gap] = {}  # as the progress topic has each (taken or learnt)
-        self._sharing: dict[tuple[str, int, int, int], Gap] = {}  # handed over, the cluster's answer awaited
-        self._lock = threading.Lock()  # the written and shared gaps: the loop writes, the status thread shares
+        self._sharing: Sharing[tuple[str, int, int, int], Gap] = Sharing()  # and the progress topic
+        self._lock = threading.RLock()  # a worker's loop records, its status thread learns
         self._read()
 
     def _read(self) -> None:
@@ -50,12 +50,17 @@ class GapLedger:
             except (ValueError, TypeError):
                 continue  # a line cut short by a crash: the gap is found again if it still matters
             self._gaps[gap.key] = self._written[gap.key] = gap  # a later line of the same gap says what happened last
+            self._sharing.written(gap.key, gap)
 
     def record(self, gap: Gap, *, durable: bool = True) -> bool:
         """Write `gap` down; False when it was already known as it is (found again after a restart or a rebalance).
         A gap stopped at and now skipped (the operator changed `on_gap`) is written again, and a growing one (see
         Gap) as it grows: the newest line wins. `durable=False`: kept for the status only, not written to the file
         yet (a growing gap between its writes: a crash loses the growth since, found again by the next owner)."""
+        with self._lock:
+            return self._record(gap, durable=durable)
+
+    def _record(self, gap: Gap, *, durable: bool) -> bool:
         known = self._gaps.get(gap.key)
         changed = known is None or known.action != gap.action or gap.end_offset > known.end_offset
         if changed:
@@ -63,8 +68,8 @@ class GapLedger:
         newest, written = self._gaps[gap.key], self._written.get(gap.key)
         if not durable or newest == written:
             return changed
-        with self._lock:
-            self._written[gap.key] = newest
+        self._written[gap.key] = newest
+        self._sharing.written(gap.key, newest)
         self._append(newest)
         return changed
 
@@ -72,36 +77,27 @@ class GapLedger:
         """Gaps the link's workers found on other hosts (the progress topic): those this ledger did not know as they
         are are written down here, and returned. Never offered back: the topic has them."""
         learnt = []
-        for gap in gaps:
-            with self._lock:
-                self._shared[gap.key] = newer(self._shared.get(gap.key), gap)
-            known = self._gaps.get(gap.key)
-            if known is not None and (known == gap or newer(known, gap) is known):
-                continue
-            self._gaps[gap.key] = gap
-            with self._lock:
-                self._written[gap.key] = gap
-            self._append(gap)
-            learnt.append(gap)
+        with self._lock:
+            for gap in gaps:
+                self._sharing.learnt(gap.key, gap)
+                known = self._gaps.get(gap.key)
+                if known is not None and (known == gap or newer(known, gap) is known):
+                    continue
+                self._gaps[gap.key] = self._written[gap.key] = gap
+                self._sharing.written(gap.key, gap)
+                self._append(gap)
+                learnt.append(gap)
         return learnt
 
-    def unshared(self) -> list[Gap]:
-        """The gaps written down here that the progress topic does not have as they are, nor is being handed."""
-        with self._lock:
-            return [g for k, g in self._written.items() if self._shared.get(k) != g and self._sharing.get(k) != g]
+    def unshared(self, limit: int | None = PER_BEAT) -> list[Gap]:
+        """Gaps written down here that the progress topic does not have as they are, nor is being handed."""
+        return self._sharing.unshared(limit)
 
     def sharing(self, gap: Gap) -> None:
-        """`gap` was handed to the progress topic: not offered again until the cluster answered."""
-        with self._lock:
-            self._sharing[gap.key] = gap
+        self._sharing.sharing(gap.key, gap)
 
     def shared(self, gap: Gap, taken: bool) -> None:
-        """The cluster's answer for `gap` (not taken: offered again)."""
-        with self._lock:
-            if self._sharing.get(gap.key) == gap:
-                del self._sharing[gap.key]
-            if taken:
-                self._shared[gap.key] = newer(self._shared.get(gap.key), gap)
+        self._sharing.shared(gap.key, gap, taken)
 
     def _append(self, gap: Gap) -> None:
         try:
@@ -117,7 +113,8 @@ class GapLedger:
 
     def gaps(self) -> tuple[Gap, ...]:
         """The gaps, oldest first (by when each was last written down)."""
-        return tuple(sorted(self._gaps.values(), key=lambda g: g.at_ms)[-MAX_GAPS:])
+        with self._lock:
+            return tuple(sorted(self._gaps.values(), key=lambda g: g.at_ms)[-MAX_GAPS:])
 
 
 def newer(known: Gap | None, other: Gap) -> Gap:

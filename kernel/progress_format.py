@@ -22,6 +22,12 @@ lost source; the state directory of the host that found it may not):
     key     ["lost", "<link>", "<topic>", <partition>, <first_offset>, <end_offset or -1>]    the gap's key (Gap.key)
     value   {"format": 1, "kind": "lost", "document": {...}}          the gap (`kernel.worker_status.Gap`)
 
+and the notes of the link's source topics (`kernel.topic_notes`: the topic id each partition was copied from, where
+a generation restarted after the topic was created again begins on the target), for the same reasons:
+
+    key     ["note", "<link>", "<topic>", <partition>]
+    value   {"format": 1, "kind": "note", "document": {...}}          the note (`kernel.topic_notes.PartitionNote`)
+
 A null value (a tombstone) withdraws the writer's status: it stopped cleanly. The pid is in the key for the reason it
 is in a status file's name: a worker restarted after a crash does not overwrite its predecessor's last word (every
 record that one had acknowledged is on the target). Compaction keeps the newest record of each key.
@@ -56,11 +62,14 @@ __all__ = [
     "decode_as",
     "decode_control",
     "decode_lost",
+    "decode_note",
     "encode",
     "encode_control",
     "encode_lost",
+    "encode_note",
     "lost_link_of",
     "merge_statuses",
+    "note_link_of",
     "progress_key",
     "writer_of",
 ]
@@ -204,6 +213,65 @@ def decode_lost(link: str, key: bytes, value: bytes | None) -> Gap | Tombstone |
     if _lost_key(link, gap.key) != key or gap.end_offset < gap.first_offset:
         return Refused("a gap that is not the one its key names")
     return gap
+
+
+NOTE = "note"
+_NOTE_TYPES: dict[str, Any] = {
+    "topic": str,
+    "partition": int,
+    "topic_id": str,
+    "acked": (int, type(None)),
+    "high": (int, type(None)),
+    "target_id": str,
+    "target_from": dict,
+    "noted_ms": int,
+}
+
+
+def _note_key(link: str, topic: str, partition: int) -> bytes:
+    return json.dumps([NOTE, link, topic, partition], separators=(",", ":")).encode()
+
+
+def encode_note(link: str, document: Mapping[str, Any]) -> tuple[bytes, bytes]:
+    """The key and value of a note of the link's source topics (`document`: the note's fields)."""
+    body = {name: document[name] for name in _NOTE_TYPES}
+    value = json.dumps({"format": FORMAT, "kind": NOTE, "document": body}, separators=(",", ":"))
+    return _note_key(link, document["topic"], document["partition"]), value.encode()
+
+
+def note_link_of(key: bytes | None) -> str | None:
+    """The link a note's key names; None: not such a key."""
+    if not key or not key.startswith(b'["note"'):
+        return None
+    try:
+        parts = json.loads(key)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(parts, list) or len(parts) != 4 or parts[0] != NOTE or not isinstance(parts[1], str):
+        return None
+    return parts[1]
+
+
+def decode_note(link: str, key: bytes, value: bytes | None) -> Entry | Tombstone | Refused:
+    """A note of `link` (its key named the link: `note_link_of`) as the note's fields, or why not: a document that
+    is not a note, or a note of another partition than its key names, is refused."""
+    if value is None:
+        return Tombstone(key)
+    body = _body(value)
+    if isinstance(body, Refused):
+        return body
+    document = body.get("document")
+    if body.get("kind") != NOTE or not isinstance(document, dict):
+        return Refused("a value that is not a note document")
+    fields: dict[str, Any] = {name: document.get(name) for name in _NOTE_TYPES}
+    if not all(isinstance(fields[n], t) and not isinstance(fields[n], bool) for n, t in _NOTE_TYPES.items()):
+        return Refused("a note document without its fields")
+    since = fields["target_from"]
+    if not all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in since.items()):
+        return Refused("a note document without its fields")
+    if _note_key(link, fields["topic"], fields["partition"]) != key:
+        return Refused("a note that is not the one its key names")
+    return Entry(key, NOTE, fields)
 
 
 def _body(value: bytes) -> dict[str, Any] | Refused:

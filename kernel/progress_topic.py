@@ -51,13 +51,15 @@ from kernel.progress_format import (
     decode_as,
     decode_control,
     decode_lost,
+    decode_note,
     encode,
     encode_control,
-    encode_lost,
     lost_link_of,
+    note_link_of,
     writer_of,
 )
 from kernel.status_board import HOST, StatusBoard
+from kernel.topic_notes import PartitionNote
 from kernel.worker_status import Gap
 
 __all__ = ["ProgressPublisher", "ProgressReader", "StatusOut", "progress_readers", "publish_control"]
@@ -110,11 +112,11 @@ class ProgressPublisher:
             self._produce(producer, key, value)
             self._last[key] = now
 
-    def share_lost(self, link: str, gap: Gap, done: Callable[[bool], None]) -> bool:
-        """Publish a gap of the link's ledger of lost records (`kernel.gap_ledger`): False when it could not be
-        handed over now (the topic not known to exist yet, a full queue: the ledger offers it again); `done` says
-        whether the cluster took it."""
-        key, value = encode_lost(link, gap)
+    def share(self, record: tuple[bytes, bytes], done: Callable[[bool], None]) -> bool:
+        """Publish a fact of a link (a gap of its ledger of lost records, a note of its topics: `kernel.sharing`):
+        False when it could not be handed over now (the topic not known to exist yet, a full queue: the ledger
+        offers it again); `done` says whether the cluster took it."""
+        key, value = record
         with self._lock:
             if self._closed.is_set():
                 return False
@@ -294,10 +296,11 @@ class StatusOut:
             for topic in self._topics():
                 topic.publish(kind, body, urgent=urgent)
 
-    def share_lost(self, link: str, gap: Gap, done: Callable[[bool], None]) -> bool:
-        """A gap of the link's ledger on the progress topic of the link's target (the cluster that survives a lost
-        source, and the one the link's workers read): False when there is none, or it cannot take it now."""
-        return self.topic is not None and self.topic.share_lost(link, gap, done)
+    def share(self, record: tuple[bytes, bytes], done: Callable[[bool], None]) -> bool:
+        """A fact of a link (`encode_lost`, `encode_note`) on the progress topic of the link's target (the cluster
+        that survives a lost source, and the one the link's workers read): False when there is none, or it cannot
+        take it now."""
+        return self.topic is not None and self.topic.share(record, done)
 
     def withdraw(self, kind: str, name: str, worker: int) -> None:
         self.board.withdraw(kind, name, worker)
@@ -337,6 +340,7 @@ class ProgressReader:
         self._entries: dict[bytes, Entry] = {}
         self._controls: dict[str, LinkControl] = {}  # each link's control document as published last
         self._lost: dict[str, dict[bytes, Gap]] = {}  # each link's ledger of lost records, as published
+        self._notes: dict[str, dict[bytes, PartitionNote]] = {}  # each link's notes of its source topics
         self._refusals: set[str] = set()
         self._partitions = 0
         self._ends: dict[int, int] = {}  # per partition, its end when first assigned: read up to it, caught up
@@ -368,6 +372,11 @@ class ProgressReader:
         """The link's gaps as its workers on every host published them (`kernel.gap_ledger`)."""
         with self._lock:
             return tuple(self._lost.get(link, {}).values())
+
+    def notes(self, link: str) -> tuple[PartitionNote, ...]:
+        """The link's notes of its source topics as its workers on every host published them (`kernel.topic_notes`)."""
+        with self._lock:
+            return tuple(self._notes.get(link, {}).values())
 
     def read(self, kind: str, now_ms: int, max_age_ms: int) -> Documents:
         """As `StatusBoard.read`: the statuses of every name of this kind updated within `max_age_ms`."""
@@ -449,6 +458,11 @@ class ProgressReader:
                     if link in self._names:
                         self._take_lost(link, message.key() or b"", message.value())
                     continue
+                link = note_link_of(message.key())
+                if link is not None:
+                    if link in self._names:
+                        self._take_note(link, message.key() or b"", message.value())
+                    continue
                 writer = writer_of(message.key())
                 if writer is not None and writer[1] not in self._names:
                     continue
@@ -493,13 +507,23 @@ class ProgressReader:
         else:
             self._lost.setdefault(link, {})[key] = record
 
+    def _take_note(self, link: str, key: bytes, value: bytes | None) -> None:
+        """A note of a link's source topics (under `_lock`); one that is not a note of that link is refused."""
+        record = decode_note(link, key, value)
+        if isinstance(record, Tombstone):
+            self._notes.get(link, {}).pop(key, None)
+        elif isinstance(record, Refused):
+            self._refuse(record)
+        else:
+            self._notes.setdefault(link, {})[key] = PartitionNote(**record.document)
+
     def _refuse(self, record: Refused) -> None:
         self.refused += 1
         if record.reason not in self._refusals and len(self._refusals) < 100:
             self._refusals.add(record.reason)
             log.warning(
-                "%s: cluster %r: a record on progress topic %r is not a worker's status, a link's control or a gap "
-                "(%s); skipped",
+                "%s: cluster %r: a record on progress topic %r is not a worker's status or a link's control, gap or "
+                "note (%s); skipped",
                 self.who,
                 self.alias,
                 self.topic,

@@ -5,8 +5,11 @@ high-watermark it saw; the id of the target topic; and where on the target a gen
 restarted after the topic was deleted and created again. Kafka forgets a group's offsets of a deleted topic, so a
 topic deleted and created again under its name looks to a consumer like a new topic: these notes tell the link
 (`mirror.gaps.recreated`, `mirror.topic_ledger.Generations`) and failover (which copies a group's commit is of) the
-difference. Append-only, newest line per partition wins, shared by the link's workers on this host; compacted when
-it grows."""
+difference. Append-only, the newest note per partition wins (by `noted_ms`, then the later line), shared by the
+link's workers on this host; compacted when it grows. Kept in step with the link's progress topic on its target
+(`kernel.sharing`): every note written here is offered to it, and the notes the link's workers wrote on other hosts
+are learnt from it (`learn`), so that a worker starting on another host, or `failover plan` run anywhere, knows which
+generation of a topic the link copied."""
 
 from __future__ import annotations
 
@@ -14,12 +17,16 @@ import json
 import logging
 import os
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient
+
+from kernel.sharing import PER_BEAT, Sharing
 
 __all__ = ["PartitionNote", "TopicLedger", "topic_ids"]
 
@@ -42,16 +49,26 @@ class PartitionNote:
     # (JSON keys). The records below are copies of an older generation of the same offsets: failover reads past
     # them (`failover.translate.TargetLog`). {}: the first generation the link copied, or not noted.
     target_from: dict[str, int] = field(default_factory=dict)
+    # When it was written (the writer's clock, ms): of two hosts' notes of a partition, the later wins. Not part of
+    # what a note says: a note written again unchanged is the same note
+    noted_ms: int = field(default=0, compare=False)
 
 
 class TopicLedger:
-    def __init__(self, directory: Path, link: str) -> None:
+    def __init__(self, directory: Path, link: str, now_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
         self.path = directory / f"{_UNSAFE.sub('_', link)}.jsonl"
         self._notes: dict[tuple[str, int], PartitionNote] = {}
         self._lines = 0
+        self._now_ms = now_ms
+        self._sharing: Sharing[tuple[str, int], PartitionNote] = Sharing()  # and the progress topic
+        self._lock = threading.RLock()  # a worker's loop writes and reads, its status thread learns
 
     def read(self) -> None:
         """The notes as written by this link's workers on this host until now."""
+        with self._lock:
+            self._read()
+
+    def _read(self) -> None:
         try:
             lines = self.path.read_text(encoding="utf-8").splitlines()
         except FileNotFoundError:
@@ -65,21 +82,56 @@ class TopicLedger:
                 note = PartitionNote(**json.loads(line))
             except (ValueError, TypeError):
                 continue  # a line cut short by a crash
-            self._notes[(note.topic, note.partition)] = note
+            key = (note.topic, note.partition)
+            known = self._notes.get(key)
+            if known is None or note.noted_ms >= known.noted_ms:
+                self._notes[key] = note
+                self._sharing.written(key, note)
 
     def note(self, topic: str, partition: int) -> PartitionNote | None:
         return self._notes.get((topic, partition))
 
     def notes(self) -> list[PartitionNote]:
-        return list(self._notes.values())
+        with self._lock:
+            return list(self._notes.values())
 
     def write(self, notes: list[PartitionNote]) -> None:
-        """Note these partitions (unchanged notes are not written again)."""
-        fresh = [n for n in notes if self._notes.get((n.topic, n.partition)) != n]
+        """Note these partitions (unchanged notes are not written again), stamped with the time."""
+        now_ms = self._now_ms()
+        with self._lock:
+            fresh = [replace(n, noted_ms=now_ms) for n in notes if self._notes.get((n.topic, n.partition)) != n]
+            self._append(fresh)
+
+    def learn(self, notes: Iterable[PartitionNote]) -> list[PartitionNote]:
+        """Notes the link's workers wrote on other hosts (the progress topic): those later than this host's of the
+        same partition (or of a partition it has none of) are written down here, and returned. Never offered back."""
+        learnt = []
+        with self._lock:
+            for note in notes:
+                key = (note.topic, note.partition)
+                self._sharing.learnt(key, note)
+                known = self._notes.get(key)
+                if known is None or (note.noted_ms > known.noted_ms and note != known):
+                    learnt.append(note)
+            self._append(learnt)
+        return learnt
+
+    def unshared(self, limit: int | None = PER_BEAT) -> list[PartitionNote]:
+        """Notes written here that the progress topic does not have as they are, nor is being handed."""
+        return self._sharing.unshared(limit)
+
+    def sharing(self, note: PartitionNote) -> None:
+        self._sharing.sharing((note.topic, note.partition), note)
+
+    def shared(self, note: PartitionNote, taken: bool) -> None:
+        self._sharing.shared((note.topic, note.partition), note, taken)
+
+    def _append(self, fresh: list[PartitionNote]) -> None:
         if not fresh:
             return
         for n in fresh:
             self._notes[(n.topic, n.partition)] = n
+            self._sharing.written((n.topic, n.partition), n)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             if self._lines + len(fresh) > COMPACT_AFTER:

@@ -11,12 +11,15 @@ link; `on_target_loss`)."""
 from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping
+from dataclasses import asdict
 from typing import Any
 
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from kernel.kafka import error_text
+from kernel.progress_format import encode_note
+from kernel.sharing import PER_BEAT
 from mirror.admin import topic_ids
 from mirror.gap_worker import GapWorker
 from mirror.topic_keeper import TopicKeeper
@@ -34,7 +37,8 @@ class GenerationWorker(GapWorker):
         super().__init__(*args, **kwargs)
         # The topic id each owned partition's position belongs to, and the notes of it this link's workers keep on
         # this host (Kafka forgets a deleted topic's offsets)
-        self._generations = Generations(TopicLedger(self.config.state_path / "topics", self.link.name))
+        notes = TopicLedger(self.config.state_path / "topics", self.link.name, self._clock.now_ms)
+        self._generations = Generations(notes)
 
     # -- the engine's -----------------------------------------------------------------------------------------------
 
@@ -52,6 +56,21 @@ class GenerationWorker(GapWorker):
         raise NotImplementedError
 
     # -- shared -----------------------------------------------------------------------------------------------------
+
+    def _share_facts(self, limit: int | None = PER_BEAT) -> None:
+        """The gaps (`WorkerBase`), and the notes of the link's source topics the same way (`kernel.topic_notes`):
+        those the link's workers wrote on other hosts learnt (the target topics they name watched from now on, as
+        this host's are from the start), this host's handed over."""
+        super()._share_facts(limit)
+        ledger = self._generations.ledger
+        if self._controls is not None and (learnt := ledger.learn(self._controls.notes(self.link.name))):
+            log.info("link %s: %d note(s) of its source topics learnt from the link's workers elsewhere", self.name,
+                     len(learnt))  # fmt: skip
+            if (keeper := self._keeper) is not None:
+                for note in learnt:
+                    if note.target_id:
+                        keeper.target_ids.setdefault(keeper.target_topic(note.topic), note.target_id)
+        self._offer(ledger, ledger.unshared(limit), lambda note: encode_note(self.link.name, asdict(note)))
 
     def _start(self) -> None:
         """The target topics this host's notes say the link wrote to are watched from before any is created: one

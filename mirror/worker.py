@@ -12,9 +12,9 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -26,8 +26,10 @@ from kernel.config import LinkConfig, MirrorwatchConfig
 from kernel.gap_ledger import GapLedger
 from kernel.kafka import error_text, new_admin, new_consumer, new_producer
 from kernel.link_control import LinkControl
+from kernel.progress_format import encode_lost
 from kernel.progress_topic import ProgressReader, StatusOut
 from kernel.rename import rename_policy
+from kernel.sharing import PER_BEAT, Shares
 from kernel.status_board import HOST
 from kernel.worker_status import PartitionPosition, WorkerStatus
 from mirror.admin import link_cluster_ids
@@ -48,6 +50,7 @@ from mirror.topics import ConfigDrift, TopicPlan
 __all__ = ["SHUTDOWN_FLUSH_S", "STATUS_EVERY_S", "MirrorFailure", "WorkerBase", "read_from", "writer_fields"]
 
 log = logging.getLogger("mirrorwatch.mirror")
+T = TypeVar("T")
 
 SHUTDOWN_FLUSH_S = 30.0  # how long a stopping or rebalancing worker waits for the target to acknowledge
 
@@ -280,7 +283,7 @@ class WorkerBase:
         self._cooperative = all(s.strip() == "cooperative-sticky" for s in strategies)
         self._consumer = new_consumer(config.clusters[link.source], link.source, link.consumer_group, settings)
         self._follow_controls()
-        self._share_gaps()  # the gaps found on other hosts, before the first status
+        self._share_facts()  # the gaps found on other hosts, before the first status
         self._hold.read()  # before the first assignment: a link paused before its start reads nothing
         heartbeat_stop = threading.Event()
         heartbeat = threading.Thread(
@@ -306,7 +309,7 @@ class WorkerBase:
                 self._board.withdraw("links", self.link.name, self.worker)
             else:
                 self._publish_status()  # the failure stays visible until the file goes stale
-            self._share_gaps()  # one found in the last moments: the topic takes it before the publisher closes
+            self._share_facts(limit=None)  # those of the last moments: taken before the publisher closes
             self._board.close()
         if self._failure is not None:
             raise MirrorFailure(self._failure)
@@ -402,19 +405,24 @@ class WorkerBase:
                 CONTROL_WAIT_S,
             )
 
-    def _share_gaps(self) -> None:
+    def _share_facts(self, limit: int | None = PER_BEAT) -> None:
         """The link's ledger of lost records and its progress topic in step (`kernel.gap_ledger`): the gaps the
         link's workers on other hosts found are learnt (this worker's status carries them from now on), and this
-        host's are handed over."""
+        host's are handed over (up to `limit` a beat; None: all the publisher's queue takes, at the stop)."""
         if self._controls is not None:
             for gap in self._ledger.learn(self._controls.lost(self.link.name)):
                 log.info("link %s: from the progress topic, found by a worker of the link elsewhere: %s", self.name,
                          gap.describe(self.link.name))  # fmt: skip
-        for gap in self._ledger.unshared():
-            self._ledger.sharing(gap)
-            if not self._board.share_lost(self.link.name, gap, functools.partial(self._ledger.shared, gap)):
-                self._ledger.shared(gap, False)
-                return  # offered again at the next beat
+        self._offer(self._ledger, self._ledger.unshared(limit), functools.partial(encode_lost, self.link.name))
+
+    def _offer(self, ledger: Shares[T], facts: list[T], encode: Callable[[T], tuple[bytes, bytes]]) -> None:
+        """Hand these facts of the ledger to the link's progress topic, until one cannot be now (the rest wait for
+        the next beat)."""
+        for fact in facts:
+            ledger.sharing(fact)
+            if not self._board.share(encode(fact), functools.partial(ledger.shared, fact)):
+                ledger.shared(fact, False)
+                return
 
     def _published_control(self) -> LinkControl | None:
         return self._controls.control(self.link.name) if self._controls is not None else None
@@ -433,7 +441,7 @@ class WorkerBase:
             try:
                 self._hold.read()
                 self._publish_status()
-                self._share_gaps()
+                self._share_facts()
             except Exception:  # the loop changed what was being read (an assignment): the next beat reads again
                 log.debug("link %s: status not published this time", self.name, exc_info=True)
             if stop.wait(STATUS_EVERY_S):

@@ -19,11 +19,14 @@ from kernel.progress_format import (
     decode,
     decode_control,
     decode_lost,
+    decode_note,
     encode,
     encode_control,
     encode_lost,
+    encode_note,
     lost_link_of,
     merge_statuses,
+    note_link_of,
     progress_key,
 )
 from kernel.worker_status import Gap, PartitionPosition, WorkerStatus
@@ -190,3 +193,25 @@ def test_a_gap_goes_round_the_topic_as_itself_and_a_forged_or_foreign_one_is_ref
     assert "not a lost-records document" in refused(body["document"], kind="control")
     assert "newer than this reader" in refused(body["document"], fmt=FORMAT + 1)
     assert isinstance(decode_lost("dc1/to:dc2", key, b"\xff" * 10), Refused)
+
+
+def test_a_note_goes_round_the_topic_as_its_fields_and_one_of_another_partition_or_shape_is_refused() -> None:
+    note = {"topic": "orders", "partition": 2, "topic_id": "id-b", "acked": 30, "high": None, "target_id": "t-1",
+            "target_from": {"0": 40, "1": 38}, "noted_ms": 2_000}  # fmt: skip
+    key, value = encode_note("dr", note)
+    assert note_link_of(key) == "dr" and lost_link_of(key) is None and note_link_of(b'["note","dr"]') is None
+    entry = decode_note("dr", key, value)
+    assert isinstance(entry, Entry) and entry.document == note
+    assert decode_note("dr", key, None) == Tombstone(key)
+
+    def reason(**change: Any) -> str:
+        forged = json.dumps({"format": FORMAT, "kind": "note", "document": {**note, **change}}).encode()
+        result = decode_note("dr", key, forged)
+        assert isinstance(result, Refused)
+        return result.reason
+
+    assert "not the one its key names" in reason(partition=3)
+    assert "without its fields" in reason(acked="30")
+    assert "without its fields" in reason(target_from={"0": "40"})
+    assert "without its fields" in reason(noted_ms=None)
+    assert "not the one its key names" in decode_note("other", key, value).reason  # type: ignore[union-attr]

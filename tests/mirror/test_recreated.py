@@ -9,7 +9,8 @@ workers note the topic id each partition's records come from (`<state_dir>/topic
 `on_recreate: restart` the new topic is mirrored from its beginning into the same target topic, exactly once, after
 the old one's records. Both deliveries: an exactly-once link keeps its offsets on the target, where they outlive the
 topic (read on at 1,000, a new topic that grew past it would lose its first 1,000 records without a word), and its
-notes on this host like the at-least-once workers'. Also while the link runs: the topic deleted and created again under it. A failover plan for a
+notes like the at-least-once workers'. The link stopped on one host and started on another (a state directory of its
+own): the notes of the old topic's id reach it through the link's progress topic. Also while the link runs: the topic deleted and created again under it. A failover plan for a
 group on the new topic never translates into the old topic's copies (the same offsets): refused while the link has
 not copied the new topic, exact once it has (the workers note where the new generation begins on the target). The
 truth is what the test produced and a consumer reading the target."""
@@ -72,7 +73,7 @@ def test_a_recreated_source_topic_stops_its_partitions_by_default_then_restarts_
     topic, group, name = make_topic("source", 2), unique("recreate"), unique("link")
     port = free_port()
 
-    def config(on_recreate: str) -> Path:
+    def config(on_recreate: str, host: str = "elsewhere") -> Path:
         link: dict[str, Any] = {"name": name, "source": "source", "target": "target", "group_id": group}
         link.update(on_recreate=on_recreate, topics={"include": [topic]}, offset_commit_interval_ms=500)
         link["delivery"] = delivery  # exactly-once: its offsets are stored on the target, the notes on this host
@@ -80,13 +81,15 @@ def test_a_recreated_source_topic_stops_its_partitions_by_default_then_restarts_
             [link],
             monitor={"interval_seconds": 1},
             http={"host": "127.0.0.1", "port": port},
-            state_dir=str(tmp_path / "state"),
+            state_dir=str(tmp_path / host),
         )
 
     for p in (0, 1):
         produce(source, "source", topic, records("old", p, OLD))
     old_id = topic_id(source, topic)
-    first = start_mirror("--config", str(config("stop")), "--link", name)
+    # the link runs on one host, then on another (a state directory of its own): the notes of the old topic's id
+    # reach it through the link's progress topic, and so does the failover plan there
+    first = start_mirror("--config", str(config("stop", "first-host")), "--link", name)
     wait_for_commits(source, "source", group, topic, 2, upto=[OLD, OLD], timeout_s=120, while_running=first.running)
     assert first.stop() == 0
 
@@ -115,6 +118,7 @@ def test_a_recreated_source_topic_stops_its_partitions_by_default_then_restarts_
     assert gaps == [(0, "recreated", "stopped", 0), (1, "recreated", "stopped", 0)]  # the old topic: all copied
     assert "was deleted and created again" in seen["gaps"][0]["text"]
     assert "deleted and created again" in stopping.log()
+    assert "note(s) of its source topics learnt from the link's workers elsewhere" in stopping.log()
     assert committed_offsets(source, "source", group, topic, 2) == [-1001, -1001]  # nothing of the new topic
     # an application group on the new topic is not translated into the old topic's copies (the same offsets)
     app = unique("app")

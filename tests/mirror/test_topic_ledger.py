@@ -26,6 +26,36 @@ def test_the_topic_ledger_keeps_the_newest_note_per_partition_across_workers_and
     assert one.path.name == "dc1_dc2.jsonl"
 
 
+def test_notes_are_stamped_offered_to_the_progress_topic_and_learnt_from_other_hosts_when_later(tmp_path: Path) -> None:
+    """The ledger kept in step with the progress topic (`kernel.sharing`): a note written here is stamped with the
+    writer's clock and offered until the cluster took it; a note another host's worker wrote is learnt when it is
+    later than this host's (written down here, with its stamp: it wins a read of the file), never offered back."""
+    now = [1_000]
+    here = TopicLedger(tmp_path / "here", "dr", now_ms=lambda: now[0])
+    here.write([PartitionNote("orders", 0, "id-a", 10, 12)])
+    (mine,) = here.unshared()
+    assert mine == PartitionNote("orders", 0, "id-a", 10, 12) and mine.noted_ms == 1_000
+    here.sharing(mine)
+    assert here.unshared() == []
+    here.shared(mine, True)
+    here.write([PartitionNote("orders", 0, "id-a", 10, 12)])  # unchanged: no news, nothing offered
+    assert here.unshared() == [] and len(here.path.read_text().splitlines()) == 1
+
+    stale = PartitionNote("orders", 0, "id-a", 8, 12, noted_ms=900)  # another host's, before this host's
+    later = PartitionNote("orders", 0, "id-b", 0, 5, "", {"0": 40}, noted_ms=2_000)  # restarted there, since
+    other = PartitionNote("orders", 1, "id-a", 3, 3, noted_ms=500)  # a partition this host never had
+    assert here.learn([stale]) == [] and here.note("orders", 0) == mine
+    assert here.learn([later, other]) == [later, other] and here.unshared() == []
+    again = TopicLedger(tmp_path / "here", "dr")
+    again.read()
+    assert (again.note("orders", 0), again.note("orders", 1)) == (later, other)
+    assert again.note("orders", 0).noted_ms == 2_000  # type: ignore[union-attr]
+
+    now[0] = 3_000  # the partition is this host's again, read on: stamped later than the learnt note, offered
+    here.write([PartitionNote("orders", 0, "id-b", 30, 35, "", {"0": 40})])
+    assert [(n.acked, n.noted_ms) for n in here.unshared()] == [(30, 3_000)]
+
+
 def test_the_topic_ledger_is_compacted_when_it_grows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("kernel.topic_notes.COMPACT_AFTER", 5)
     ledger = TopicLedger(tmp_path, "l")
