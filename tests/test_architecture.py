@@ -40,6 +40,7 @@ PURE = {
     "kernel.link_control",
     "kernel.byte_rate",
     "kernel.progress_format",
+    "kernel.sharing",
     "monitor.cardinality",
     "kernel.selection",
     "failover.copied",
