@@ -2,15 +2,20 @@
 the source refuses (retention passed it, an unclean election truncated the log), a source topic created again, a
 target topic lost under the link. Each is written to the link's ledger and said once, and the partition stops alone
 or goes on as the link's rule says (`on_gap`, `on_recreate`, `on_target_loss`). And records the target took already
-older than its retention (`mirror.expiry`): counted and said, the link going on."""
+older than its retention (`mirror.expiry`): counted and said, the link going on. The ledger is kept in step with the
+link's progress topic (`kernel.gap_ledger`): a gap found on any host is known on every host."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from confluent_kafka import KafkaException, TopicPartition
 
 from kernel.kafka import error_text
+from kernel.progress_format import encode_lost
+from kernel.sharing import PER_BEAT, Shares
 from kernel.worker_status import Gap
 from mirror.expiry import Expired, TargetExpiry
 from mirror.gaps import TargetLost, out_of_range, recreated, target_lost
@@ -18,11 +23,32 @@ from mirror.worker import WorkerBase, log, read_from
 
 __all__ = ["GapWorker"]
 
+T = TypeVar("T")
+
 
 class GapWorker(WorkerBase):
     """`WorkerBase` with the gaps' handling (the engines build on it)."""
 
     _expiry: TargetExpiry | None = None  # made at the first check
+
+    def _share_facts(self, limit: int | None = PER_BEAT) -> None:
+        """The link's ledger of lost records and its progress topic in step (`kernel.gap_ledger`): the gaps the
+        link's workers on other hosts found are learnt (this worker's status carries them from now on), and this
+        host's are handed over (up to `limit` a beat; None: all the publisher's queue takes, at the stop)."""
+        if self._controls is not None:
+            for gap in self._ledger.learn(self._controls.lost(self.link.name)):
+                log.info("link %s: from the progress topic, found by a worker of the link elsewhere: %s", self.name,
+                         gap.describe(self.link.name))  # fmt: skip
+        self._offer(self._ledger, self._ledger.unshared(limit), functools.partial(encode_lost, self.link.name))
+
+    def _offer(self, ledger: Shares[T], facts: list[T], encode: Callable[[T], tuple[bytes, bytes]]) -> None:
+        """Hand these facts of the ledger to the link's progress topic, until one cannot be now (the rest wait for
+        the next beat)."""
+        for fact in facts:
+            ledger.sharing(fact)
+            if not self._board.share(encode(fact), functools.partial(ledger.shared, fact)):
+                ledger.shared(fact, False)
+                return
 
     def _check_expiry(self) -> None:
         """Every status interval, from the loop: the records the target acknowledged since the last check that it took

@@ -180,6 +180,9 @@ class OwnedPartitionsWorker(GenerationWorker):
             self._next_notes = now + NOTES_EVERY_S
             self._write_notes(sorted(self._assigned))
 
+    def _newest_read_ms(self) -> dict[tuple[str, int], int | None]:
+        return {key: self._newest_ms.get(key) for key in list(self._assigned)}
+
     def _expiry_positions(self) -> Iterator[tuple[tuple[str, int], int | None, int | None, int | None]]:
         """Records count as acknowledged when their transaction committed (see GapWorker._check_expiry)."""
         for key in self._assigned:

@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Hashable, Mapping
 from typing import TypeVar
 
-__all__ = ["PartitionProgress", "vouched_highs"]
+__all__ = ["CATCHING_UP_AFTER_MS", "PartitionProgress", "catching_up", "vouched_highs"]
 
 K = TypeVar("K", bound=Hashable)
 
@@ -30,6 +30,30 @@ def vouched_highs(cached: Mapping[K, int], stale: Mapping[K, int]) -> dict[K, in
     the loss; one still equal to it has not been fetched since, and the source may have taken records after it).
     Without them the monitor measures the partition against its own read of the source, at that read's moment."""
     return {key: high for key, high in cached.items() if stale.get(key) != high}
+
+
+# A record read this long after it was written has waited: the worker is catching up (`catching_up`).
+CATCHING_UP_AFTER_MS = 1_000
+
+
+def catching_up(
+    acked_before: Mapping[K, int | None],
+    acked_now: Mapping[K, int | None],
+    newest_read_ms: Mapping[K, int | None],
+    now_ms: int,
+) -> bool:
+    """Whether the target is acknowledging records that waited: a partition's acknowledged position moved since the
+    last status while the newest record the worker read of it is more than CATCHING_UP_AFTER_MS old (after a freeze,
+    a crash or an outage, the backlog drains in a second or two: the truth falls many seconds per second, and a
+    status half a second old reads seconds too high, issue #41). An idle partition does not move; one in steady flow
+    reads fresh records."""
+    for key, acked in acked_now.items():
+        before, read_ms = acked_before.get(key), newest_read_ms.get(key)
+        if acked is None or before is None or acked <= before or read_ms is None:
+            continue
+        if now_ms - read_ms > CATCHING_UP_AFTER_MS:
+            return True
+    return False
 
 
 class PartitionProgress:

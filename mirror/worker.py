@@ -12,9 +12,9 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import asdict, replace
-from typing import Any, TypeVar
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -26,10 +26,9 @@ from kernel.config import LinkConfig, MirrorwatchConfig
 from kernel.gap_ledger import GapLedger
 from kernel.kafka import error_text, new_admin, new_consumer, new_producer
 from kernel.link_control import LinkControl
-from kernel.progress_format import encode_lost
 from kernel.progress_topic import ProgressReader, StatusOut
 from kernel.rename import rename_policy
-from kernel.sharing import PER_BEAT, Shares
+from kernel.sharing import PER_BEAT
 from kernel.status_board import HOST
 from kernel.worker_status import PartitionPosition, WorkerStatus
 from mirror.admin import link_cluster_ids
@@ -40,7 +39,7 @@ from mirror.gaps import truncated_at
 from mirror.handler import load_handler
 from mirror.highs import SeenHighs
 from mirror.hold import OperatorHold
-from mirror.progress import PartitionProgress
+from mirror.progress import PartitionProgress, catching_up
 from mirror.routes import Router
 from mirror.settings import PRODUCER_DEFAULTS, consumer_settings, producer_settings
 from mirror.stats import LinkStats
@@ -50,7 +49,6 @@ from mirror.topics import ConfigDrift, TopicPlan
 __all__ = ["SHUTDOWN_FLUSH_S", "STATUS_EVERY_S", "MirrorFailure", "WorkerBase", "read_from", "writer_fields"]
 
 log = logging.getLogger("mirrorwatch.mirror")
-T = TypeVar("T")
 
 SHUTDOWN_FLUSH_S = 30.0  # how long a stopping or rebalancing worker waits for the target to acknowledge
 
@@ -60,6 +58,8 @@ _TOPIC_IN_ERROR = re.compile(r"topic not available: (\S+?):")
 # How often the status the monitor reads (when in another process) is rewritten (`_heartbeat`): the last status of a
 # worker that is killed is at most this old, and so is what the monitor believes of the records it had acknowledged.
 STATUS_EVERY_S = 0.5
+# ... and while it catches up (`mirror.progress.catching_up`): the monitor reads the statuses when it serves a figure
+CATCHING_UP_EVERY_S = 0.1
 CONTROL_WAIT_S = 10.0  # a starting worker's wait for the link's control on the target's progress topic
 
 
@@ -406,23 +406,7 @@ class WorkerBase:
             )
 
     def _share_facts(self, limit: int | None = PER_BEAT) -> None:
-        """The link's ledger of lost records and its progress topic in step (`kernel.gap_ledger`): the gaps the
-        link's workers on other hosts found are learnt (this worker's status carries them from now on), and this
-        host's are handed over (up to `limit` a beat; None: all the publisher's queue takes, at the stop)."""
-        if self._controls is not None:
-            for gap in self._ledger.learn(self._controls.lost(self.link.name)):
-                log.info("link %s: from the progress topic, found by a worker of the link elsewhere: %s", self.name,
-                         gap.describe(self.link.name))  # fmt: skip
-        self._offer(self._ledger, self._ledger.unshared(limit), functools.partial(encode_lost, self.link.name))
-
-    def _offer(self, ledger: Shares[T], facts: list[T], encode: Callable[[T], tuple[bytes, bytes]]) -> None:
-        """Hand these facts of the ledger to the link's progress topic, until one cannot be now (the rest wait for
-        the next beat)."""
-        for fact in facts:
-            ledger.sharing(fact)
-            if not self._board.share(encode(fact), functools.partial(ledger.shared, fact)):
-                ledger.shared(fact, False)
-                return
+        """The link's ledgers and its progress topic in step, from the status thread (`mirror.gap_worker`)."""
 
     def _published_control(self) -> LinkControl | None:
         return self._controls.control(self.link.name) if self._controls is not None else None
@@ -436,20 +420,32 @@ class WorkerBase:
         """Publish the status every STATUS_EVERY_S from a thread of its own: the loop may block for a while (a
         topic refresh against a target that is down waits for its timeout) and is no less alive for it; a worker
         whose loop hangs shows as positions that stand still, and its lag grows. Only a process that is gone or
-        stopped stops publishing. Each beat reads the link's control document too (`mirror.hold`)."""
+        stopped stops publishing. Each beat reads the link's control document too (`mirror.hold`). While the worker
+        catches up, every CATCHING_UP_EVERY_S (`mirror.progress.catching_up`)."""
+        acked: dict[tuple[str, int], int | None] = {}
         while True:
+            every = STATUS_EVERY_S
             try:
                 self._hold.read()
-                self._publish_status()
+                status = self._publish_status()
+                now = {(p.topic, p.partition): p.acked for p in status.partitions}
+                if catching_up(acked, now, self._newest_read_ms(), status.observed_ms):
+                    every = CATCHING_UP_EVERY_S
+                acked = now
                 self._share_facts()
             except Exception:  # the loop changed what was being read (an assignment): the next beat reads again
                 log.debug("link %s: status not published this time", self.name, exc_info=True)
-            if stop.wait(STATUS_EVERY_S):
+            if stop.wait(every):
                 return
 
-    def _publish_status(self) -> None:
+    def _newest_read_ms(self) -> dict[tuple[str, int], int | None]:
+        """Per owned partition, the timestamp of the newest record read (`mirror.progress.catching_up`)."""
+        return {key: p.last_timestamp_ms for key, p in list(self._progress.items())}
+
+    def _publish_status(self) -> WorkerStatus:
         status = self.worker_status()
         self._board.publish("links", self.link.name, self.worker, status.as_json(), status.observed_ms)
+        return status
 
     def _consumer_error(self, err: KafkaError, topic: str | None = None, msg: Message | None = None) -> None:
         code = err.code()

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mirror.progress import PartitionProgress, vouched_highs
+from mirror.progress import CATCHING_UP_AFTER_MS, PartitionProgress, catching_up, vouched_highs
 
 
 def test_nothing_read_nothing_to_commit() -> None:
@@ -204,3 +204,20 @@ def test_a_high_watermark_not_fetched_since_the_source_was_lost_is_not_vouched_f
     cached = {("t", 0): 120, ("t", 1): 50, ("t", 2): 7}
     assert vouched_highs(cached, stale) == {("t", 0): 120, ("t", 2): 7}
     assert vouched_highs(cached, {}) == cached  # never lost: every one stands
+
+
+def test_a_worker_catches_up_while_its_target_acknowledges_records_that_waited() -> None:
+    """`catching_up` (the status beat quickens, issue #41): an acknowledged position that moved while the newest
+    record read of the partition is over a second old; not an idle partition, not a steady flow of fresh records,
+    not a partition first seen or without a record read."""
+    now = 1_800_000_000_000
+    before = {("t", 0): 100, ("t", 1): 50}
+    assert catching_up(before, {("t", 0): 900, ("t", 1): 50}, {("t", 0): now - 30_000, ("t", 1): now - 60_000}, now)
+    assert not catching_up(before, {("t", 0): 900, ("t", 1): 50}, {("t", 0): now - 200, ("t", 1): now - 60_000}, now)
+    assert not catching_up(before, before, {("t", 0): now - 30_000, ("t", 1): now - 30_000}, now)  # idle
+    assert not catching_up({}, {("t", 0): 900}, {("t", 0): now - 30_000}, now)  # first seen: no move known
+    assert not catching_up(before, {("t", 0): 900}, {}, now)  # nothing read of it (nothing to date)
+    assert not catching_up(before, {("t", 0): None}, {("t", 0): now - 30_000}, now)
+    edge = now - CATCHING_UP_AFTER_MS
+    assert not catching_up(before, {("t", 0): 101}, {("t", 0): edge}, now)
+    assert catching_up(before, {("t", 0): 101}, {("t", 0): edge - 1}, now)
