@@ -125,6 +125,7 @@ class WorkerBase:
         self._highs = SeenHighs()  # what the consumer saw of the high-watermarks, and what a status states
         self._silence = Silence()  # since when the target acknowledged nothing with records waiting (mirror.flow)
         self._budget = Budget()  # the link's bandwidth budget, this worker's share (mirror.flow)
+        self._status_due = threading.Event()  # a status now, not at the next beat (a backlog acknowledged at once)
 
     # -- public view ------------------------------------------------------------------------------------------------
 
@@ -304,6 +305,7 @@ class WorkerBase:
                 self._controls.stop()
             self._shutdown()
             heartbeat_stop.set()
+            self._status_due.set()
             heartbeat.join(timeout=10)
             if self._failure is None:
                 self._board.withdraw("links", self.link.name, self.worker)
@@ -435,7 +437,9 @@ class WorkerBase:
                 self._share_facts()
             except Exception:  # the loop changed what was being read (an assignment): the next beat reads again
                 log.debug("link %s: status not published this time", self.name, exc_info=True)
-            if stop.wait(every):
+            self._status_due.wait(every)
+            self._status_due.clear()
+            if stop.is_set():
                 return
 
     def _newest_read_ms(self) -> dict[tuple[str, int], int | None]:
