@@ -35,7 +35,6 @@ from mirror.admin import execute_plan
 from mirror.delivery import dead_letter_headers
 from mirror.handler import MirrorRecord
 from mirror.owned import OwnedPartitionsWorker
-from mirror.progress import catching_up
 from mirror.topics import CreateTopic, TopicPlan
 
 __all__ = ["TransactionalLinkWorker", "offsets_topic"]
@@ -243,10 +242,10 @@ class TransactionalLinkWorker(OwnedPartitionsWorker):
         except KafkaException as exc:
             self._abort_and_replay(exc)
             return
-        before = {key: self._stored.get(key) for key in advanced}
         self._stored.update(advanced)
-        if catching_up(before, advanced, self._newest_ms, self._clock.now_ms()):
-            self._status_due.set()  # a backlog acknowledged in one commit: said at once, not at the next beat
+        if advanced:  # said at once, not at the next beat: a commit moves a partition seconds at a time (a backlog's
+            self._status_due.set()  # whole catch-up, or the commit interval's records), and a killed worker's last
+            # status is the monitor's last word
         if self._reset_at:
             restarted = sorted(self._reset_at)
             self._reset_at.clear()
