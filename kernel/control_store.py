@@ -12,6 +12,8 @@ wherever it runs."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from kernel.config import LinkConfig, MirrorwatchConfig
@@ -32,22 +34,8 @@ def load_control(config: MirrorwatchConfig, link: LinkConfig, timeout_s: float =
     local = read_control(config.state_path, link.name)
     if not config.progress.enabled:
         return local
-    topic = config.progress.topic
-    reader = ProgressReader(config.clusters[link.target], link.target, topic, frozenset({link.name}), who="link")
-    reader.start()
-    try:
-        if not reader.wait_caught_up(timeout_s):
-            log.warning(
-                "link %s: progress topic %r on cluster %r not read within %g s: this host's control document only",
-                link.name,
-                topic,
-                link.target,
-                timeout_s,
-            )
-            return local
-        return newest(local, reader.control(link.name))
-    finally:
-        reader.stop()
+    with _read_to_end(config, link, "link", timeout_s, "this host's control document only") as reader:
+        return newest(local, reader.control(link.name)) if reader is not None else local
 
 
 def save_control(
@@ -74,19 +62,31 @@ def published_facts(config: MirrorwatchConfig, link: LinkConfig, timeout_s: floa
     none when progress is disabled or the target did not answer within `timeout_s` (said in a log line)."""
     if not config.progress.enabled:
         return Published()
+    with _read_to_end(config, link, "failover", timeout_s, "this host's ledgers only") as reader:
+        return Published(reader.lost(link.name), reader.notes(link.name)) if reader is not None else Published()
+
+
+@contextmanager
+def _read_to_end(
+    config: MirrorwatchConfig, link: LinkConfig, who: str, timeout_s: float, instead: str
+) -> Iterator[ProgressReader | None]:
+    """The progress topic of the link's target read to its end (None: not within `timeout_s`, said in a log line
+    saying what is used `instead`)."""
     topic = config.progress.topic
-    reader = ProgressReader(config.clusters[link.target], link.target, topic, frozenset({link.name}), who="failover")
+    reader = ProgressReader(config.clusters[link.target], link.target, topic, frozenset({link.name}), who=who)
     reader.start()
     try:
-        if not reader.wait_caught_up(timeout_s):
-            log.warning(
-                "link %s: progress topic %r on cluster %r not read within %g s: this host's ledgers only",
-                link.name,
-                topic,
-                link.target,
-                timeout_s,
-            )
-            return Published()
-        return Published(reader.lost(link.name), reader.notes(link.name))
+        if reader.wait_caught_up(timeout_s):
+            yield reader
+            return
+        log.warning(
+            "link %s: progress topic %r on cluster %r not read within %g s: %s",
+            link.name,
+            topic,
+            link.target,
+            timeout_s,
+            instead,
+        )
+        yield None
     finally:
         reader.stop()

@@ -133,17 +133,22 @@ def encode_control(link: str, document: Mapping[str, Any]) -> tuple[bytes, bytes
     return control_key(link), value.encode()
 
 
-def control_link_of(key: bytes | None) -> str | None:
-    """The link a control record's key names; None: not a control key."""
-    if not key or not key.startswith(b'["control"'):
+def _link_of(key: bytes | None, kind: str, length: int) -> str | None:
+    """The link a key of a link's own record names (`[kind, link, ...]`, `length` parts); None: not such a key."""
+    if not key or not key.startswith(b'["' + kind.encode() + b'"'):
         return None
     try:
         parts = json.loads(key)
     except (ValueError, UnicodeDecodeError):
         return None
-    if not isinstance(parts, list) or len(parts) != 2 or parts[0] != CONTROL or not isinstance(parts[1], str):
+    if not isinstance(parts, list) or len(parts) != length or parts[0] != kind or not isinstance(parts[1], str):
         return None
     return parts[1]
+
+
+def control_link_of(key: bytes | None) -> str | None:
+    """The link a control record's key names; None: not a control key."""
+    return _link_of(key, CONTROL, 2)
 
 
 def decode_control(key: bytes, value: bytes | None) -> Entry | Tombstone | Refused:
@@ -184,31 +189,15 @@ def encode_lost(link: str, gap: Gap) -> tuple[bytes, bytes]:
 
 def lost_link_of(key: bytes | None) -> str | None:
     """The link a lost-records key names; None: not such a key."""
-    if not key or not key.startswith(b'["lost"'):
-        return None
-    try:
-        parts = json.loads(key)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    if not isinstance(parts, list) or len(parts) != 6 or parts[0] != LOST or not isinstance(parts[1], str):
-        return None
-    return parts[1]
+    return _link_of(key, LOST, 6)
 
 
 def decode_lost(link: str, key: bytes, value: bytes | None) -> Gap | Tombstone | Refused:
     """A gap of `link` (its key named the link: `lost_link_of`), or why not: a document that is not a gap, or a
     gap that is not the one its key names, is refused (a forged record cannot rename another gap)."""
-    if value is None:
-        return Tombstone(key)
-    body = _body(value)
-    if isinstance(body, Refused):
-        return body
-    document = body.get("document")
-    if body.get("kind") != LOST or not isinstance(document, dict):
-        return Refused("a value that is not a lost-records document")
-    fields: dict[str, Any] = {name: document.get(name) for name in _GAP_TYPES}
-    if not all(isinstance(fields[n], t) and not isinstance(fields[n], bool) for n, t in _GAP_TYPES.items()):
-        return Refused("a lost-records document without its fields")
+    fields = _typed_document(key, value, LOST, _GAP_TYPES, "a lost-records document")
+    if not isinstance(fields, dict):
+        return fields
     gap = Gap(**fields)
     if _lost_key(link, gap.key) != key or gap.end_offset < gap.first_offset:
         return Refused("a gap that is not the one its key names")
@@ -241,37 +230,40 @@ def encode_note(link: str, document: Mapping[str, Any]) -> tuple[bytes, bytes]:
 
 def note_link_of(key: bytes | None) -> str | None:
     """The link a note's key names; None: not such a key."""
-    if not key or not key.startswith(b'["note"'):
-        return None
-    try:
-        parts = json.loads(key)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    if not isinstance(parts, list) or len(parts) != 4 or parts[0] != NOTE or not isinstance(parts[1], str):
-        return None
-    return parts[1]
+    return _link_of(key, NOTE, 4)
 
 
 def decode_note(link: str, key: bytes, value: bytes | None) -> Entry | Tombstone | Refused:
     """A note of `link` (its key named the link: `note_link_of`) as the note's fields, or why not: a document that
     is not a note, or a note of another partition than its key names, is refused."""
-    if value is None:
-        return Tombstone(key)
-    body = _body(value)
-    if isinstance(body, Refused):
-        return body
-    document = body.get("document")
-    if body.get("kind") != NOTE or not isinstance(document, dict):
-        return Refused("a value that is not a note document")
-    fields: dict[str, Any] = {name: document.get(name) for name in _NOTE_TYPES}
-    if not all(isinstance(fields[n], t) and not isinstance(fields[n], bool) for n, t in _NOTE_TYPES.items()):
-        return Refused("a note document without its fields")
+    fields = _typed_document(key, value, NOTE, _NOTE_TYPES, "a note document")
+    if not isinstance(fields, dict):
+        return fields
     since = fields["target_from"]
     if not all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in since.items()):
         return Refused("a note document without its fields")
     if _note_key(link, fields["topic"], fields["partition"]) != key:
         return Refused("a note that is not the one its key names")
     return Entry(key, NOTE, fields)
+
+
+def _typed_document(
+    key: bytes, value: bytes | None, kind: str, types: Mapping[str, Any], what: str
+) -> dict[str, Any] | Tombstone | Refused:
+    """The fields of a record's document of `kind`, each of its type (`types`; a bool is no int), or a tombstone, or
+    why not."""
+    if value is None:
+        return Tombstone(key)
+    body = _body(value)
+    if isinstance(body, Refused):
+        return body
+    document = body.get("document")
+    if body.get("kind") != kind or not isinstance(document, dict):
+        return Refused(f"a value that is not {what}")
+    fields = {name: document.get(name) for name in types}
+    if not all(isinstance(fields[n], t) and not isinstance(fields[n], bool) for n, t in types.items()):
+        return Refused(f"{what} without its fields")
+    return fields
 
 
 def _body(value: bytes) -> dict[str, Any] | Refused:

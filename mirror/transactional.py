@@ -243,9 +243,10 @@ class TransactionalLinkWorker(OwnedPartitionsWorker):
             self._abort_and_replay(exc)
             return
         self._stored.update(advanced)
-        if advanced:  # said at once, not at the next beat: a commit moves a partition seconds at a time (a backlog's
-            self._status_due.set()  # whole catch-up, or the commit interval's records), and a killed worker's last
-            # status is the monitor's last word
+        if advanced:
+            # said at once, not at the next beat: a commit moves a partition seconds at a time (a backlog's whole
+            # catch-up, or the commit interval's records), and a killed worker's last status is the monitor's last word
+            self._status_due.set()
         if self._reset_at:
             restarted = sorted(self._reset_at)
             self._reset_at.clear()
