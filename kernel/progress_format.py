@@ -154,10 +154,8 @@ def control_link_of(key: bytes | None) -> str | None:
 def decode_control(key: bytes, value: bytes | None) -> Entry | Tombstone | Refused:
     """A control record whose key names a link (`control_link_of`): its document, to be read by
     `LinkControl.from_json`, which refuses one that is not a control document of that link."""
-    if value is None:
-        return Tombstone(key)
-    body = _body(value)
-    if isinstance(body, Refused):
+    body = _body(key, value)
+    if not isinstance(body, dict):
         return body
     if body.get("kind") != CONTROL or not isinstance(body.get("document"), dict):
         return Refused("a value that is not a control document")
@@ -252,10 +250,8 @@ def _typed_document(
 ) -> dict[str, Any] | Tombstone | Refused:
     """The fields of a record's document of `kind`, each of its type (`types`; a bool is no int), or a tombstone, or
     why not."""
-    if value is None:
-        return Tombstone(key)
-    body = _body(value)
-    if isinstance(body, Refused):
+    body = _body(key, value)
+    if not isinstance(body, dict):
         return body
     document = body.get("document")
     if body.get("kind") != kind or not isinstance(document, dict):
@@ -266,7 +262,10 @@ def _typed_document(
     return fields
 
 
-def _body(value: bytes) -> dict[str, Any] | Refused:
+def _body(key: bytes, value: bytes | None) -> dict[str, Any] | Tombstone | Refused:
+    """A record's value as its versioned body, a tombstone (no value), or why not."""
+    if value is None:
+        return Tombstone(key)
     if len(value) > MAX_VALUE_BYTES:
         return Refused(f"a value of {len(value)} bytes (at most {MAX_VALUE_BYTES})")
     try:
@@ -288,10 +287,8 @@ def decode_as(writer: Writer | None, key: bytes | None, value: bytes | None) -> 
     """`decode` with `writer_of(key)` already read (by a reader that filters records by their key first)."""
     if writer is None or key is None:
         return Refused("a key that is not a progress key")
-    if value is None:
-        return Tombstone(key)
-    body = _body(value)
-    if isinstance(body, Refused):
+    body = _body(key, value)
+    if not isinstance(body, dict):
         return body
     document = body.get("document")
     if body.get("kind") != writer[0] or not isinstance(document, dict):
