@@ -100,9 +100,12 @@ class Delivery:
         fail: LinkFailure,
         consumer_error: Callable[[KafkaError, str | None, Message | None], None],
         stop_alone: Callable[[tuple[str, int], str], None] | None = None,
+        acked_waited: Callable[[], None] | None = None,
     ) -> None:
         self.link, self.name, self.router, self.stats, self.fail = link, name, router, stats, fail
         self.consumer_error = consumer_error
+        # told after the reports acknowledged a record that waited (`LinkStats.waited_out`): a backlog drains
+        self.acked_waited = acked_waited
         # a partition with a record that cannot be mirrored stops alone, its reason said (None: the link stops)
         self.stop_alone = stop_alone
         self.producer: Producer | None = None
@@ -421,12 +424,17 @@ class Delivery:
     # -- the producer -----------------------------------------------------------------------------------------------
 
     def serve_reports(self, timeout_s: float) -> None:
-        """producer.poll(): reports run as callbacks here; a fatal producer error is raised here, not to error_cb."""
+        """producer.poll(): reports run as callbacks here; a fatal producer error is raised here, not to error_cb.
+        Then `acked_waited` if they acknowledged a record that waited."""
         assert self.producer is not None
         try:
             self.producer.poll(timeout_s)
         except KafkaException as exc:
             self._producer_failed(exc)
+        if self.stats.waited_out:
+            self.stats.waited_out = False
+            if self.acked_waited is not None:
+                self.acked_waited()
 
     def flush(self, timeout_s: float) -> int:
         """producer.flush(), as `serve_reports`; a fatal producer's records are purged; returns those not acked."""

@@ -111,6 +111,7 @@ class LinkWorker(IdentityWorker):
             fail=self._fail,
             consumer_error=self._consumer_error,
             stop_alone=self._stop_alone,
+            acked_waited=self._status_due.set,  # a backlog drains: the status says so at once
         )
         self._delivery.sparse = (
             self.SPARSE_REPORTS and self._router.handler is None and self.link.partitioning == "preserve"

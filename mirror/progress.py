@@ -19,7 +19,14 @@ from collections import deque
 from collections.abc import Hashable, Mapping
 from typing import TypeVar
 
-__all__ = ["CATCHING_UP_AFTER_MS", "PartitionProgress", "catching_up", "vouched_highs"]
+__all__ = [
+    "CATCHING_UP_AFTER_MS",
+    "STATUS_REST_S",
+    "PartitionProgress",
+    "catching_up",
+    "status_rest_s",
+    "vouched_highs",
+]
 
 K = TypeVar("K", bound=Hashable)
 
@@ -54,6 +61,20 @@ def catching_up(
         if now_ms - read_ms > CATCHING_UP_AFTER_MS:
             return True
     return False
+
+
+# A status asked for at once (the target acknowledged records that waited, a transaction committed) comes at most this
+# often after the last, and the thread that publishes spends at most STATUS_BUSY_SHARE of its time on it (a big
+# worker's status takes longer to write). A backlog drains at tens of seconds of lag per second: a status even 0.1 s
+# old reads seconds too high while it does, and the target's first acknowledgements after an outage move it at once.
+STATUS_REST_S = 0.02
+STATUS_BUSY_SHARE = 0.1
+
+
+def status_rest_s(took_s: float) -> float:
+    """How long the status thread rests after a status that took `took_s` to publish before it publishes another
+    one asked for at once."""
+    return max(STATUS_REST_S, took_s * (1 / STATUS_BUSY_SHARE - 1))
 
 
 class PartitionProgress:

@@ -9,7 +9,11 @@ from dataclasses import dataclass, field
 
 from kernel.histogram import LATENCY_BUCKETS_SECONDS, Histogram
 
-__all__ = ["LATENCY_BUCKETS_SECONDS", "LinkStats"]
+__all__ = ["LATENCY_BUCKETS_SECONDS", "WAITED_S", "LinkStats"]
+
+# A record acknowledged this long after its source timestamp waited: the worker is draining a backlog
+# (`LinkStats.waited_out`).
+WAITED_S = 1.0
 
 
 @dataclass
@@ -24,6 +28,9 @@ class LinkStats:
     handler_dropped_total: int = 0  # records a handler turned into nothing
     latency_bucket_counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS_SECONDS) + 1))
     latency_sum_seconds: float = 0.0
+    # A record that waited over WAITED_S was acknowledged since the worker last looked (`Delivery.serve_reports`):
+    # a backlog drains, the truth falls many seconds per second and the status must say so at once (issue #41).
+    waited_out: bool = False
 
     def count_out(self, records: int, size: int, timestamp_ms: int, now_s: float) -> None:
         """`records` records (`size` bytes of keys and values) acknowledged by the target at `now_s`; their latency
@@ -41,6 +48,8 @@ class LinkStats:
         """`records` records acknowledged `seconds` after their source timestamp (never below 0: a source clock
         ahead of ours reads as 0)."""
         seconds = seconds if seconds > 0.0 else 0.0
+        if seconds > WAITED_S:
+            self.waited_out = True
         self.latency_bucket_counts[Histogram.bucket_of(seconds)] += records
         self.latency_sum_seconds += seconds * records
 

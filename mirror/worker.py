@@ -39,7 +39,7 @@ from mirror.gaps import truncated_at
 from mirror.handler import load_handler
 from mirror.highs import SeenHighs
 from mirror.hold import OperatorHold
-from mirror.progress import PartitionProgress, catching_up
+from mirror.progress import PartitionProgress, catching_up, status_rest_s
 from mirror.routes import Router
 from mirror.settings import PRODUCER_DEFAULTS, consumer_settings, producer_settings
 from mirror.stats import LinkStats
@@ -422,11 +422,11 @@ class WorkerBase:
         """Publish the status every STATUS_EVERY_S from a thread of its own: the loop may block for a while (a
         topic refresh against a target that is down waits for its timeout) and is no less alive for it; a worker
         whose loop hangs shows as positions that stand still, and its lag grows. Only a process that is gone or
-        stopped stops publishing. Each beat reads the link's control document too (`mirror.hold`). While the worker
-        catches up, every CATCHING_UP_EVERY_S (`mirror.progress.catching_up`)."""
+        stopped stops publishing. Each beat reads the link's control document too (`mirror.hold`). Catching up, every
+        CATCHING_UP_EVERY_S (`catching_up`); asked (`_status_due`), at once after a rest (`status_rest_s`)."""
         acked: dict[tuple[str, int], int | None] = {}
         while True:
-            every = STATUS_EVERY_S
+            every, began = STATUS_EVERY_S, self._clock.monotonic_s()
             try:
                 self._hold.read()
                 status = self._publish_status()
@@ -437,7 +437,9 @@ class WorkerBase:
                 self._share_facts()
             except Exception:  # the loop changed what was being read (an assignment): the next beat reads again
                 log.debug("link %s: status not published this time", self.name, exc_info=True)
-            self._status_due.wait(every)
+            rest = status_rest_s(self._clock.monotonic_s() - began)
+            if not stop.wait(rest):
+                self._status_due.wait(max(0.0, every - rest))
             self._status_due.clear()
             if stop.is_set():
                 return

@@ -47,12 +47,21 @@ FIRST_ANSWER_WAIT_S = 15.0
 # history of __consumer_offsets, can take longer than FIRST_ANSWER_WAIT_S: until then a scrape would hold almost no
 # group, issue #45), or after this long whatever a cluster does (it then reads down, with its reason).
 READY_WAIT_S = 300.0
-# How long served_links reuses the workers' statuses it read (they are written every 0.5 s)
-SERVED_REUSE_MS = 200
+# How long served_links reuses the workers' statuses it read: at least this long, and four times as long as reading
+# them took (a flood of requests reads them at most a fifth of the time). A worker draining a backlog rewrites its
+# status every few tens of milliseconds (`mirror.progress.STATUS_REST_S`): the lag then falls tens of seconds per
+# second, and statuses read 0.2 s before read seconds too high (issue #41).
+SERVED_REUSE_MS = 20
+SERVED_REUSE_TIMES = 4
 DATES_KEPT = 200_000  # record times settled by `_dated` (as many as the record time fetcher caches)
 
 # link name -> the status of each of its workers: in memory for this process's workers, else from status files
 LinkStatuses = Callable[[], Mapping[str, Sequence[WorkerStatus]]]
+
+
+def _reuse_ms(took_s: float) -> int:
+    """How long served_links reuses the statuses it read, when reading them took `took_s` (SERVED_REUSE_MS)."""
+    return max(SERVED_REUSE_MS, int(took_s * 1000 * SERVED_REUSE_TIMES))
 
 
 def _high_watermark(
@@ -193,8 +202,8 @@ class MonitorService:
         self.canary: Callable[[], Mapping[str, CanaryReading]] | None = None
         self._canary_before: Mapping[str, CanaryReading] | None = None
         self._served_lock = threading.Lock()
-        # served_links' last read of the statuses: the round it was for, when, the positions it found
-        self._served: tuple[MonitorState, int, Mapping[str, Mapping[tuple[str, int], SafePosition]]] | None = None
+        # served_links' last read of the statuses: the round it was for, when, the positions it found, for how long
+        self._served: tuple[MonitorState, int, Mapping[str, Mapping[tuple[str, int], SafePosition]], int] | None = None
         self.publishing = False  # a round of the loop is under way: its state will be rendered (`on_publish`)
         self.rounds_published = 0  # rounds of the loop whose state the `on_publish` listeners have had
         self._started_ms: int | None = None
@@ -312,17 +321,17 @@ class MonitorService:
         )
 
     def served_links(self) -> Mapping[str, LinkView]:
-        """The published round's link views brought to now (`monitor.links.served_link`): the workers' statuses are
-        read again (at most every SERVED_REUSE_MS: a flood of requests reads them once) and every partition whose
-        position has not moved since the round is aged to now. The round's views when there is no round yet or
-        the statuses cannot be read."""
+        """The published round's link views brought to now (`monitor.links.served_link`): the workers' statuses read
+        again (a flood of requests reads them once: SERVED_REUSE_MS), every partition whose position has not moved
+        since the round aged to now. The round's views when there is none yet or the statuses cannot be read."""
         state = self.state
         if state is None:
             return {}
         with self._served_lock:
             now = self._clock.now_ms()
             cached = self._served
-            if cached is None or cached[0] is not state or not 0 <= now - cached[1] < SERVED_REUSE_MS:
+            if cached is None or cached[0] is not state or not 0 <= now - cached[1] < cached[3]:
+                began = time.monotonic()
                 try:
                     statuses = self._link_statuses()
                 except Exception:  # unreadable now: the round's figures, at their own moments
@@ -338,7 +347,7 @@ class MonitorService:
                     )
                     for link in self.links
                 }
-                cached = self._served = (state, now, fresh)
+                cached = self._served = (state, now, fresh, _reuse_ms(time.monotonic() - began))
         served: dict[str, LinkView] = {}
         for link in self.links:
             view = state.links.get(link.name)

@@ -6,7 +6,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mirror.progress import CATCHING_UP_AFTER_MS, PartitionProgress, catching_up, vouched_highs
+from mirror.progress import (
+    CATCHING_UP_AFTER_MS,
+    STATUS_REST_S,
+    PartitionProgress,
+    catching_up,
+    status_rest_s,
+    vouched_highs,
+)
 
 
 def test_nothing_read_nothing_to_commit() -> None:
@@ -221,3 +228,13 @@ def test_a_worker_catches_up_while_its_target_acknowledges_records_that_waited()
     edge = now - CATCHING_UP_AFTER_MS
     assert not catching_up(before, {("t", 0): 101}, {("t", 0): edge}, now)
     assert catching_up(before, {("t", 0): 101}, {("t", 0): edge - 1}, now)
+
+
+def test_a_status_asked_for_at_once_comes_after_a_rest_that_keeps_its_thread_nine_tenths_idle() -> None:
+    """`status_rest_s` (a backlog drains: the status is asked for at every acknowledgement of records that waited,
+    issue #41): a small worker's statuses come every STATUS_REST_S; a status that takes 10 ms to write is followed by
+    90 ms of rest, so publishing never takes more than a tenth of the thread's time."""
+    assert status_rest_s(0.0) == status_rest_s(0.001) == STATUS_REST_S == 0.02
+    assert status_rest_s(0.01) == pytest.approx(0.09)
+    took = 0.05
+    assert took / (took + status_rest_s(took)) == pytest.approx(0.1)

@@ -22,6 +22,18 @@ def test_a_run_of_records_counts_once_per_record_with_the_oldest_records_latency
     assert h.sum == pytest.approx(100 * 0.02, rel=1e-3)
 
 
+def test_a_record_acknowledged_after_it_waited_over_a_second_says_a_backlog_drains() -> None:
+    """`waited_out` tells the worker to publish its status at once (`Delivery.serve_reports`, issue #41); a record
+    acknowledged within the second, or one without a timestamp, does not."""
+    stats = LinkStats()
+    stats.count_out(500, 5_000, int((NOW_S - 0.9) * 1000), NOW_S)
+    stats.count_out(1, 10, 0, NOW_S)
+    assert not stats.waited_out
+    stats.count_out(500, 5_000, int((NOW_S - 1.2) * 1000), NOW_S)  # the oldest of a run waited 1.2 s
+    assert stats.waited_out
+    assert "waited_out" not in stats.as_dict()  # the worker's to clear, not a figure of the status
+
+
 def test_the_status_document_carries_the_histogram_the_exporter_reads_back() -> None:
     stats = LinkStats()
     stats.count_out(3, 30, int((NOW_S - 0.3) * 1000), NOW_S)

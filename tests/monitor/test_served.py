@@ -15,7 +15,7 @@ from kernel.config import ClusterConfig, LinkConfig, MonitorConfig
 from kernel.worker_status import WorkerStatus
 from monitor.evaluator import GroupEvaluation, OffsetSample, Status
 from monitor.links import LinkView, WorkerSighting, link_view, safe_positions, served_link
-from monitor.service import MonitorService
+from monitor.service import SERVED_REUSE_MS, MonitorService
 from monitor.snapshot import ClusterSnapshot, GroupInfo, PartitionOffsets
 from monitor.state import GroupView, MonitorState
 
@@ -267,13 +267,13 @@ def test_the_service_serves_the_links_for_now_and_reads_the_statuses_again(
     link: Mapping[str, LinkView] = monitor.served_links()
     (p,) = link["l"].partitions
     assert (p.replication_lag_seconds, p.observed_ms, p.high_watermark) == (6.0, T0 + 1_000, 230)
-    statuses[:] = [status(T0 + 1_350, 230, 230)]  # the target is back and everything is acknowledged
-    clock.ms = T0 + 1_400  # within SERVED_REUSE_MS: the statuses read 100 ms ago still stand
+    statuses[:] = [status(T0 + 1_305, 230, 230)]  # the target is back and everything is acknowledged
+    clock.ms = T0 + 1_300 + SERVED_REUSE_MS - 1  # within SERVED_REUSE_MS: the statuses read just before still stand
     (p,) = monitor.served_links()["l"].partitions
     assert (p.replication_lag_seconds, p.observed_ms) == (6.0, T0 + 1_000)
-    clock.ms = T0 + 1_600
+    clock.ms = T0 + 1_300 + SERVED_REUSE_MS  # no longer: a backlog drains tens of seconds a second (issue #41)
     (p,) = monitor.served_links()["l"].partitions
-    assert (p.replication_lag_records, p.replication_lag_seconds, p.observed_ms) == (0, 0.0, T0 + 1_350)
+    assert (p.replication_lag_records, p.replication_lag_seconds, p.observed_ms) == (0, 0.0, T0 + 1_305)
     assert monitor.state is not None and monitor.state.links["l"].partitions[0].replication_lag_seconds == 4.8
 
 
