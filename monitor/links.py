@@ -493,7 +493,8 @@ def served_link(
       live worker owns the partition (nobody can move it), else its owner's newest status, at most a status interval
       (0.5 s) old: exact through an outage at any moment between rounds, growing with every status;
     - it moved: measured at the fresh status, the oldest waiting record dated between the high-watermarks observed
-      (the group's window, the round's and the fresh one): "interpolated" until the next round reads its time;
+      (the group's window, the round's and the fresh one) and the round's dated record: "interpolated" until the
+      next round reads its time;
     - caught up at the round and still at the same position: caught up at the fresh moment unless the source grew,
       and then dated the same way — provided its live worker states the high-watermark it saw (else the round's read
       is the only proof, and the round's figure stands at its own moment).
@@ -573,10 +574,13 @@ def _served_partition(
             # consumer had lost the source's broker and stated none). The round's figure stands, at its moment.
             return p
         seconds: float | None = 0.0
-    else:  # dated between the high-watermarks observed (the group's window, the round's, the fresh one)
+    else:  # dated between the high-watermarks observed (the group's window, the round's, the fresh one) and the
+        # round's dated record: the high-watermark stood at it when it was written (an outage longer than the window:
+        # else a drain's first seconds served the round's figure, 43 s while the truth read 23, issue #41)
+        dated = [(p.waiting_since_ms, p.safe_offset)] if p.waiting_since_ms is not None else []
         points = sorted(
             [(s.observed_ms, s.high_watermark) for s in history]
-            + [(p.observed_ms, p.high_watermark), (fresh.observed_ms, fresh.high_watermark)],
+            + [(p.observed_ms, p.high_watermark), (fresh.observed_ms, fresh.high_watermark), *dated],
             key=lambda point: point[0],
         )
         waiting = appeared(points, fresh.safe)

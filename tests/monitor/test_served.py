@@ -133,6 +133,21 @@ def test_a_partition_that_moved_since_the_round_is_measured_at_its_fresh_status(
     assert (served.replication_lag_records, served.replication_lag_seconds) == (0, 0.0)
 
 
+def test_a_partition_that_moved_past_the_window_is_dated_from_the_rounds_own_record() -> None:
+    """An outage longer than the group's window: the round dated record 90 (written at T0 - 5 s) and read 200 at
+    T0 - 200 ms; the target came back and the fresh status acknowledges up to 145. No high-watermark of the window is
+    below 145, yet the round's record is: the high-watermark stood at 90 when it was written, so 145 appeared halfway
+    to 200 — not the round's 4.8 s at T0 - 200 ms served after the drain began (seen: 43 s while the truth read 23)."""
+    view = round_view([WorkerSighting(status(T0 - 200, 90, 200), True)])
+    history = [OffsetSample(80, T0, 200, True)]
+    now = T0 + 1_000
+    moved = [WorkerSighting(status(T0 + 900, 145, 200), True)]
+    (served,) = served_link(view, now, fresh(moved, now), lambda _t, _p: history).partitions
+    assert (served.safe_offset, served.replication_lag_records, served.observed_ms) == (145, 55, T0 + 900)
+    assert served.waiting_since_ms == WRITTEN + 2_400  # halfway from 90 (at WRITTEN) to 200 (at T0 - 200)
+    assert (served.replication_lag_seconds, served.replication_lag_seconds_method) == (3.5, "interpolated")
+
+
 @pytest.mark.parametrize("round_acked", [200, 190])
 def test_caught_up_is_served_at_a_fresh_status_only_on_the_high_watermark_its_worker_saw(round_acked: int) -> None:
     """The round read 200 at T0 and measured the worker then (caught up, or 10 behind). 2.5 s later its fresh status
