@@ -11,11 +11,14 @@ The reverse link then copies these home like any record B took after the promoti
 the same exact translation: an application reads each record of the tail once (on B, or on A if it moves home before
 reaching them), after the records it read on B — out of their first order, since they were taken while the mirror
 was down — and A keeps the originals below the groups' positions, unread. Run again, it copies nothing twice: a
-record whose copy (the header, the last of that name on a record) is already on B after the promotion point is
-skipped, so a run cut short resumes."""
+record whose copy (the header, the last of that name on a record, on a record with the original's key and value) is
+already on B after the promotion point is skipped, so a run cut short resumes. A record an application wrote to B
+with a header naming a record of the tail and another key or value is not its copy: a forged or mistaken mark never
+makes a record of the tail go undelivered."""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import cast
 
@@ -63,8 +66,17 @@ def _mark_of(msg: Message) -> Origin | None:
     return parse_mark(marks[-1]) if marks else None
 
 
-def _delivered(config: MirrorwatchConfig, link: LinkConfig, promotion: Promotion) -> set[Origin]:
-    """What an earlier run copied: the marks on the promoted cluster after the promotion point."""
+def _content(msg: Message) -> bytes:
+    """A record's key and value, as one digest (a copy of the tail carries its original's)."""
+    digest = hashlib.blake2b(digest_size=16)
+    for part in (msg.key(), msg.value()):
+        digest.update(b"-" if part is None else b"+%d:" % len(part) + part)
+    return digest.digest()
+
+
+def _delivered(config: MirrorwatchConfig, link: LinkConfig, promotion: Promotion) -> dict[Origin, set[bytes]]:
+    """What an earlier run copied: the marks on the promoted cluster after the promotion point, each with the
+    content of the record that carries it (`_content`)."""
     recorded = {(t, p): o for t, p, o in promotion.target_offsets}
     admin = new_admin(config.clusters[link.target], link.target)
     listing = admin.list_topics(timeout=TIMEOUT_S).topics
@@ -72,11 +84,11 @@ def _delivered(config: MirrorwatchConfig, link: LinkConfig, promotion: Promotion
     keys = [(t, p) for t in sorted({t for t, _ in recorded} & set(listing)) for p in sorted(listing[t].partitions)]
     starts = {k: recorded.get(k, 0) for k in keys}
     ends = watermarks(admin, keys)
-    found: set[Origin] = set()
+    found: dict[Origin, set[bytes]] = {}
 
     def seen(_key: tuple[str, int], _offset: int, msg: Message) -> None:
         if (origin := _mark_of(msg)) is not None:
-            found.add(origin)
+            found.setdefault(origin, set()).add(_content(msg))
 
     read_partitions(
         config.clusters[link.target], link.target, ends, starts, on_record=seen, on_done=lambda _k: None, progress=None
@@ -87,7 +99,9 @@ def _delivered(config: MirrorwatchConfig, link: LinkConfig, promotion: Promotion
 class _Copies:
     """Each record of the tail at the end of its partition's copy on the promoted cluster, in offset order."""
 
-    def __init__(self, config: MirrorwatchConfig, link: LinkConfig, delivered: set[Origin], dry_run: bool) -> None:
+    def __init__(
+        self, config: MirrorwatchConfig, link: LinkConfig, delivered: dict[Origin, set[bytes]], dry_run: bool
+    ) -> None:
         self._rename = rename_policy(link.rename, link.source).target_topic
         self._delivered = delivered
         self._writer = None if dry_run else CopyWriter(config.clusters[link.target], link.target)
@@ -96,7 +110,7 @@ class _Copies:
     def __call__(self, msg: Message) -> None:
         origin = (msg.topic() or "", msg.partition() or 0, msg.offset() or 0)
         self.tail += 1
-        if origin in self._delivered:
+        if _content(msg) in self._delivered.get(origin, ()):
             self.already += 1
             return
         self.copied += 1

@@ -2,10 +2,10 @@
 the mirror A -> B SIGKILLed while A keeps taking records, so that A holds a tail the mirror never copied; A's
 producers stop and A is lost; `failover promote --source-lost`; the application resumes on B and writes there; A comes
 back; `failover diverged` lists exactly the tail; `failover failback --diverged read` delivers the tail through B
-(copied to the end of B's partitions, once however often it runs) and starts the reverse link, which copies to A
-exactly what B took after the promotion, the tail's copies among it; the application reads the tail on B once and
-moves home to A; then the cycle runs in the first direction again (the reverse link promoted, failed back with the
-default `--diverged skip`: A -> B copies again).
+(copied to the end of B's partitions, once however often it runs, whatever marks an application wrote there) and
+starts the reverse link, which copies to A exactly what B took after the promotion, the tail's copies among it; the
+application reads the tail on B once and moves home to A; then the cycle runs in the first direction again (the
+reverse link promoted, failed back with the default `--diverged skip`: A -> B copies again).
 
 The truth is taken outside mirrorwatch: what the test produced, A and B read directly (values and offsets), and
 what the application's group reads. "A is lost" for the promotion: the command runs with a config whose source
@@ -32,7 +32,7 @@ from kernel.config import ClusterConfig, MirrorwatchConfig
 from kernel.provenance import read_provenance
 from tests.failover.drills import commit_source_group, consume_as_group, failover, keyed, link
 from tests.failover.test_promote import promotions
-from tests.kafka_helpers import ReadRecord, end_offsets, produce, read_to_end, wait_for_commits
+from tests.kafka_helpers import ReadRecord, Record, end_offsets, produce, read_to_end, wait_for_commits
 from tests.processes import MirrorProcess
 
 pytestmark = pytest.mark.integration
@@ -105,8 +105,13 @@ def test_the_whole_cycle_promote_with_the_source_lost_diverged_failback_and_prom
     for p, upto in copied.items():
         assert all(r.offset >= upto for r in tail.values() if r.partition == p)  # the tail is past the point
 
-    # the application resumes on B: every record it had not read, once, and what it writes there
-    written_on_b = keyed(50_000, 30, PARTITIONS)
+    # the application resumes on B: every record it had not read, once, and what it writes there — one record with a
+    # header naming a record of the tail (forged, or an application's mistake: not that record's copy, which must be
+    # delivered all the same)
+    named = min(tail.values(), key=lambda r: (r.partition, r.offset))
+    mark = (DIVERGED_HEADER, f"{topic};{named.partition};{named.offset}".encode())
+    forged = Record(value=b"forged-mark", key=named.key, partition=named.partition, headers=(mark,))
+    written_on_b = [*keyed(50_000, 30, PARTITIONS), forged]
     produce(b, "target", topic, written_on_b)
     unread = {r.value or b"" for r in b_records if read_provenance(list(r.headers)) and r.offset >= 40}
     missed, extra = read_once(b, app, topic, unread | {r.value or b"" for r in written_on_b})
