@@ -331,7 +331,7 @@ class MonitorService:
             now = self._clock.now_ms()
             cached = self._served
             if cached is None or cached[0] is not state or not 0 <= now - cached[1] < cached[3]:
-                began = time.monotonic()
+                began = self._clock.monotonic_s()
                 try:
                     statuses = self._link_statuses()
                 except Exception:  # unreadable now: the round's figures, at their own moments
@@ -347,7 +347,7 @@ class MonitorService:
                     )
                     for link in self.links
                 }
-                cached = self._served = (state, now, fresh, _reuse_ms(time.monotonic() - began))
+                cached = self._served = (state, now, fresh, _reuse_ms(self._clock.monotonic_s() - began))
         served: dict[str, LinkView] = {}
         for link in self.links:
             view = state.links.get(link.name)
