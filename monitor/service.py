@@ -225,7 +225,9 @@ class MonitorService:
         (`FIRST_ANSWER_WAIT_S`): a cluster not collected yet is not known to be down."""
         with self._lock:
             round_started = time.monotonic()
+            # statuses before commits: a stopping worker commits, then withdraws its status (alive as of the read)
             started = self._clock.now_ms()
+            sightings = {name: self._sightings(of_link, started) for name, of_link in self._link_statuses().items()}
             for alias in self.clusters:
                 if alias not in self._running:
                     self._running[alias] = (started, self._pool.submit(self._collect_cluster, alias, started))
@@ -257,7 +259,6 @@ class MonitorService:
                 if latest is not None:
                     snapshots[alias] = latest
             self._windows.expire(now)
-            sightings = {name: self._sightings(statuses, now) for name, statuses in self._link_statuses().items()}
             positions = {
                 link.name: self._positions(link, sightings.get(link.name, ()), snapshots.get(link.source), now)
                 for link in self.links

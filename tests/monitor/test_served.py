@@ -455,3 +455,69 @@ def test_a_live_worker_that_lost_sight_of_the_source_is_no_proof_of_caught_up_wh
             LINK, sightings=[WorkerSighting(worker, True)], snapshot=source(T0 - 1_500, 200), record_times={}, now_ms=T0
         ).partitions
         assert (q.replication_lag_records, q.replication_lag_seconds, q.observed_ms, q.reason) == (0, 0.0, T0, None)
+
+
+def test_a_worker_that_commits_and_withdraws_its_status_during_the_round_keeps_its_partitions_in_the_link() -> None:
+    """Two workers stop (SIGTERM): each commits, then withdraws its status. Worker 1 did so while the round collected
+    the source: its commit is not in the snapshot and its status is gone after it. Read before the clusters, its
+    status still names partition 1; read after (as a CI run of test_run once did), partition 1 left the link."""
+
+    def of_worker(worker: int, partition: int, acked: int) -> WorkerStatus:
+        document = {
+            "link": "l",
+            "worker": worker,
+            "engine": "python",
+            "state": "running",
+            "publish_interval_ms": 500,
+            "observed_ms": T0 - 300,
+            "partitions": [
+                {
+                    "topic": "orders",
+                    "partition": partition,
+                    "target_topic": "orders",
+                    "consumed": acked,
+                    "acked": acked,
+                    "committed": None,
+                    "in_flight_records": 0,
+                    "high_watermark": acked,
+                }
+            ],
+        }
+        parsed = WorkerStatus.from_json(document)
+        assert parsed is not None
+        return parsed
+
+    statuses = [of_worker(0, 0, 150), of_worker(1, 1, 100)]
+    clock = _Clock(T0)
+    monitor = MonitorService(
+        MonitorConfig(),
+        {"source": ClusterConfig(bootstrap_servers="b1:9092"), "target": ClusterConfig(bootstrap_servers="b2:9092")},
+        [LINK],
+        link_statuses=lambda: {"l": list(statuses)},
+        clock=clock,
+    )
+
+    def collect(alias: str, now_ms: int) -> ClusterSnapshot:
+        if alias == "target":
+            return ClusterSnapshot(alias="target", observed_ms=now_ms, up=True, cluster_id="c2")
+        snapshot = ClusterSnapshot(
+            alias="source",
+            observed_ms=now_ms,
+            up=True,
+            cluster_id="c1",
+            partitions={("orders", 0): PartitionOffsets(0, 150), ("orders", 1): PartitionOffsets(0, 100)},
+            groups={"g": GroupInfo("g", "EMPTY", 0, False, {("orders", 0): 150})},  # worker 1 commits after this read
+        )
+        del statuses[1]  # ... and then withdraws its status
+        return snapshot
+
+    monitor._collect_cluster = collect  # type: ignore[method-assign]
+    try:
+        view = monitor.collect().links["l"]
+    finally:
+        monitor.stop()
+    assert [(p.partition, p.safe_offset, p.replication_lag_records) for p in view.partitions] == [
+        (0, 150, 0),
+        (1, 100, 0),
+    ]
+    assert view.engine_running and view.workers == 2  # both were alive when their statuses were read
