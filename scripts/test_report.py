@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SLOWEST = 20
+THREADS = 80  # of a process that did not stop, the threads printed
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class Case:
     seconds: float
     outcome: str  # passed, failed, error, skipped
     message: str = ""  # a failure's or error's message, its first line (CI keeps only part of the log)
+    threads: tuple[str, ...] = ()  # a process that did not stop: a line per thread (tests/processes.py)
 
     @property
     def test_id(self) -> str:
@@ -48,11 +50,14 @@ def read_cases(directory: Path) -> list[Case]:
             # tests.monitor.test_truth (a module) or tests.monitor.test_truth.TestX (a class in it)
             module = parts if not parts or not parts[-1][:1].isupper() else parts[:-1]
             outcome, message = "passed", ""
+            threads: tuple[str, ...] = ()
             for child in case:
                 if child.tag in ("failure", "error", "skipped"):
                     outcome = "failed" if child.tag == "failure" else child.tag
                     if child.tag != "skipped" and not message:
-                        message = _first_line(child.get("message") or child.text or "")
+                        text = child.get("message") or child.text or ""
+                        message = _first_line(text)
+                        threads = tuple(line for line in text.splitlines() if line.startswith("  thread 0x"))
             cases.append(
                 Case(
                     path.stem,
@@ -61,6 +66,7 @@ def read_cases(directory: Path) -> list[Case]:
                     float(case.get("time", 0)),
                     outcome,
                     message,
+                    threads[:THREADS],
                 )
             )
     return cases
@@ -104,6 +110,8 @@ def durations(directory: Path, budget_path: Path | None) -> int:
             print(f"  {case.phase:8}  {case.test_id}  ({case.seconds:.0f} s)")
             if case.message:
                 print(f"            {case.message}")
+            for line in case.threads:
+                print(f"          {line}")
     for unfinished in unfinished_phases(directory):
         print(unfinished)
     counts = {outcome: sum(1 for c in cases if c.outcome == outcome) for outcome in ("passed", "failed", "skipped")}

@@ -67,6 +67,27 @@ def running_worker(config: MirrorwatchConfig, link: int = 0) -> Iterator[LinkWor
     assert result == [0], f"the worker exited with {result}"
 
 
+_THREAD = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-f]+)")
+_FRAME = re.compile(r'^\s+File "(?P<path>[^"]+)", line (?P<line>\d+) in (?P<function>\S+)')
+
+
+def thread_lines(dump: str, own_frames: int = 3) -> list[str]:
+    """Of a faulthandler dump (every thread, most recent call first), a line per thread: `  thread 0x..: ` then its
+    innermost frame and the innermost `own_frames` of mirrorwatch's own code (not the standard library's or a
+    package's), innermost first. A process that does not stop shows where each thread waits in a screenful."""
+    lines: list[str] = []
+    for block in re.split(r"\n(?=(?:Current thread|Thread) 0x)", dump):
+        head = _THREAD.match(block.lstrip("\n"))
+        if head is None:
+            continue
+        frames = [m for m in map(_FRAME.match, block.splitlines()) if m is not None]
+        own = [f for f in frames if "/lib/python" not in f["path"] and "-packages/" not in f["path"]]
+        shown = frames[:1] + [f for f in own[:own_frames] if not frames or f is not frames[0]]
+        said = " < ".join(f"{f['function']} ({'/'.join(Path(f['path']).parts[-2:])}:{f['line']})" for f in shown)
+        lines.append(f"  thread {head.group(1)}: {said or 'no frame'}")
+    return lines
+
+
 @dataclass
 class MirrorProcess:
     process: subprocess.Popen[bytes]
@@ -102,16 +123,21 @@ class MirrorProcess:
     def stop(self, timeout_s: float = 60) -> int:
         """SIGTERM, as an operator or systemd would; returns the exit code. A process still running after
         `timeout_s` is asked for every thread's stack (SIGUSR1: `mirrorwatch.cli.main` dumps them into its log) and
-        the failure carries the log's end."""
+        the failure carries them, a line per thread (`thread_lines`: the closing report prints them), and the log's
+        end before them."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
         try:
             return self.process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
+            before = len(self.log())
             self.process.send_signal(signal.SIGUSR1)
             time.sleep(2)
+            dump = self.log()[before:]
+            threads = "\n".join(thread_lines(dump))
             raise AssertionError(
-                f"still running {timeout_s:g} s after SIGTERM; its threads, at the log's end:\n{self.log()[-12000:]}"
+                f"still running {timeout_s:g} s after SIGTERM; its threads (innermost frame first):\n{threads}\n"
+                f"--- the log's end before them ---\n{self.log()[:before][-6000:]}"
             ) from None
 
     def kill(self) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -18,6 +19,7 @@ from kernel.wait import wait_until
 from localkafka.local import LocalClusters
 from tests.conftest import _is_stopped, after_crash_loadfile, mend
 from tests.kafka_helpers import Record, produce, read_all
+from tests.processes import MirrorProcess
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -150,6 +152,49 @@ def test_the_closing_report_names_each_failed_test_with_its_message(tmp_path: Pa
     at = lines.index("  main      tests/monitor/test_x.py::test_waits  (31 s)")
     assert lines[at + 1].strip() == "TimeoutError: timed out after 30 s waiting for the monitor to list g", lines
     assert "total: 1 passed, 1 failed, 0 skipped" in report.stdout
+
+
+def test_a_process_that_does_not_stop_fails_with_a_line_per_thread_and_the_report_prints_them(tmp_path: Path) -> None:
+    """A command that ignores SIGTERM (a CI run once saw `mirrorwatch run` still running after 60 s, and kept only
+    the first line of the failure): the failure says where each of its threads waits, and so does the report."""
+    script = tmp_path / "hangs.py"
+    script.write_text(
+        "import faulthandler, signal, threading, time\n"
+        "faulthandler.register(signal.SIGUSR1, all_threads=True)\n"
+        "signal.signal(signal.SIGTERM, lambda *_: None)\n"
+        "def stuck_in_shutdown():\n"
+        "    threading.Event().wait(300)\n"
+        "threading.Thread(target=stuck_in_shutdown, daemon=True).start()\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(300)\n"
+    )
+    log = tmp_path / "hangs.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen([sys.executable, str(script)], stdout=out, stderr=subprocess.STDOUT)
+    hung = MirrorProcess(process, log)
+    try:
+        hung.wait_for_log("ready", timeout_s=30)
+        with pytest.raises(AssertionError) as failure:
+            hung.stop(timeout_s=1)
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+    message = str(failure.value)
+    threads = [line for line in message.splitlines() if line.startswith("  thread 0x")]
+    assert len(threads) == 2, message
+    # innermost the standard library's wait, then the code that called it
+    stuck = f": wait (python{sys.version_info.major}.{sys.version_info.minor}/threading.py:"
+    assert any(stuck in line and line.endswith(f"< stuck_in_shutdown ({tmp_path.name}/hangs.py:5)") for line in threads)
+    assert any(line.endswith(f": <module> ({tmp_path.name}/hangs.py:8)") for line in threads), threads
+    case = ET.Element("testcase", classname="tests.failover.test_x", name="test_stops", time="63.0")
+    ET.SubElement(case, "failure", message=message).text = "tb"
+    suite = ET.Element("testsuites")
+    ET.SubElement(suite, "testsuite", name="pytest").append(case)
+    ET.ElementTree(suite).write(tmp_path / "main.xml")
+    lines = closing_report(tmp_path).stdout.splitlines()
+    at = lines.index("  main      tests/failover/test_x.py::test_stops  (63 s)")
+    assert lines[at + 1].strip() == "still running 1 s after SIGTERM; its threads (innermost frame first):", lines
+    assert [line.strip() for line in lines[at + 2 : at + 4]] == [line.strip() for line in threads], lines
 
 
 @pytest.mark.integration
