@@ -50,7 +50,7 @@ from mirror.commits import REJOIN_FIRST, acked_offsets, commit_before_leaving, r
 from mirror.delivery import Delivery
 from mirror.flow import FlowWindow
 from mirror.identity import IdentityWorker
-from mirror.progress import PartitionProgress
+from mirror.progress import STATUS_REST_S, PartitionProgress
 from mirror.settings import PRODUCER_DEFAULTS
 from mirror.topic_keeper import Survey
 from mirror.topics import TopicPlan
@@ -300,8 +300,7 @@ class LinkWorker(IdentityWorker):
         window = FlowWindow(int(PRODUCER_DEFAULTS["queue.buffering.max.kbytes"]) * 1024)
         commit_every_s = self.link.offset_commit_interval_ms / 1000
         now = clock.monotonic_s()
-        next_commit, next_progress = now + commit_every_s, now + PROGRESS_EVERY_S
-        next_high = now
+        next_commit, next_progress, next_high, noted = now + commit_every_s, now + PROGRESS_EVERY_S, now, now
         last_progress = (0, now)  # records mirrored, and when, at the last progress line
         full_since: float | None = None  # when the producer last became full
         while not self._stop.is_set() and self._failure is None:
@@ -324,9 +323,8 @@ class LinkWorker(IdentityWorker):
                     held = self._held_alone
                     consumer.resume([tp for tp in consumer.assignment() if not held((tp.topic, tp.partition))])
                     self._paused = False
-                # What librdkafka already fetched, without waiting: consume() with a timeout waits until the batch is
-                # full, which at a low rate would hold every record for the whole timeout. Nothing there: wait for
-                # the first record only.
+                # What librdkafka already fetched, without waiting (consume() with a timeout waits for a full batch:
+                # at a low rate, every record the whole timeout); nothing there: wait for the first record only.
                 messages = consumer.consume(num_messages=min(2000, room), timeout=0)
                 delivery.handle(messages or consumer.consume(num_messages=1, timeout=0.1))
                 delivery.serve_reports(0)
@@ -337,10 +335,12 @@ class LinkWorker(IdentityWorker):
             if now >= next_progress:
                 last_progress = self._log_progress(now, *last_progress)
                 next_progress = now + PROGRESS_EVERY_S
-            if now >= next_high:
-                self._note_high_watermarks()
-                self._check_expiry()
-                next_high = now + STATUS_EVERY_S
+            if now >= next_high or (self._status_due.is_set() and now - noted >= STATUS_REST_S):
+                self._note_high_watermarks()  # also for a status asked at once: it states what a drain reached
+                noted = now
+                if now >= next_high:
+                    self._check_expiry()
+                    next_high = now + STATUS_EVERY_S
 
     def _back_pressure(self, full_since: float | None) -> float:
         """The producer is full (or its window, or the budget): read nothing more until it takes records again;
