@@ -37,10 +37,10 @@ def source(at_ms: int, high: int, *, committed: int = 80, up: bool = True) -> Cl
     )
 
 
-def status(at_ms: int, acked: int, high: int | None) -> WorkerStatus:
+def status(at_ms: int, acked: int, high: int | None, *, worker: int = 0, partition: int = 0) -> WorkerStatus:
     document = {
         "link": "l",
-        "worker": 0,
+        "worker": worker,
         "engine": "python",
         "state": "running",
         "publish_interval_ms": 500,
@@ -48,7 +48,7 @@ def status(at_ms: int, acked: int, high: int | None) -> WorkerStatus:
         "partitions": [
             {
                 "topic": "orders",
-                "partition": 0,
+                "partition": partition,
                 "target_topic": "orders",
                 "consumed": acked + 50,
                 "acked": acked,
@@ -254,18 +254,23 @@ class _Clock:
         return self.ms / 1000
 
 
-@pytest.fixture
-def service() -> Iterator[tuple[MonitorService, _Clock, list[WorkerStatus]]]:
-    """A monitor whose round is set by hand (no broker is asked) and whose workers' statuses are a list."""
-    statuses = [status(T0 - 200, 90, 200)]
-    clock = _Clock(T0)
-    monitor = MonitorService(
+def _monitor(statuses: list[WorkerStatus], clock: _Clock) -> MonitorService:
+    """A monitor of LINK that asks no broker unless told to, its workers' statuses the list as it stands."""
+    return MonitorService(
         MonitorConfig(),
         {"source": ClusterConfig(bootstrap_servers="b1:9092"), "target": ClusterConfig(bootstrap_servers="b2:9092")},
         [LINK],
         link_statuses=lambda: {"l": list(statuses)},
         clock=clock,
     )
+
+
+@pytest.fixture
+def service() -> Iterator[tuple[MonitorService, _Clock, list[WorkerStatus]]]:
+    """A monitor whose round is set by hand (no broker is asked) and whose workers' statuses are a list."""
+    statuses = [status(T0 - 200, 90, 200)]
+    clock = _Clock(T0)
+    monitor = _monitor(statuses, clock)
     view = round_view([WorkerSighting(statuses[0], True)])
     group = GroupView("source", "g", "STABLE", 1, GroupEvaluation(Status.OK, 1.0, (), None, 0), {})
     monitor.state = MonitorState(T0, {"source": source(T0, 200)}, {("source", "g"): group}, {"l": view})
@@ -462,40 +467,8 @@ def test_a_worker_that_commits_and_withdraws_its_status_during_the_round_keeps_i
     the source: its commit is not in the snapshot and its status is gone after it. Read before the clusters, its
     status still names partition 1; read after (as a CI run of test_run once did), partition 1 left the link."""
 
-    def of_worker(worker: int, partition: int, acked: int) -> WorkerStatus:
-        document = {
-            "link": "l",
-            "worker": worker,
-            "engine": "python",
-            "state": "running",
-            "publish_interval_ms": 500,
-            "observed_ms": T0 - 300,
-            "partitions": [
-                {
-                    "topic": "orders",
-                    "partition": partition,
-                    "target_topic": "orders",
-                    "consumed": acked,
-                    "acked": acked,
-                    "committed": None,
-                    "in_flight_records": 0,
-                    "high_watermark": acked,
-                }
-            ],
-        }
-        parsed = WorkerStatus.from_json(document)
-        assert parsed is not None
-        return parsed
-
-    statuses = [of_worker(0, 0, 150), of_worker(1, 1, 100)]
-    clock = _Clock(T0)
-    monitor = MonitorService(
-        MonitorConfig(),
-        {"source": ClusterConfig(bootstrap_servers="b1:9092"), "target": ClusterConfig(bootstrap_servers="b2:9092")},
-        [LINK],
-        link_statuses=lambda: {"l": list(statuses)},
-        clock=clock,
-    )
+    statuses = [status(T0 - 300, 150, 150), status(T0 - 300, 100, 100, worker=1, partition=1)]
+    monitor = _monitor(statuses, _Clock(T0))
 
     def collect(alias: str, now_ms: int) -> ClusterSnapshot:
         if alias == "target":
