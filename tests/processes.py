@@ -82,7 +82,7 @@ def thread_lines(dump: str, own_frames: int = 3) -> list[str]:
             continue
         frames = [m for m in map(_FRAME.match, block.splitlines()) if m is not None]
         own = [f for f in frames if "/lib/python" not in f["path"] and "-packages/" not in f["path"]]
-        shown = frames[:1] + [f for f in own[:own_frames] if not frames or f is not frames[0]]
+        shown = frames[:1] + [f for f in own if f is not frames[0]][:own_frames]
         said = " < ".join(f"{f['function']} ({'/'.join(Path(f['path']).parts[-2:])}:{f['line']})" for f in shown)
         lines.append(f"  thread {head.group(1)}: {said or 'no frame'}")
     return lines
