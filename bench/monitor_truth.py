@@ -15,7 +15,10 @@ The truth is taken outside mirrorwatch: the producer's own acknowledgement time 
 following the target that notes when each record arrives there. At a moment t, the true replication lag of a
 partition is t minus the acknowledgement time of its oldest record acknowledged by t and not on the target by t (0
 when there is none), in records the acknowledged records from that one on. Every figure the monitor serves states the
-moment it describes (`observed_ms`); it is compared with the truth at that moment. Printed per phase: the median and
+moment it describes (`observed_ms`); it is compared with the truth at that moment, with the truth when the answer
+was in (as read: what a dashboard shows), and with the truth over the request, from the poll's asking to the answer
+being in (Prometheus stamps a scraped sample with its scrape's start; a process busy draining a backlog holds its
+answer some milliseconds while the truth falls hundreds of seconds a second). Printed per phase: the median and
 largest error in seconds (and records), samples that read 0 while the truth was above 2 s, samples without a figure,
 and how old the served figure was when read (what a scrape sees), and the link group's Burrow-style status at the
 phase's end with how long after the fault's removal it read OK for good (each recovery waits up to 60 s for it: a
@@ -142,6 +145,9 @@ def main(argv: list[str] | None = None) -> int:
                 "truth_seconds": x.truth_seconds,
                 "truth_low_seconds": x.truth_low_seconds,
                 "served_truth_seconds": x.served_truth_seconds,
+                "asked_ms": x.asked_ms,
+                "request_truth_seconds": x.request_truth_seconds,
+                "request_truth_low_seconds": x.request_truth_low_seconds,
                 "positions_from": x.positions_from,
                 "target_silent_since_ms": x.target_silent_since_ms,
                 "partitions": x.served,

@@ -23,7 +23,7 @@ import yaml
 from bench.common import stop_process
 from bench.netns import ClientHost, NetHost
 from bench.truth_faults import FAULTS, NET_FAULTS, SLOW_KBIT, Fault, check_faults, fault_plan
-from bench.truth_judge import FOLLOWER_LATENCY_MS, INTERVAL_S, Phase, Sample, Truth, TruthRun
+from bench.truth_judge import INTERVAL_S, Phase, Sample, Truth, TruthRun
 from bench.truth_traffic import Traffic, agent, in_process
 from kernel.config import load_config
 from kernel.kafka import create_topics, new_admin
@@ -84,9 +84,12 @@ def _now_ms() -> int:
 def _poll_monitor(url: str, topic: str, samples: list[Sample], stop: threading.Event) -> None:
     last_observed = None
     while not stop.wait(POLL_S):
+        asked = _now_ms()
         try:
             with urllib.request.urlopen(url, timeout=2) as response:
-                link = json.load(response)
+                body = response.read()
+            answered = _now_ms()  # the answer in: its parsing is the poll's own time
+            link = json.loads(body)
         except (OSError, ValueError):
             continue
         mine = [p for p in link["partitions"] if p["topic"] == topic]
@@ -101,7 +104,7 @@ def _poll_monitor(url: str, topic: str, samples: list[Sample], stop: threading.E
         records = [p["replication_lag_records"] for p in mine]
         samples.append(
             Sample(
-                _now_ms(),
+                answered,
                 observed,
                 None if any(s is None for s in seconds) else max(seconds),
                 None if any(r is None for r in records) else sum(records),
@@ -110,6 +113,7 @@ def _poll_monitor(url: str, topic: str, samples: list[Sample], stop: threading.E
                 positions_from=[str(p.get("position_from")) for p in mine],
                 served=mine,
                 target_silent_since_ms=link.get("target_silent_since_ms"),
+                asked_ms=asked,
             )
         )
 
@@ -440,16 +444,7 @@ class _Harness:
             for phase in self.phases:
                 phase.truth_peak_seconds = truth.peak(phase.started_ms, phase.ended_ms or _now_ms())
             for sample in self.samples:
-                at = [truth.at(p, observed) for p, observed in sample.parts]
-                sample.truth_seconds = max(s for s, _ in at)
-                sample.truth_records = sum(r for _, r in at)
-                sample.served_truth_seconds = max(truth.at(p, sample.poll_ms)[0] for p, _ in sample.parts)
-                sample.served_truth_low_seconds = max(
-                    truth.at(p, sample.poll_ms, FOLLOWER_LATENCY_MS)[0] for p, _ in sample.parts
-                )
-                sample.truth_low_seconds = max(
-                    truth.at(p, observed, FOLLOWER_LATENCY_MS)[0] for p, observed in sample.parts
-                )
+                truth.judge(sample)
             batches = spark_batches(self.checkpoint) if self.checkpoint is not None else []
             for sample in self.samples:
                 started = [start for start, end in batches if start <= sample.observed_ms < end + SPARK_REPORT_MS]

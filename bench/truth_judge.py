@@ -7,6 +7,7 @@ import bisect
 import itertools
 import statistics
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +73,13 @@ class Sample:
     # The truth when the figure was read (what a scrape compares with), and its lower bound (as above)
     served_truth_seconds: float = 0.0
     served_truth_low_seconds: float = 0.0
+    # When the poll sent its request (its `poll_ms` is when the answer was in): Prometheus stamps a scraped sample
+    # with its scrape's start. The truth's range over that request (its lowest lower bound, its highest upper one) is
+    # what a figure read then can be judged against without counting the answer's own transit (a process busy
+    # draining a backlog holds its answer some milliseconds, while the truth falls hundreds of seconds a second).
+    asked_ms: int = 0
+    request_truth_low_seconds: float = 0.0
+    request_truth_seconds: float = 0.0
     positions_from: list[str] = field(default_factory=list)  # where each partition's position came from
     served: list[dict[str, Any]] = field(default_factory=list)  # every partition as served (for --json)
     target_silent_since_ms: int | None = None  # the link view's: since when its target acknowledged nothing
@@ -84,6 +92,11 @@ class Sample:
     def served_error_s(self) -> float | None:
         """How far the figure is from the truth at the moment it was read: what a scrape or a dashboard sees."""
         return _error(self.seconds, self.served_truth_low_seconds, self.served_truth_seconds)
+
+    def request_error_s(self) -> float | None:
+        """How far the figure is from the truth at the nearest moment of its request, from the poll's sending it to
+        the answer being in (0 when it is the truth of one of them)."""
+        return _error(self.seconds, self.request_truth_low_seconds, self.request_truth_seconds)
 
     @property
     def unexplained(self) -> bool:
@@ -170,6 +183,7 @@ class TruthRun:
             known = [s for s in mine if s.seconds is not None]
             errors = [abs(e) for s in known if (e := s.error_s()) is not None]
             served = [abs(e) for s in known if (e := s.served_error_s()) is not None]
+            asked = [abs(e) for s in known if (e := s.request_error_s()) is not None]
             record_errors = [abs(s.records - s.truth_records) for s in known if s.records is not None]
             rows.append(
                 {
@@ -182,6 +196,8 @@ class TruthRun:
                     "served_within_1s_share": sum(1 for e in served if e <= 1.0) / len(served) if served else None,
                     "served_error_median_seconds": statistics.median(served) if served else None,
                     "served_error_max_seconds": max(served, default=None),
+                    "request_within_1s_share": sum(1 for e in asked if e <= 1.0) / len(asked) if asked else None,
+                    "request_error_max_seconds": max(asked, default=None),
                     "error_median_records": statistics.median(record_errors) if record_errors else None,
                     "error_max_records": max(record_errors, default=None),
                     "outside_tolerance": sum(1 for s in known if self.is_outside(s)),
@@ -268,6 +284,30 @@ class Truth:
         ]
         return (now_ms - min(oldest)) / 1000 if oldest else 0.0
 
+    def judge(self, sample: Sample) -> None:
+        """Set the truth a sample is judged against (after `freeze`): at each partition's moment, when the answer was
+        in, and over its request."""
+        at = [self.at(p, observed) for p, observed in sample.parts]
+        sample.truth_seconds = max(s for s, _ in at)
+        sample.truth_records = sum(r for _, r in at)
+        sample.truth_low_seconds = max(self.at(p, observed, FOLLOWER_LATENCY_MS)[0] for p, observed in sample.parts)
+        sample.served_truth_seconds = max(self.at(p, sample.poll_ms)[0] for p, _ in sample.parts)
+        sample.served_truth_low_seconds = max(
+            self.at(p, sample.poll_ms, FOLLOWER_LATENCY_MS)[0] for p, _ in sample.parts
+        )
+        sample.request_truth_low_seconds, sample.request_truth_seconds = self.over(
+            [p for p, _ in sample.parts], sample.asked_ms or sample.poll_ms, sample.poll_ms
+        )
+
+    def over(self, partitions: Iterable[int], from_ms: int, to_ms: int) -> tuple[float, float]:
+        """The lowest lower bound and the highest true lag of a link (its partitions' largest) between two moments
+        (after `freeze`), read every millisecond (or at 200 moments evenly, over a longer span)."""
+        parts = list(partitions)
+        step = max(1, (to_ms - from_ms) // 200)
+        moments = [*range(from_ms, to_ms, step), to_ms]
+        low = min(max(self.at(p, t, FOLLOWER_LATENCY_MS)[0] for p in parts) for t in moments)
+        return low, max(max(self.at(p, t)[0] for p in parts) for t in moments)
+
     def peak(self, from_ms: int, to_ms: int) -> float:
         """The largest true lag between two moments (after `freeze`), read every PEAK_STEP_MS."""
         return max(
@@ -284,10 +324,11 @@ class Truth:
 def print_report(run: TruthRun) -> None:
     print(
         "| phase | samples | truth peak / at samples | within 1 s as read | error as read median / max (s) "
-        "| error at its moment median / max (s) | error median / max (records) | 0 while > 2 s behind "
+        "| within 1 s in the request / its worst (s) | error at its moment median / max (s) "
+        "| error median / max (records) | 0 while > 2 s behind "
         "| no figure (no reason) | group status at end (OK after) |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 
     def num(value: float | None, fmt: str) -> str:
         return "-" if value is None else format(value, fmt)
@@ -297,6 +338,8 @@ def print_report(run: TruthRun) -> None:
             f"| {row['phase']} | {row['samples']} | {row['truth_peak_seconds']:.1f} / {row['truth_max_seconds']:.1f} s "
             f"| {num(row['served_within_1s_share'] and row['served_within_1s_share'] * 100, '.0f')} % "
             f"| {num(row['served_error_median_seconds'], '.2f')} / {num(row['served_error_max_seconds'], '.2f')} "
+            f"| {num(row['request_within_1s_share'] and row['request_within_1s_share'] * 100, '.0f')} % / "
+            f"{num(row['request_error_max_seconds'], '.2f')} "
             f"| {num(row['error_median_seconds'], '.2f')} / {num(row['error_max_seconds'], '.2f')} "
             f"| {num(row['error_median_records'], '.0f')} / {num(row['error_max_records'], '.0f')} "
             f"| {row['zero_while_behind']} | {row['no_figure']} ({row['unexplained']}) "

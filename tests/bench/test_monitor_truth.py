@@ -69,6 +69,31 @@ def test_a_figure_is_also_judged_as_read_and_a_missing_one_must_say_why() -> Non
     assert (row["no_figure"], row["unexplained"], row["served_within_1s_share"]) == (2, 1, 0.0)
 
 
+def test_a_figure_read_during_a_drain_is_also_judged_against_the_truth_over_its_request() -> None:
+    """A backlog of 30 s lands on the target 5 ms after the poll asked and 10 ms before its answer was in: the figure
+    the monitor stated in between (30 s) is the truth of a moment of the request, exact there, 30 s off as read; a
+    figure higher than the truth at any moment of the request is off by its distance to the highest."""
+    truth = Truth(2)
+    truth.acked_ms[0] = [T0, T0 + 30_000]
+    truth.arrived_ms[0] = {0: T0 + 30_005, 1: T0 + 30_005}
+    truth.acked_ms[1] = [T0 + 20_000]
+    truth.arrived_ms[1] = {0: T0 + 20_001}
+    truth.freeze()
+    asked, answered = T0 + 30_000, T0 + 30_015
+    low, high = truth.over([0, 1], asked, answered)
+    assert (low, high) == (0.0, 30.004)  # the lower bound: noted late by up to the follower's latency
+    assert truth.over([0, 1], answered, answered) == (0.0, 0.0)
+    drained = Sample(answered, asked + 3, 30.0, 1, [(0, asked + 3), (1, asked + 3)], asked_ms=asked)
+    too_high = Sample(answered, asked + 3, 33.5, 1, [(0, asked + 3), (1, asked + 3)], asked_ms=asked)
+    for sample in (drained, too_high):
+        truth.judge(sample)
+    assert (drained.error_s(), drained.served_error_s(), drained.request_error_s()) == (0.0, 30.0, 0.0)
+    assert too_high.request_error_s() == pytest.approx(3.496)
+    row = run(drained, too_high).report()[1]  # the target SIGSTOP phase
+    assert (row["served_within_1s_share"], row["request_within_1s_share"]) == (0.0, 0.5)
+    assert row["request_error_max_seconds"] == pytest.approx(3.496)
+
+
 def test_spark_batches_are_read_from_the_checkpoints_write_ahead_log(tmp_path: Path) -> None:
     import os
 
