@@ -323,6 +323,8 @@ class LocalClusters:
                 )
         data_dir = cluster.directory / "data"
         cluster.directory.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(cluster.directory / "tmp", ignore_errors=True)  # what a broker killed before left there
+        (cluster.directory / "tmp").mkdir()
         if cluster.netns is not None and security.mode != "plaintext":
             raise LocalClusterError(f"{cluster.alias}: a cluster in a network namespace is plaintext only")
         listeners = security.server_properties(
@@ -360,6 +362,7 @@ class LocalClusters:
             "-XX:MaxGCPauseMillis=20",
             "-XX:+ExitOnOutOfMemoryError",
             "-Djava.awt.headless=true",
+            f"-Djava.io.tmpdir={cluster.directory / 'tmp'}",  # its native libraries: not left in /tmp by a SIGKILL
             f"-Dlog4j2.configurationFile={cluster.directory / 'log4j2.properties'}",
             "-cp",
             f"{jars}/*",

@@ -107,11 +107,16 @@ class LocalSparkCluster:
             "SPARK_LOCAL_IP": "127.0.0.1",
             "SPARK_LOG_DIR": str(self.directory / "logs"),
             "SPARK_NO_DAEMONIZE": "1",
+            # the scratch of its JVMs (block managers, native libraries unpacked) in the cluster's directory, not in
+            # /tmp: a worker killed as a machine is lost, or a driver spark-submit started, leaves it there
+            "SPARK_LOCAL_DIRS": str(self.directory / "scratch"),
+            "SPARK_DAEMON_JAVA_OPTS": f"-Djava.io.tmpdir={self.directory / 'scratch'}",
+            "SPARK_SUBMIT_OPTS": f"-Djava.io.tmpdir={self.directory / 'scratch'}",
         }
         return self._env
 
     def start(self, timeout_s: float = 120) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        (self.directory / "scratch").mkdir(parents=True, exist_ok=True)
         self._master = self._launch(
             "master", [MASTER, "--host", "127.0.0.1", "--port", str(self.port), "--webui-port", str(self.ui_port)]
         )
@@ -126,9 +131,11 @@ class LocalSparkCluster:
         work.mkdir(parents=True, exist_ok=True)
         args = [WORKER, self.master_url, "--host", "127.0.0.1", "--webui-port", str(free_port())]
         args += ["--cores", str(self.cores), "--memory", self.memory, "--work-dir", str(work)]
-        return self._launch(f"worker-{index}", args)
+        # its executors' JVMs inherit its environment: their native libraries in the scratch too
+        scratch = {"JAVA_TOOL_OPTIONS": f"-Djava.io.tmpdir={self.directory / 'scratch'}"}
+        return self._launch(f"worker-{index}", args, scratch)
 
-    def _launch(self, name: str, args: list[str]) -> _Daemon:
+    def _launch(self, name: str, args: list[str], env: dict[str, str] | None = None) -> _Daemon:
         log_path = self.directory / f"{name}.log"
         with log_path.open("ab") as out:
             process = subprocess.Popen(
@@ -136,7 +143,7 @@ class LocalSparkCluster:
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env=self.env(),
+                env={**self.env(), **(env or {})},
                 cwd=self.directory,
                 start_new_session=True,  # its executors join its process group: one killpg takes both
                 preexec_fn=die_with_parent,  # noqa: PLW1509 - only calls prctl

@@ -40,15 +40,7 @@ from kernel.config import ClusterConfig, LinkConfig, MirrorwatchConfig
 from kernel.errors import SetupError
 from kernel.kafka import error_text, new_admin, new_consumer
 from kernel.progress_topic import StatusOut
-from kernel.provenance import (
-    HOPS,
-    PATH,
-    PROVENANCE,
-    SOURCE_CLUSTER,
-    SOURCE_OFFSET,
-    SOURCE_PARTITION,
-    SOURCE_TOPIC,
-)
+from kernel.provenance import HOPS, PATH, PROVENANCE, SOURCE_CLUSTER, SOURCE_OFFSET, SOURCE_PARTITION, SOURCE_TOPIC
 from kernel.worker_status import Gap, PartitionPosition, WorkerStatus
 from localkafka.jars import SPARK_KAFKA, SPARK_KAFKA_VERSION, resolve_jars
 from mirror.admin import link_cluster_ids
@@ -60,6 +52,7 @@ from mirror.spark_plan import (
     SparkLinkPlan,
     acked_during_batch,
     apply_rename,
+    clear_scratch,
     parse_end_offsets,
     parse_offset_log,
     plan_spark_link,
@@ -303,6 +296,8 @@ def _session(link: LinkConfig, plan: SparkLinkPlan, jars: list[Path], master: st
     )
     for key, value in plan.conf.items():
         builder = builder.config(key, value)
+    if cleared := clear_scratch(plan.scratch):  # what a driver of the link killed before left there
+        log.info("link %s: removed %d entries an earlier driver left in %s", link.name, cleared, plan.scratch)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,10 +28,12 @@ from kernel.provenance import ProvenanceForm
 from mirror.topics import INTERNAL_TOPIC_PATTERNS
 
 __all__ = [
+    "SCRATCH_LEFTOVERS",
     "RenameSpec",
     "SparkLinkPlan",
     "acked_during_batch",
     "apply_rename",
+    "clear_scratch",
     "parse_end_offsets",
     "plan_spark_link",
     "spark_conf",
@@ -111,6 +114,10 @@ class SparkLinkPlan:
     max_offsets_per_trigger: int | None
     trigger_interval_seconds: float
     checkpoint: Path
+    # Spark's scratch on this host (`spark.local.dir` and the driver JVM's java.io.tmpdir, unless the link's
+    # spark.conf sets them): the link's own, under the state directory, so a driver that was killed leaves its
+    # block manager and temp files where its next start clears them (`clear_scratch`), not in /tmp for good
+    scratch: Path
     master: str
     conf: Mapping[str, str]
     # The sink's Java producer settings (`kafka.*` options): SINK_DEFAULTS under the link's producer_properties
@@ -226,23 +233,49 @@ def plan_spark_link(config: MirrorwatchConfig, link: LinkConfig) -> SparkLinkPla
         max_offsets_per_trigger=link.spark.max_offsets_per_trigger,
         trigger_interval_seconds=link.spark.trigger_interval_seconds,
         checkpoint=checkpoint,
+        scratch=config.state_path / "spark" / link.name,
         master=link.spark.master,
-        conf=spark_conf(reveal(link.spark.conf)),
+        conf=spark_conf(reveal(link.spark.conf), config.state_path / "spark" / link.name),
         producer={**SINK_DEFAULTS, **reveal(link.producer_properties)},
         consumer={**SOURCE_DEFAULTS, **reveal(link.consumer_properties)},
     )
 
 
-def spark_conf(conf: Mapping[str, str]) -> dict[str, str]:
+def spark_conf(conf: Mapping[str, str], scratch: Path) -> dict[str, str]:
     """The link's spark.conf with JVM_DEFAULT put before each JVM's extraJavaOptions, unless that JVM's options
-    (extra or default) already pick a garbage collector."""
+    (extra or default) already pick a garbage collector; and Spark's scratch in `scratch` (`spark.local.dir`, and
+    the driver JVM's java.io.tmpdir: native libraries it unpacks), unless the link's spark.conf says where. An
+    executor on a cluster's worker keeps the worker's own (SPARK_LOCAL_DIRS there, its JVM's tmpdir)."""
     out = dict(conf)
+    out.setdefault("spark.local.dir", str(scratch))
     for jvm in ("driver", "executor"):
         extra = f"spark.{jvm}.extraJavaOptions"
         options = f"{out.get(f'spark.{jvm}.defaultJavaOptions', '')} {out.get(extra, '')}"
-        if not _PICKS_A_COLLECTOR.search(options):
-            out[extra] = f"{JVM_DEFAULT} {out.get(extra, '')}".strip()
+        added = [] if _PICKS_A_COLLECTOR.search(options) else [JVM_DEFAULT]
+        if jvm == "driver" and "-Djava.io.tmpdir=" not in options:
+            added.append(f"-Djava.io.tmpdir={scratch}")
+        if added:
+            out[extra] = " ".join([*added, out.get(extra, "")]).strip()
     return out
+
+
+# What Spark (and lz4-java in its JVM) leave in their scratch: deleted by a driver that stops, left by one killed
+SCRATCH_LEFTOVERS = ("blockmgr-*", "spark-*", "liblz4-java-*")
+
+
+def clear_scratch(scratch: Path) -> int:
+    """Make the link's scratch directory, and remove what an earlier driver of the link left in it (one driver of a
+    link at a time uses it, as its checkpoint); how many entries were removed."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    removed = 0
+    for pattern in SCRATCH_LEFTOVERS:
+        for path in scratch.glob(pattern):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+            removed += 1
+    return removed
 
 
 def subscription(includes: Sequence[str], excludes: Sequence[str], canary: str) -> str:

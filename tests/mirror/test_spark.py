@@ -120,6 +120,10 @@ def test_fifty_thousand_records_keep_partition_key_value_and_headers_and_the_mon
         while_running=mirror.running,
     )
 
+    # Spark's scratch is the link's own, in the state directory (a killed driver's is cleared at the next start)
+    scratch = tmp_path / "state" / "spark" / "sparked"
+    assert any(p.name.startswith("blockmgr-") for p in scratch.iterdir()), sorted(p.name for p in scratch.iterdir())
+
     # The monitor: the link's replication lag goes to 0 (the Spark driver's published positions), and its group's
     # lag in the Burrow view (the collector's own rounds).
     lag = monitor_sees_link_caught_up(base, "sparked", group, topic, PARTITIONS)
@@ -153,6 +157,7 @@ def test_fifty_thousand_records_keep_partition_key_value_and_headers_and_the_mon
         assert {ours(r) for r in rows} == {(PROVENANCE,)}  # the compact form by default
     assert mirror.stop() == 0 and monitor.stop() == 0
     assert "Traceback" not in mirror.log() + monitor.log()
+    assert [p.name for p in scratch.iterdir()] == []  # a driver that stops removes its scratch itself
 
 
 def test_stopping_and_restarting_the_query_mid_stream_loses_nothing(

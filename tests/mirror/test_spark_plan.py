@@ -4,6 +4,7 @@ subscription pattern (the python engine's topic selection in one regex), the bat
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from mirror.spark_plan import (
     JVM_DEFAULT,
     acked_during_batch,
     apply_rename,
+    clear_scratch,
     parse_end_offsets,
     parse_offset_log,
     plan_spark_link,
@@ -160,30 +162,50 @@ def test_an_offset_log_entry_gives_the_batch_end_offsets_and_nothing_when_not_in
         assert parse_offset_log(broken) == {}
 
 
-def test_the_jvms_collect_with_the_throughput_collector_unless_the_link_picks_one() -> None:
+def test_the_jvms_collect_with_the_throughput_collector_and_spark_scratches_in_the_state_dir_unless_the_link_says(
+    tmp_path: Path,
+) -> None:
     plain = config()
-    assert plan_spark_link(plain, plain.links[0]).conf == {
-        "spark.driver.extraJavaOptions": JVM_DEFAULT,
-        "spark.executor.extraJavaOptions": JVM_DEFAULT,
+    plan = plan_spark_link(plain, plain.links[0])
+    assert plan.scratch == Path("/var/lib/mw/spark/l")
+    assert plan.conf == {
+        "spark.local.dir": "/var/lib/mw/spark/l",
+        "spark.driver.extraJavaOptions": f"{JVM_DEFAULT} -Djava.io.tmpdir=/var/lib/mw/spark/l",
+        "spark.executor.extraJavaOptions": JVM_DEFAULT,  # an executor elsewhere: its worker's own scratch
     }
     own = config(
         spark={
             "conf": {
-                "spark.driver.extraJavaOptions": "-Dx=1 -XX:+UseG1GC",
+                "spark.driver.extraJavaOptions": "-Dx=1 -XX:+UseG1GC -Djava.io.tmpdir=/scratch",
                 "spark.executor.defaultJavaOptions": "-XX:+UseZGC",
                 "spark.executor.extraJavaOptions": "-Dy=2",
                 "spark.executor.memory": "2g",
+                "spark.local.dir": "/fast",
             }
         }
     )
     assert plan_spark_link(own, own.links[0]).conf == {
-        "spark.driver.extraJavaOptions": "-Dx=1 -XX:+UseG1GC",
+        "spark.driver.extraJavaOptions": "-Dx=1 -XX:+UseG1GC -Djava.io.tmpdir=/scratch",
         "spark.executor.defaultJavaOptions": "-XX:+UseZGC",
         "spark.executor.extraJavaOptions": "-Dy=2",
         "spark.executor.memory": "2g",
+        "spark.local.dir": "/fast",
     }
     options = config(spark={"conf": {"spark.driver.extraJavaOptions": "-Dx=1"}})
-    assert plan_spark_link(options, options.links[0]).conf["spark.driver.extraJavaOptions"] == f"{JVM_DEFAULT} -Dx=1"
+    assert (
+        plan_spark_link(options, options.links[0]).conf["spark.driver.extraJavaOptions"]
+        == f"{JVM_DEFAULT} -Djava.io.tmpdir=/var/lib/mw/spark/l -Dx=1"
+    )
+
+    # What a killed driver left in the scratch goes at the next start; anything else there stays.
+    scratch = tmp_path / "spark" / "l"
+    assert clear_scratch(scratch) == 0 and scratch.is_dir()
+    (scratch / "blockmgr-1" / "0c").mkdir(parents=True)
+    (scratch / "spark-2" / "userFiles-3").mkdir(parents=True)
+    (scratch / "liblz4-java-4.so").write_bytes(b"\x7fELF")
+    (scratch / "notes.txt").write_text("an operator's")
+    assert clear_scratch(scratch) == 3
+    assert sorted(p.name for p in scratch.iterdir()) == ["notes.txt"]
 
 
 @pytest.mark.parametrize(
