@@ -324,7 +324,7 @@ class Truth:
 def print_report(run: TruthRun) -> None:
     print(
         "| phase | samples | truth peak / at samples | within 1 s as read | error as read median / max (s) "
-        "| within 1 s in the request / its worst (s) | error at its moment median / max (s) "
+        "| within 1 s over the request / its worst (s) | error at its moment median / max (s) "
         "| error median / max (records) | 0 while > 2 s behind "
         "| no figure (no reason) | group status at end (OK after) |"
     )
