@@ -90,11 +90,12 @@ def test_a_phase_past_its_limit_is_ended_saying_what_ran_where_and_what_had_fail
     phase = [sys.executable, "scripts/phase.py", "--name", "main", "--limit", "20", "--dir", str(results), "--"]
     pytest_command = [sys.executable, "-m", "pytest", "-p", "tests.conftest", "-c", str(tmp_path / "pytest.ini")]
     pytest_command += ["--rootdir", str(tmp_path), "-p", "no:cacheprovider", "-n", "2", "--dist", "loadfile"]
+    (tmp_path / "tmp").mkdir()  # the run ended at its limit leaves its temp files (conftest's crash file) here
     run = subprocess.run(
         [*phase, *pytest_command, str(tmp_path / "test_quick.py"), str(tmp_path / "test_slow.py")],
         check=False,
         cwd=REPO,
-        env=clean_environment(),
+        env=clean_environment(TMPDIR=str(tmp_path / "tmp")),
         capture_output=True,
         text=True,
         timeout=150,
