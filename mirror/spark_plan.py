@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -253,7 +254,7 @@ def spark_conf(conf: Mapping[str, str], scratch: Path) -> dict[str, str]:
         options = f"{out.get(f'spark.{jvm}.defaultJavaOptions', '')} {out.get(extra, '')}"
         added = [] if _PICKS_A_COLLECTOR.search(options) else [JVM_DEFAULT]
         if jvm == "driver" and "-Djava.io.tmpdir=" not in options:
-            added.append(f"-Djava.io.tmpdir={scratch}")
+            added.append(f"-Djava.io.tmpdir={shlex.quote(str(scratch))}")  # Spark splits the options as a shell
         if added:
             out[extra] = " ".join([*added, out.get(extra, "")]).strip()
     return out

@@ -27,13 +27,16 @@ from mirror.spark_plan import (
 from mirror.topics import select_topics
 
 
-def config(**link: Any) -> MirrorwatchConfig:
-    document = {
+def document(**link: Any) -> dict[str, Any]:
+    return {
         "clusters": {"dc1": {"bootstrap_servers": "a:9092"}, "dc2": {"bootstrap_servers": "b:9092"}},
         "links": [{"name": "l", "source": "dc1", "target": "dc2", "engine": "spark", **link}],
         "state_dir": "/var/lib/mw",
     }
-    return parse_config(document, env={})
+
+
+def config(**link: Any) -> MirrorwatchConfig:
+    return parse_config(document(**link), env={})
 
 
 def test_what_spark_cannot_do_is_refused_with_what_to_change() -> None:
@@ -191,6 +194,10 @@ def test_the_jvms_collect_with_the_throughput_collector_and_spark_scratches_in_t
         "spark.executor.memory": "2g",
         "spark.local.dir": "/fast",
     }
+    spaced = parse_config({**document(), "state_dir": "/var/lib/my state"}, env={})
+    assert plan_spark_link(spaced, spaced.links[0]).conf["spark.driver.extraJavaOptions"] == (
+        f"{JVM_DEFAULT} -Djava.io.tmpdir='/var/lib/my state/spark/l'"
+    )
     options = config(spark={"conf": {"spark.driver.extraJavaOptions": "-Dx=1"}})
     assert (
         plan_spark_link(options, options.links[0]).conf["spark.driver.extraJavaOptions"]
