@@ -52,11 +52,11 @@ from mirror.spark_plan import (
     SparkLinkPlan,
     acked_during_batch,
     apply_rename,
-    clear_scratch,
     parse_end_offsets,
     parse_offset_log,
     plan_spark_link,
 )
+from mirror.spark_scratch import clear_scratch
 from mirror.spark_written import TargetFront
 from mirror.topic_keeper import TopicKeeper, refuse_loop
 from mirror.worker import writer_fields

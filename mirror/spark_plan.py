@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,12 +28,10 @@ from kernel.provenance import ProvenanceForm
 from mirror.topics import INTERNAL_TOPIC_PATTERNS
 
 __all__ = [
-    "SCRATCH_LEFTOVERS",
     "RenameSpec",
     "SparkLinkPlan",
     "acked_during_batch",
     "apply_rename",
-    "clear_scratch",
     "parse_end_offsets",
     "plan_spark_link",
     "spark_conf",
@@ -116,8 +113,8 @@ class SparkLinkPlan:
     trigger_interval_seconds: float
     checkpoint: Path
     # Spark's scratch on this host (`spark.local.dir` and the driver JVM's java.io.tmpdir, unless the link's
-    # spark.conf sets them): the link's own, under the state directory, so a driver that was killed leaves its
-    # block manager and temp files where its next start clears them (`clear_scratch`), not in /tmp for good
+    # spark.conf sets them): the link's own, under the state directory, so a driver that was killed leaves its block
+    # manager and temp files where its next start clears them (`spark_scratch.clear_scratch`), not in /tmp for good
     scratch: Path
     master: str
     conf: Mapping[str, str]
@@ -224,6 +221,7 @@ def plan_spark_link(config: MirrorwatchConfig, link: LinkConfig) -> SparkLinkPla
         if link.spark.checkpoint_dir
         else config.state_path / "checkpoints" / link.name
     )
+    scratch = config.state_path / "spark" / link.name
     return SparkLinkPlan(
         link=link.name,
         subscribe_pattern=subscription(includes, excludes, config.canary.topic),
@@ -234,9 +232,9 @@ def plan_spark_link(config: MirrorwatchConfig, link: LinkConfig) -> SparkLinkPla
         max_offsets_per_trigger=link.spark.max_offsets_per_trigger,
         trigger_interval_seconds=link.spark.trigger_interval_seconds,
         checkpoint=checkpoint,
-        scratch=config.state_path / "spark" / link.name,
+        scratch=scratch,
         master=link.spark.master,
-        conf=spark_conf(reveal(link.spark.conf), config.state_path / "spark" / link.name),
+        conf=spark_conf(reveal(link.spark.conf), scratch),
         producer={**SINK_DEFAULTS, **reveal(link.producer_properties)},
         consumer={**SOURCE_DEFAULTS, **reveal(link.consumer_properties)},
     )
@@ -258,25 +256,6 @@ def spark_conf(conf: Mapping[str, str], scratch: Path) -> dict[str, str]:
         if added:
             out[extra] = " ".join([*added, out.get(extra, "")]).strip()
     return out
-
-
-# What Spark (and lz4-java in its JVM) leave in their scratch: deleted by a driver that stops, left by one killed
-SCRATCH_LEFTOVERS = ("blockmgr-*", "spark-*", "liblz4-java-*")
-
-
-def clear_scratch(scratch: Path) -> int:
-    """Make the link's scratch directory, and remove what an earlier driver of the link left in it (one driver of a
-    link at a time uses it, as its checkpoint); how many entries were removed."""
-    scratch.mkdir(parents=True, exist_ok=True)
-    removed = 0
-    for pattern in SCRATCH_LEFTOVERS:
-        for path in scratch.glob(pattern):
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
-            removed += 1
-    return removed
 
 
 def subscription(includes: Sequence[str], excludes: Sequence[str], canary: str) -> str:

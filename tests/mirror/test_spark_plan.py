@@ -18,12 +18,12 @@ from mirror.spark_plan import (
     JVM_DEFAULT,
     acked_during_batch,
     apply_rename,
-    clear_scratch,
     parse_end_offsets,
     parse_offset_log,
     plan_spark_link,
     rename_spec,
 )
+from mirror.spark_scratch import clear_scratch
 from mirror.topics import select_topics
 
 
