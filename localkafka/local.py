@@ -167,6 +167,11 @@ class LocalCluster:
     def server_properties(self) -> Path:
         return self.directory / "server.properties"
 
+    @property
+    def tmp_directory(self) -> Path:
+        """The broker JVM's java.io.tmpdir (the native libraries it unpacks): not left in /tmp by a SIGKILL."""
+        return self.directory / "tmp"
+
     def cluster_config(self) -> ClusterConfig:
         return ClusterConfig(bootstrap_servers=self.bootstrap_servers)
 
@@ -323,8 +328,8 @@ class LocalClusters:
                 )
         data_dir = cluster.directory / "data"
         cluster.directory.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(cluster.directory / "tmp", ignore_errors=True)  # what a broker killed before left there
-        (cluster.directory / "tmp").mkdir()
+        shutil.rmtree(cluster.tmp_directory, ignore_errors=True)  # what a broker killed before left there
+        cluster.tmp_directory.mkdir()
         if cluster.netns is not None and security.mode != "plaintext":
             raise LocalClusterError(f"{cluster.alias}: a cluster in a network namespace is plaintext only")
         listeners = security.server_properties(
@@ -362,7 +367,7 @@ class LocalClusters:
             "-XX:MaxGCPauseMillis=20",
             "-XX:+ExitOnOutOfMemoryError",
             "-Djava.awt.headless=true",
-            f"-Djava.io.tmpdir={cluster.directory / 'tmp'}",  # its native libraries: not left in /tmp by a SIGKILL
+            f"-Djava.io.tmpdir={cluster.tmp_directory}",
             f"-Dlog4j2.configurationFile={cluster.directory / 'log4j2.properties'}",
             "-cp",
             f"{jars}/*",

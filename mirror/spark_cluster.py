@@ -77,6 +77,12 @@ class LocalSparkCluster:
         self._env: dict[str, str] | None = None
 
     @property
+    def scratch(self) -> Path:
+        """The scratch of its JVMs (block managers, native libraries unpacked), not /tmp: a worker killed as a machine
+        is lost, or a driver spark-submit started, leaves it here."""
+        return self.directory / "scratch"
+
+    @property
     def master_url(self) -> str:
         return f"spark://127.0.0.1:{self.port}"
 
@@ -107,16 +113,14 @@ class LocalSparkCluster:
             "SPARK_LOCAL_IP": "127.0.0.1",
             "SPARK_LOG_DIR": str(self.directory / "logs"),
             "SPARK_NO_DAEMONIZE": "1",
-            # the scratch of its JVMs (block managers, native libraries unpacked) in the cluster's directory, not in
-            # /tmp: a worker killed as a machine is lost, or a driver spark-submit started, leaves it there
-            "SPARK_LOCAL_DIRS": str(self.directory / "scratch"),
-            "SPARK_DAEMON_JAVA_OPTS": f"-Djava.io.tmpdir={self.directory / 'scratch'}",
-            "SPARK_SUBMIT_OPTS": f"-Djava.io.tmpdir={self.directory / 'scratch'}",
+            "SPARK_LOCAL_DIRS": str(self.scratch),
+            "SPARK_DAEMON_JAVA_OPTS": f"-Djava.io.tmpdir={self.scratch}",
+            "SPARK_SUBMIT_OPTS": f"-Djava.io.tmpdir={self.scratch}",
         }
         return self._env
 
     def start(self, timeout_s: float = 120) -> None:
-        (self.directory / "scratch").mkdir(parents=True, exist_ok=True)
+        self.scratch.mkdir(parents=True, exist_ok=True)
         self._master = self._launch(
             "master", [MASTER, "--host", "127.0.0.1", "--port", str(self.port), "--webui-port", str(self.ui_port)]
         )
@@ -132,8 +136,7 @@ class LocalSparkCluster:
         args = [WORKER, self.master_url, "--host", "127.0.0.1", "--webui-port", str(free_port())]
         args += ["--cores", str(self.cores), "--memory", self.memory, "--work-dir", str(work)]
         # its executors' JVMs inherit its environment: their native libraries in the scratch too
-        scratch = {"JAVA_TOOL_OPTIONS": f"-Djava.io.tmpdir={self.directory / 'scratch'}"}
-        return self._launch(f"worker-{index}", args, scratch)
+        return self._launch(f"worker-{index}", args, {"JAVA_TOOL_OPTIONS": f"-Djava.io.tmpdir={self.scratch}"})
 
     def _launch(self, name: str, args: list[str], env: dict[str, str] | None = None) -> _Daemon:
         log_path = self.directory / f"{name}.log"

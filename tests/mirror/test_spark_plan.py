@@ -23,7 +23,6 @@ from mirror.spark_plan import (
     plan_spark_link,
     rename_spec,
 )
-from mirror.spark_scratch import clear_scratch
 from mirror.topics import select_topics
 
 
@@ -165,9 +164,9 @@ def test_an_offset_log_entry_gives_the_batch_end_offsets_and_nothing_when_not_in
         assert parse_offset_log(broken) == {}
 
 
-def test_the_jvms_collect_with_the_throughput_collector_and_spark_scratches_in_the_state_dir_unless_the_link_says(
-    tmp_path: Path,
-) -> None:
+def test_the_jvms_collect_with_the_throughput_collector_and_spark_scratches_in_the_state_dir_unless_the_link_says() -> (
+    None
+):
     plain = config()
     plan = plan_spark_link(plain, plain.links[0])
     assert plan.scratch == Path("/var/lib/mw/spark/l")
@@ -203,16 +202,6 @@ def test_the_jvms_collect_with_the_throughput_collector_and_spark_scratches_in_t
         plan_spark_link(options, options.links[0]).conf["spark.driver.extraJavaOptions"]
         == f"{JVM_DEFAULT} -Djava.io.tmpdir=/var/lib/mw/spark/l -Dx=1"
     )
-
-    # What a killed driver left in the scratch goes at the next start; anything else there stays.
-    scratch = tmp_path / "spark" / "l"
-    assert clear_scratch(scratch) == 0 and scratch.is_dir()
-    (scratch / "blockmgr-1" / "0c").mkdir(parents=True)
-    (scratch / "spark-2" / "userFiles-3").mkdir(parents=True)
-    (scratch / "liblz4-java-4.so").write_bytes(b"\x7fELF")
-    (scratch / "notes.txt").write_text("an operator's")
-    assert clear_scratch(scratch) == 3
-    assert sorted(p.name for p in scratch.iterdir()) == ["notes.txt"]
 
 
 @pytest.mark.parametrize(
