@@ -5,7 +5,7 @@ MirrorMaker 1 did) and an idle caught-up group read OK throughout. Two monitors 
 `__consumer_offsets` and one asking the admin API for each group's offsets: both must see the same.
 
 Marked `alone`: the statuses are judged against a clock (observations every 10 s, a healthy committer's cadence of
-1 s), so `make test` runs it with nothing beside it."""
+1 s), so `make test` runs it beside one other such test at most, never beside the main phase's fault injection."""
 
 from __future__ import annotations
 

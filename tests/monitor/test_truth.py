@@ -12,7 +12,8 @@ preconditions the harness makes true before it judges (each fault is removed onl
 mirror back). How close the figures are (within 1 s, the median and worst error, how long the group takes to read OK)
 is what `python -m bench.monitor_truth` (B5) measures and prints: a noisy machine gives a noisy number there, not a
 red build. They still judge in time (an incident of 12-20 s against a clock), so they are marked `alone`: `make test`
-runs them after the phase on several workers, with nothing beside them."""
+runs them after the phase on several workers, two at a time (each on a pair of clusters of its own), never beside
+the main phase's fault injection."""
 
 from __future__ import annotations
 
