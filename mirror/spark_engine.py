@@ -37,16 +37,24 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from kernel.access import require_access
 from kernel.clock import SystemClock
 from kernel.config import ClusterConfig, LinkConfig, MirrorwatchConfig
-from kernel.errors import KafkaClientError, SetupError
+from kernel.errors import SetupError
 from kernel.kafka import error_text, new_admin, new_consumer
 from kernel.progress_topic import StatusOut
 from kernel.provenance import HOPS, PATH, PROVENANCE, SOURCE_CLUSTER, SOURCE_OFFSET, SOURCE_PARTITION, SOURCE_TOPIC
 from kernel.worker_status import Gap, PartitionPosition, WorkerStatus
 from localkafka.jars import SPARK_KAFKA, SPARK_KAFKA_VERSION, resolve_jars
-from mirror.admin import TIMEOUT_S, link_cluster_ids
+from mirror.admin import link_cluster_ids
 from mirror.failure import MirrorFailure
 from mirror.java_client import java_kafka_options
-from mirror.spark_gaps import SourceGenerations, hold_failed, refuse_start, source_gaps, target_lost_gaps
+from mirror.spark_gaps import (
+    SourceGenerations,
+    hold_failed,
+    keep_topics,
+    query_error,
+    refuse_start,
+    source_gaps,
+    target_lost_gaps,
+)
 from mirror.spark_plan import (
     TOPIC,
     SparkLinkPlan,
@@ -466,36 +474,6 @@ def _start_query(
     return query
 
 
-def _keep(keeper: TopicKeeper, link: LinkConfig) -> tuple[threading.Event, threading.Thread]:
-    """The target topics made now (before the first micro-batch writes to them), then kept in step by a thread of
-    their own until the returned event is set."""
-    keeper.refresh()
-    keeper_stop = threading.Event()
-    thread = threading.Thread(target=keeper.keep, args=(keeper_stop,), name=f"topics-{link.name}", daemon=True)
-    thread.start()
-    return keeper_stop, thread
-
-
-def _query_error(query: Any, keeper: TopicKeeper, keeper_stop: threading.Event, thread: threading.Thread) -> Any:
-    """The query's exception, None when it did not fail. A query that failed may have failed on a target topic
-    deleted under it before the keeper's next round found it: the keeper's thread is then stopped and one round
-    asked now, so that the failure is judged on what the target holds now, a lost topic counted as lost (issue #69:
-    the link exited 1, its gaps uncounted, where it should have held failed). A round that cannot ask leaves the
-    failure as it is, said."""
-    error = query.exception()
-    if error is None or keeper.lost_targets:
-        return error
-    keeper_stop.set()
-    thread.join(timeout=TIMEOUT_S)
-    if thread.is_alive():  # its round waits on a cluster: a second round beside it would race it
-        return error
-    try:
-        keeper.refresh()
-    except (KafkaException, KafkaClientError, MirrorFailure) as exc:
-        log.warning("link %s: target topics not surveyed after the query failed: %s", keeper.name, error_text(exc))
-    return error
-
-
 def _failure_gaps(
     progress: _Progress,
     generations: SourceGenerations,
@@ -551,7 +529,7 @@ def run_spark_link(
     generations = SourceGenerations(config.state_path / "topics", link.name, source_admin)
     keeper.watch_targets = True  # the target topics the notes say the link wrote to: one lost is not created anew
     keeper.target_ids.update(generations.noted_targets(keeper.target_topic))
-    keeper_stop, keeper_thread = _keep(keeper, link)
+    keeper_stop, keeper_thread = keep_topics(keeper, link)
 
     progress = _Progress(config, link, plan, keeper, source_admin, front=_target_front(config, link, plan, source_id))
     progress.poll_checkpoint()  # where an earlier run left each partition
@@ -569,7 +547,7 @@ def run_spark_link(
         try:
             _drive(query, progress, stop, generations)
             _note(generations, progress, keeper)  # as the driver leaves them
-            error = _query_error(query, keeper, keeper_stop, keeper_thread)
+            error = query_error(query, keeper, keeper_stop, keeper_thread)
             if error is not None or keeper.lost_targets:
                 failure = (
                     f"link {link.name}: the Spark query failed: {getattr(error, 'desc', error)}"

@@ -33,15 +33,18 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import NoReturn, Protocol
+from typing import Any, NoReturn, Protocol
 
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from kernel.config import LinkConfig, MirrorwatchConfig
+from kernel.errors import KafkaClientError
 from kernel.gap_ledger import GapLedger
+from kernel.kafka import error_text
 from kernel.topic_notes import PartitionNote, TopicLedger, topic_ids
 from kernel.worker_status import Gap
+from mirror.admin import TIMEOUT_S as ADMIN_TIMEOUT_S
 from mirror.failure import MirrorFailure
 from mirror.gaps import out_of_range, recreated, target_lost
 from mirror.topic_keeper import TopicKeeper
@@ -230,3 +233,33 @@ def refuse_start(
     finally:
         progress.close()
     raise MirrorFailure(failure)
+
+
+def query_error(query: Any, keeper: TopicKeeper, keeper_stop: threading.Event, thread: threading.Thread) -> Any:
+    """The query's exception, None when it did not fail. A query that failed may have failed on a target topic
+    deleted under it before the keeper's next round found it: the keeper's thread is then stopped and one round
+    asked now, so that the failure is judged on what the target holds now, a lost topic counted as lost (issue #69:
+    the link exited 1, its gaps uncounted, where it should have held failed). A round that cannot ask leaves the
+    failure as it is, said."""
+    error = query.exception()
+    if error is None or keeper.lost_targets:
+        return error
+    keeper_stop.set()
+    thread.join(timeout=ADMIN_TIMEOUT_S)  # a round waits on a cluster at most this long per request
+    if thread.is_alive():  # its round waits on a cluster: a second round beside it would race it
+        return error
+    try:
+        keeper.refresh()
+    except (KafkaException, KafkaClientError, MirrorFailure) as exc:
+        log.warning("link %s: target topics not surveyed after the query failed: %s", keeper.name, error_text(exc))
+    return error
+
+
+def keep_topics(keeper: TopicKeeper, link: LinkConfig) -> tuple[threading.Event, threading.Thread]:
+    """The target topics made now (before the first micro-batch writes to them), then kept in step by a thread of
+    their own until the returned event is set."""
+    keeper.refresh()
+    keeper_stop = threading.Event()
+    thread = threading.Thread(target=keeper.keep, args=(keeper_stop,), name=f"topics-{link.name}", daemon=True)
+    thread.start()
+    return keeper_stop, thread
