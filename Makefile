@@ -11,6 +11,9 @@ test:
 check: setup
 	bash scripts/check.sh
 
+lint: setup
+	bash scripts/lint.sh
+
 setup:
 	bash scripts/setup.sh
 

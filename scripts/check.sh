@@ -5,9 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 began=$(date +%s)
-echo "== ruff"; .venv/bin/ruff check .
-echo "== ruff format"; .venv/bin/ruff format --check .
-echo "== mypy"; .venv/bin/mypy
+bash scripts/lint.sh
 echo "== pytest -m 'not integration' (2 workers)"
 .venv/bin/pytest -q -n 2 -m "not integration" --durations=5 "$@"
 echo "== make check took $(($(date +%s) - began)) s"

@@ -20,9 +20,7 @@ began=$(date +%s)
 bash scripts/setup.sh
 echo "== setup took $(($(date +%s) - began)) s"
 began=$(date +%s)
-echo "== ruff"; .venv/bin/ruff check .
-echo "== ruff format"; .venv/bin/ruff format --check .
-echo "== mypy"; .venv/bin/mypy
+bash scripts/lint.sh
 if [ $# -gt 0 ]; then
     echo "== pytest $*"; exec .venv/bin/pytest "$@"
 fi
