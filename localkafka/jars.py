@@ -25,6 +25,8 @@ __all__ = [
     "SPARK_KAFKA",
     "SPARK_KAFKA_VERSION",
     "JarSet",
+    "class_archive_options",
+    "class_archive_path",
     "jar_cache_dir",
     "require_java",
     "resolve_jars",
@@ -132,3 +134,17 @@ def resolve_jars(jar_set: JarSet, *, cache_dir: Path | None = None, progress: Ca
         marker.write_text(digest + "\n")
         progress(f"fetched {sum(1 for _ in target.glob('*.jar'))} jars for {jar_set.name}")
     return target
+
+
+def class_archive_path(jars: Path) -> Path:
+    """Where the class-data-sharing archive of the JVMs run on `jars` lives: beside the jar directory, in the cache
+    (localkafka.class_archive makes it)."""
+    return jars.with_name(f"{jars.name}.jsa")
+
+
+def class_archive_options(jars: Path) -> list[str]:
+    """The JVM options that map the archive of `jars`' classes when it has been made; none otherwise. An archive made
+    by another JDK or for other jars is refused by the JVM itself, with a warning in its log, and the classes are then
+    loaded from the jars as without it (`-Xshare:auto`, the default)."""
+    path = class_archive_path(jars)
+    return [f"-XX:SharedArchiveFile={path}"] if path.is_file() else []

@@ -38,7 +38,7 @@ from kernel.config import ClusterConfig
 from kernel.errors import LocalClusterError
 from kernel.processes import die_with_parent, free_port
 from kernel.wait import WaitTimeout, wait_until
-from localkafka.jars import KAFKA, require_java, resolve_jars
+from localkafka.jars import KAFKA, class_archive_options, require_java, resolve_jars
 from localkafka.local_security import LocalSecurity, load_security, prepare_security, security_paths, write_private
 
 __all__ = [
@@ -196,13 +196,16 @@ class LocalClusters:
         progress: Callable[[str], None] = print,
         security: str | None = None,
         placement: Mapping[str, Placement] | None = None,
+        jvm_options: Iterable[str] = (),
     ) -> None:
         """`security`: the mode new clusters are made with (`local_security.MODES`); None keeps the state dir's.
-        `placement`: clusters made in a network namespace of their own (see the module docstring)."""
+        `placement`: clusters made in a network namespace of their own (see the module docstring).
+        `jvm_options`: more options for the brokers' JVMs (class_archive makes the class archive with one)."""
         self.state_dir = Path(state_dir).resolve()
         self._progress = progress
         self._security_mode = security
         self._placement = dict(placement or {})
+        self._jvm_options = tuple(jvm_options)
         self._children: dict[str, subprocess.Popen[bytes]] = {}
 
     @property
@@ -358,11 +361,12 @@ class LocalClusters:
             tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-10:])
             raise LocalClusterError(f"{cluster.alias}: formatting storage failed:\n{tail}")
 
-    @staticmethod
-    def _java_cmd(cluster: LocalCluster, java: str, jars: Path) -> list[str]:
+    def _java_cmd(self, cluster: LocalCluster, java: str, jars: Path) -> list[str]:
         return [
             java,
             *HEAP,
+            *class_archive_options(jars),  # the broker's classes mapped, not loaded and verified anew (class_archive)
+            *self._jvm_options,
             "-XX:+UseG1GC",
             "-XX:MaxGCPauseMillis=20",
             "-XX:+ExitOnOutOfMemoryError",

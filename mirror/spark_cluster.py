@@ -135,8 +135,10 @@ class LocalSparkCluster:
         work.mkdir(parents=True, exist_ok=True)
         args = [WORKER, self.master_url, "--host", "127.0.0.1", "--webui-port", str(free_port())]
         args += ["--cores", str(self.cores), "--memory", self.memory, "--work-dir", str(work)]
-        # its executors' JVMs inherit its environment: their native libraries in the scratch too
-        return self._launch(f"worker-{index}", args, {"JAVA_TOOL_OPTIONS": f"-Djava.io.tmpdir={self.scratch}"})
+        # its executors' JVMs inherit its environment: their native libraries in the scratch too (after what the
+        # environment already asks of every JVM)
+        tool_options = f"{self.env().get('JAVA_TOOL_OPTIONS', '')} -Djava.io.tmpdir={self.scratch}".strip()
+        return self._launch(f"worker-{index}", args, {"JAVA_TOOL_OPTIONS": tool_options})
 
     def _launch(self, name: str, args: list[str], env: dict[str, str] | None = None) -> _Daemon:
         log_path = self.directory / f"{name}.log"

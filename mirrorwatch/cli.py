@@ -184,12 +184,15 @@ def local_status(state_dir: Path, as_json: bool) -> None:
 @local.command("fetch")
 def local_fetch() -> None:
     """Fetch the jars from Maven Central into the cache now: Kafka for the local clusters, Spark's Kafka connector
-    for the spark engine (setup does this; `up` and the spark engine do it when needed)."""
+    for the spark engine (setup does this; `up` and the spark engine do it when needed); then make the class-data
+    archive the local brokers start from (a few seconds, once: they start in about a third of the time with it)."""
+    from localkafka.class_archive import make_class_archive
     from localkafka.jars import KAFKA, SPARK_KAFKA, require_java, resolve_jars
 
     require_java()
     for jar_set in (KAFKA, SPARK_KAFKA):
         click.echo(resolve_jars(jar_set))
+    click.echo(make_class_archive(progress=lambda line: click.echo(line, err=True)))
 
 
 # -- config -----------------------------------------------------------------------------------------------------------

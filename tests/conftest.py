@@ -39,6 +39,15 @@ from localkafka.local_security import MODES
 from tests.processes import MirrorProcess, session_document
 from tests.prometheus import prometheus_server
 
+# Every JVM the tests start (brokers, Spark drivers and workers, MirrorMaker 2) lives seconds to minutes and carries a
+# few thousand records: the C2 compiler's work never pays back there. C1 alone (`TieredStopAtLevel=1`) takes a third of
+# a test's CPU off (test_engine.py 91 -> 60 CPU-s, a Spark link 63 -> 37 CPU-s, a pair of brokers up in 5 CPU-s instead
+# of 9), and on 2 cores the suite's time is its CPU. Users' JVMs and the bench's keep the full JIT; set here, before any
+# fixture starts one, so every subprocess inherits it (each such JVM says "Picked up JAVA_TOOL_OPTIONS" on its stderr).
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+if TEST_JVM_OPTIONS not in os.environ.get("JAVA_TOOL_OPTIONS", ""):
+    os.environ["JAVA_TOOL_OPTIONS"] = f"{os.environ.get('JAVA_TOOL_OPTIONS', '')} {TEST_JVM_OPTIONS}".strip()
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
