@@ -29,10 +29,12 @@ from localkafka.local import LocalClusters
 
 __all__ = [
     "ProcessTree",
+    "checkout_at",
     "checkout_of",
     "clusters_for",
     "engine_file",
     "exit_on_sigterm",
+    "in_turn",
     "markdown_table",
     "median",
     "peer_kind",
@@ -230,6 +232,12 @@ def add_run_options(parser: argparse.ArgumentParser, peers: Sequence[str], *, re
     parser.add_argument("--json", type=Path, help="also write every run here")
 
 
+def in_turn(peers: Sequence[str], repeat: int) -> list[str]:
+    """The peers in the order of run `repeat` (0-based): as given, then reversed, and so on, so that every pair runs
+    in both orders (the peer that runs first is often slower: a cache, a JIT, the broker's page cache)."""
+    return list(peers) if repeat % 2 == 0 else list(reversed(peers))
+
+
 def chosen_peers(parser: argparse.ArgumentParser, args: argparse.Namespace, peers: Sequence[str]) -> list[str]:
     """--peers as a list; an unknown name is a usage error (exit 2) naming the known ones. A mirrorwatch peer may
     name another checkout, `python-1@../old`: that checkout's engine runs, side by side with this one's (an A/B
@@ -254,6 +262,28 @@ def chosen_peers(parser: argparse.ArgumentParser, args: argparse.Namespace, peer
         if not imported.is_relative_to(checkout):
             parser.error(f"{peer}: python imports the engine from {imported}, not from {checkout}")
     return chosen
+
+
+def checkout_at(revision: str, work: Path) -> Path:
+    """The tree of `revision` (a commit, tag or branch of this repository) written under `work`, to run beside this
+    checkout (`python-1@` that path: the A/B of `--against`). A name git does not know ends the run, saying so."""
+    repo = Path(__file__).resolve().parents[1]
+    found = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if found.returncode != 0:
+        raise SystemExit(f"--against {revision}: not a commit of {repo}")
+    commit = found.stdout.strip()
+    tree = work / f"against-{commit[:7]}"
+    tree.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.Popen(["git", "-C", str(repo), "archive", commit], stdout=subprocess.PIPE)
+    subprocess.run(["tar", "-x", "-C", str(tree)], stdin=archive.stdout, check=True)
+    if archive.wait() != 0:
+        raise SystemExit(f"--against {revision}: git archive failed")
+    return tree
 
 
 def python_for(checkout: Path | None) -> list[str]:

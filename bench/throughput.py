@@ -3,12 +3,15 @@
     .venv/bin/python -m bench.throughput --bench b1            # 2,000,000 x 100 B over 12 partitions
     .venv/bin/python -m bench.throughput --bench b2            # 500,000 x 1 KB, uncompressed and lz4 at source
     .venv/bin/python -m bench.throughput --records 20000 --repeat 1 --peers python-1,kcat   # a quick look
+    .venv/bin/python -m bench.throughput --bench b1 --peers python-1 --against ee48008 --repeat 4
+                                                               # an engine change's A/B: this tree against a commit
     .venv/bin/python -m bench.throughput --records 50000 --size 1000 --slow-kbit 20000 --peers python-1,mm2
                                                                # across a 20 Mbit/s WAN link (root: bench.netns)
 
 The records (JSON-like events behind a sequence number; lz4 compresses them about 2.5x, like real event
 streams) are produced into the source before the clock starts; each peer then mirrors the same topic into its
-own target topic, peers interleaved (A, B, A, B ...) and repeated (median of --repeat runs). Measured per run:
+own target topic, peers interleaved (A, B, B, A, A, B ...: every pair in both orders) and repeated (median of
+--repeat runs). Measured per run:
 records/s and MB/s from the first record on the target to the last, CPU-seconds per million records (the whole run,
 start-up included), the cores used while draining (CPU-seconds from the first record to the last, per second) and
 records/s per such core (the per-core figure: a JVM's start-up does not count), the same over the drain's second
@@ -53,10 +56,12 @@ from bench.common import (
     EventBodies,
     ProcessTree,
     add_run_options,
+    checkout_at,
     checkout_of,
     chosen_peers,
     clusters_for,
     exit_on_sigterm,
+    in_turn,
     markdown_table,
     median,
     peer_kind,
@@ -472,7 +477,14 @@ def main(argv: list[str] | None = None) -> int:
         default=PEER_TIMEOUT_S,
         help=f"seconds a peer may take to mirror the records, else the run fails with its log [{PEER_TIMEOUT_S:.0f}]",
     )
-    add_run_options(parser, PEERS, repeat_help="runs per peer, interleaved")
+    parser.add_argument(
+        "--against",
+        metavar="REV",
+        help="an A/B of an engine change: each mirrorwatch peer (python-N, spark) also runs from the tree of this "
+        "commit (git archive into the run's directory, `python-1@...`), side by side on the same records; with "
+        "--repeat 2 or more every pair runs in both orders",
+    )
+    add_run_options(parser, PEERS, repeat_help="runs per peer, interleaved, their order reversed every other run")
     parser.set_defaults(peers=",".join(p for p in PEERS if p != "python-4"))  # the scale-out peer when asked for
     args = parser.parse_args(argv)
     if (args.slow_kbit or args.delay_ms) and args.clusters:
@@ -487,6 +499,12 @@ def main(argv: list[str] | None = None) -> int:
     out: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="mirrorwatch-bench-") as tmp:
         work = Path(tmp)
+        if args.against:
+            tree = checkout_at(args.against, work)
+            mine = [p for p in peers if checkout_of(p) is None and (p.startswith("python-") or p == "spark")]
+            args.peers = ",".join([*peers, *(f"{p}@{tree}" for p in mine)])
+            peers = chosen_peers(parser, args, PEERS)
+            print(f"against {args.against}: {tree}", flush=True)
         placed = clusters_placed(args.clusters, args.slow_kbit, work, args.delay_ms)
         with placed as clusters, contextlib.ExitStack() as started:
             spark = None
@@ -498,7 +516,7 @@ def main(argv: list[str] | None = None) -> int:
                 preload(clusters.clusters["source"], topic, case, args.partitions)
                 runs = []
                 for repeat in range(args.repeat):
-                    for peer in peers:
+                    for peer in in_turn(peers, repeat):
                         run = run_peer(
                             peer,
                             work,

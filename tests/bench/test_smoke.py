@@ -10,6 +10,7 @@ themselves (`make bench`) run every peer."""
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -131,14 +132,19 @@ def test_throughput_smoke_each_way_of_running_a_peer_mirrors_and_verifies(
     assert "per core, 2nd half ratios (median): python-1 / mm2 = " in printed
 
 
-def test_throughput_runs_the_engine_of_another_checkout_side_by_side(
+def test_throughput_against_a_commit_runs_its_engine_beside_this_one_in_both_orders(
     local_clusters: LocalClusters, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`python-1@DIR`: an A/B of two engines in one run (here this checkout against itself, from its own path)."""
-    other = f"python-1@{CHECKOUT}"
-    argv = ["--records", "300", "--repeat", "1", "--peers", f"python-1,{other}"]
+    """`--against REV`: an A/B of two engines in one run, the commit's tree beside this checkout's (here HEAD, written
+    out by git archive), in both orders."""
+    head = subprocess.run(["git", "-C", str(CHECKOUT), "rev-parse", "--short=7", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()  # fmt: skip
+    argv = ["--records", "300", "--repeat", "2", "--peers", "python-1", "--against", "HEAD"]
     (case,) = run_bench(throughput.main, argv, local_clusters, tmp_path)
-    assert [(r["peer"], r["verified"]) for r in case["runs"]] == [("python-1", "ok"), (other, "ok")]
+    runs = [(r["peer"], r["verified"]) for r in case["runs"]]
+    other = runs[1][0]
+    assert other.startswith("python-1@") and other.endswith(f"/against-{head}")
+    assert runs == [("python-1", "ok"), (other, "ok"), (other, "ok"), ("python-1", "ok")]
     assert f"python-1 / {other} = " in capsys.readouterr().out
 
 
