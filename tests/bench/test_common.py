@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
 import zlib
 from pathlib import Path
 
@@ -11,9 +12,11 @@ import pytest
 from bench import latency
 from bench.common import (
     EventBodies,
+    checkout_at,
     checkout_of,
     chosen_peers,
     engine_file,
+    in_turn,
     peer_kind,
     percentile,
     topic_label,
@@ -87,3 +90,20 @@ def test_a_peer_of_another_checkout_runs_that_checkout_even_from_this_one(
     assert engine_file(other) == other.resolve() / "mirror" / "engine.py"
     parser = argparse.ArgumentParser()
     assert chosen_peers(parser, argparse.Namespace(peers=f"python-1@{other}"), ("python-1",)) == [f"python-1@{other}"]
+
+
+def test_peers_take_turns_in_both_orders() -> None:
+    assert [in_turn(["a", "b", "c"], repeat) for repeat in range(3)] == [
+        ["a", "b", "c"],
+        ["c", "b", "a"],
+        ["a", "b", "c"],
+    ]
+
+
+def test_against_writes_out_a_commits_tree_and_refuses_a_name_git_does_not_know(tmp_path: Path) -> None:
+    tree = checkout_at("HEAD", tmp_path)
+    committed = subprocess.run(["git", "-C", str(CHECKOUT), "show", "HEAD:mirror/engine.py"], capture_output=True,
+                               check=True).stdout  # fmt: skip
+    assert (tree / "mirror" / "engine.py").read_bytes() == committed  # the commit's file, not the work tree's
+    with pytest.raises(SystemExit, match="not a commit"):
+        checkout_at("no-such-revision-anywhere", tmp_path)
