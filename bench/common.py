@@ -280,9 +280,11 @@ def checkout_at(revision: str, work: Path) -> Path:
     tree = work / f"against-{commit[:7]}"
     tree.mkdir(parents=True, exist_ok=True)
     archive = subprocess.Popen(["git", "-C", str(repo), "archive", commit], stdout=subprocess.PIPE)
-    subprocess.run(["tar", "-x", "-C", str(tree)], stdin=archive.stdout, check=True)
-    if archive.wait() != 0:
-        raise SystemExit(f"--against {revision}: git archive failed")
+    unpacked = subprocess.run(["tar", "-x", "-C", str(tree)], stdin=archive.stdout, check=False)
+    if archive.stdout is not None:
+        archive.stdout.close()
+    if archive.wait() != 0 or unpacked.returncode != 0:
+        raise SystemExit(f"--against {revision}: could not write out its tree into {tree} (git archive | tar -x)")
     return tree
 
 
