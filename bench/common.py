@@ -37,6 +37,7 @@ __all__ = [
     "in_turn",
     "markdown_table",
     "median",
+    "own_engine",
     "peer_kind",
     "percentile",
     "python_for",
@@ -250,7 +251,7 @@ def chosen_peers(parser: argparse.ArgumentParser, args: argparse.Namespace, peer
         checkout = checkout_of(peer)
         if checkout is None:
             continue
-        if not (peer_kind(peer).startswith("python-") or peer_kind(peer) == "spark"):
+        if not own_engine(peer):
             parser.error(f"{peer}: only mirrorwatch's own peers (python-N, spark) run from another checkout")
         if not (checkout / "mirrorwatch" / "cli.py").is_file():
             parser.error(f"{peer}: {checkout} is not a mirrorwatch checkout (no mirrorwatch/cli.py)")
@@ -262,6 +263,13 @@ def chosen_peers(parser: argparse.ArgumentParser, args: argparse.Namespace, peer
         if not imported.is_relative_to(checkout):
             parser.error(f"{peer}: python imports the engine from {imported}, not from {checkout}")
     return chosen
+
+
+def own_engine(peer: str) -> bool:
+    """Whether the peer is one of mirrorwatch's own engines (python-N, spark): the peers that may run from another
+    checkout."""
+    kind = peer_kind(peer)
+    return kind.startswith("python-") or kind == "spark"
 
 
 def checkout_at(revision: str, work: Path) -> Path:

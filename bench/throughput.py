@@ -64,6 +64,7 @@ from bench.common import (
     in_turn,
     markdown_table,
     median,
+    own_engine,
     peer_kind,
     python_for,
     stop_peer,
@@ -501,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         if args.against:
             tree = checkout_at(args.against, work)
-            mine = [p for p in peers if checkout_of(p) is None and (p.startswith("python-") or p == "spark")]
+            mine = [p for p in peers if checkout_of(p) is None and own_engine(p)]
             args.peers = ",".join([*peers, *(f"{p}@{tree}" for p in mine)])
             peers = chosen_peers(parser, args, PEERS)
             print(f"against {args.against}: {tree}", flush=True)
