@@ -3,12 +3,15 @@
 # three phases (only when no pytest arguments are given; with arguments, pytest runs them as given):
 #   1. everything not marked `alone`, on pytest-xdist workers (MIRRORWATCH_TEST_WORKERS, default 3), a file at a time
 #      (`--dist loadfile`), each worker with a pair of local clusters of its own: a test that kills or freezes a
-#      broker only ever hits its own pair;
-#   2. the tests marked `alone` (they judge what happens against a clock: the monitor against the truth through
-#      incidents, statuses within a minute of a stop), two at a time (MIRRORWATCH_ALONE_WORKERS, default 2), each
-#      worker with a pair of clusters of its own, and nothing else beside them: each holds a few hundred records/s
-#      and mostly waits on its incidents' clocks (one at a time the phase took 960 s, the machine mostly idle);
-#   3. the `secured` subset again on a SASL_SSL pair and on a mutual-TLS pair, the two side by side.
+#      broker only ever hits its own pair; beside it, from its start,
+#   2. the `secured` subset again on a SASL_SSL pair and on a mutual-TLS pair (tests/conftest.py says which tests run
+#      on which): two more processes with a pair each, where the 3-worker phase leaves the CPU idle (it waits on its
+#      tests' clocks a third of the time; after it, the two took 238 s more, beside it 51 s more);
+#   3. the tests marked `alone` (they judge what happens against a clock: the monitor against the truth through
+#      incidents, statuses within a minute of a stop), three pytest processes side by side (MIRRORWATCH_ALONE_WORKERS,
+#      default 3), each with a pair of clusters of its own and a share of the tests whose seconds add up to about a
+#      third (`--share K/3`, tests/conftest.py), nothing else beside them: each holds a few hundred records/s and mostly
+#      waits on its incidents' clocks (one at a time the phase took 960 s, two at a time 507 s, three 372 s).
 # Every phase runs even when an earlier one failed; the exit code says whether all passed. At the end: the slowest
 # 20 tests, each file's time against its budget (tests/durations.json), the tests that failed and one closing line of
 # totals. Each phase has a time limit (scripts/phase.py; all of them under CI's 90 minutes); a phase ended by it says, at
@@ -38,33 +41,41 @@ workers=${MIRRORWATCH_TEST_WORKERS:-3}
 phase() {  # phase NAME LIMIT COMMAND...
     python3 scripts/phase.py --name "$1" --limit "$2" --dir "$results" -- "${@:3}"
 }
+# the secured pairs' phases start first and run beside the 3-worker phase (their limit is its)
+secured_at=$(date +%s)
+secured_pids=()
+for mode in sasl_ssl mtls; do
+    phase "$mode" 2100 .venv/bin/pytest -m secured --security "$mode" --junitxml="$results/$mode.xml" --durations=5 \
+        > "$results/$mode.log" 2>&1 &
+    secured_pids+=($!)
+done
 at=$(date +%s)
-echo "== pytest ($workers workers): everything but the tests marked alone"
+echo "== pytest ($workers workers): everything but the tests marked alone; beside it -m secured on a sasl_ssl and an mtls pair"
 phase main 2100 .venv/bin/pytest -n "$workers" --dist loadfile -m "not alone" --junitxml="$results/main.xml" --durations=10 || failed+=(main)
 took "the $workers-worker phase" "$at"
-
-at=$(date +%s)
-alone_workers=${MIRRORWATCH_ALONE_WORKERS:-2}
-echo "== pytest -m alone: $alone_workers at a time, nothing else beside them (-rP: the truth tests' tables of errors)"
-phase alone 1800 .venv/bin/pytest -n "$alone_workers" -m alone -rP --junitxml="$results/alone.xml" --durations=10 \
-    || failed+=(alone)
-took "the alone phase" "$at"
-
-at=$(date +%s)
-echo "== pytest -m secured --security sasl_ssl, and --security mtls beside it"
-pids=()
-for mode in sasl_ssl mtls; do
-    phase "$mode" 600 .venv/bin/pytest -m secured --security "$mode" --junitxml="$results/$mode.xml" --durations=5 \
-        > "$results/$mode.log" 2>&1 &
-    pids+=($!)
-done
 for i in 0 1; do
     mode=$([ "$i" -eq 0 ] && echo sasl_ssl || echo mtls)
-    wait "${pids[$i]}" || failed+=("$mode")
-    echo "== pytest -m secured --security $mode"
+    wait "${secured_pids[$i]}" || failed+=("$mode")
+    echo "== pytest -m secured --security $mode (beside the $workers-worker phase)"
     cat "$results/$mode.log"
 done
-took "the secured phase" "$at"
+took "the secured phases (from the start of the $workers-worker phase)" "$secured_at"
+
+at=$(date +%s)
+shares=${MIRRORWATCH_ALONE_WORKERS:-3}
+echo "== pytest -m alone: $shares at a time, each a share of about equal seconds (--share K/$shares), nothing else beside them"
+alone_pids=()
+for share in $(seq 0 $((shares - 1))); do
+    phase "alone-$share" 1800 .venv/bin/pytest -m alone --share "$share/$shares" -rP --junitxml="$results/alone-$share.xml" \
+        --durations=5 > "$results/alone-$share.log" 2>&1 &
+    alone_pids+=($!)
+done
+for share in $(seq 0 $((shares - 1))); do
+    wait "${alone_pids[$share]}" || failed+=("alone-$share")
+    echo "== pytest -m alone --share $share/$shares (-rP: the truth tests' tables of errors)"
+    cat "$results/alone-$share.log"
+done
+took "the alone phase" "$at"
 
 python3 scripts/test_report.py durations "$results" || true  # no results at all: said there; the phases decide
 took_s=$(($(date +%s) - began))

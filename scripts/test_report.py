@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import xml.etree.ElementTree as ET
 from collections import defaultdict
@@ -28,7 +29,7 @@ THREADS = 80  # of a process that did not stop, the threads printed
 
 @dataclass(frozen=True)
 class Case:
-    phase: str  # the XML file's stem: main, alone, sasl_ssl, mtls
+    phase: str  # the XML file's stem: main, sasl_ssl, mtls; alone for each of its shares (alone-0, alone-1, ...)
     file: str  # tests/monitor/test_truth.py
     name: str
     seconds: float
@@ -60,7 +61,7 @@ def read_cases(directory: Path) -> list[Case]:
                         threads = tuple(line for line in text.splitlines() if line.startswith("  thread 0x"))
             cases.append(
                 Case(
-                    path.stem,
+                    re.sub(r"-\d+$", "", path.stem),  # a phase run as shares side by side is one phase
                     "/".join(module) + ".py",
                     case.get("name", ""),
                     float(case.get("time", 0)),

@@ -38,6 +38,7 @@ from localkafka.local import ALIASES, LocalClusters
 from localkafka.local_security import MODES
 from tests.processes import MirrorProcess, session_document
 from tests.prometheus import prometheus_server
+from tests.schedule import balanced
 
 # Every JVM the tests start (brokers, Spark drivers and workers, MirrorMaker 2) lives seconds to minutes and carries a
 # few thousand records: the C2 compiler's work never pays back there. C1 alone (`TieredStopAtLevel=1`) takes a third of
@@ -62,6 +63,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=os.environ.get("MIRRORWATCH_TEST_SECURITY", "plaintext"),
         help="how the clusters the run starts are secured, as `local up --security` (env MIRRORWATCH_TEST_SECURITY)",
     )
+    parser.addoption(
+        "--share",
+        metavar="K/N",
+        type=_share_option,
+        help="run only share K (0 to N-1) of the selected tests, the N shares of about equal seconds (`alone(seconds=)`"
+        " marks): N processes side by side, as scripts/test.sh runs the alone phase",
+    )
+
+
+def _share_option(value: str) -> str:
+    index, _, shares = value.partition("/")
+    if not (index.isdigit() and shares.isdigit() and int(index) < int(shares)):
+        raise ValueError(f"--share wants K/N with 0 <= K < N, not {value!r}")
+    return value
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -79,6 +94,52 @@ def pytest_configure(config: pytest.Config) -> None:
             f"--clusters {config.getoption('--clusters')} is one pair of clusters for all {workers} workers (a test "
             "that kills a broker would fail the other workers' tests): run it without -n"
         )
+
+
+# The secured subset (`-m secured --security MODE`, scripts/test.sh): a test marked `secured` runs on every secured
+# mode, one marked `secured("sasl_ssl")` on the modes it names only. What differs between the modes is how a client
+# authenticates and so who its principal is (SCRAM's user, the certificate's name): the clients of each kind (python,
+# Spark, MirrorMaker 1's properties), the local pair and whatever names principals (check, ACL sync) run on both;
+# what only uses a client runs on one.
+def _deselect_other_modes(config: pytest.Config, items: list[pytest.Item]) -> None:
+    mode = config.getoption("--security")
+    kept: list[pytest.Item] = []
+    other: list[pytest.Item] = []
+    for item in items:
+        marker = item.get_closest_marker("secured")
+        named = marker.args if marker is not None else ()
+        (other if mode != "plaintext" and named and mode not in named else kept).append(item)
+    if other:
+        config.hook.pytest_deselected(items=other)
+        items[:] = kept
+
+
+# The alone phase (scripts/test.sh): three pytest processes side by side, each with a pair of its own, each given
+# `--share K/3`: the tests of share K, where `tests.schedule.balanced` puts each test marked `alone(seconds=N)` (what
+# it took in that phase) so that each share's seconds add up to about a third. (pytest-xdist's `--dist load` handed
+# them out in collection order two at a time, the longest started last: 372 s for 348 s a worker; its loadgroup,
+# which could pin them, does not group under pytest 9, whose node ids it can no longer suffix.)
+def _share(config: pytest.Config, items: list[pytest.Item]) -> None:
+    share = config.getoption("--share")
+    if not share:
+        return
+    index, shares = (int(part) for part in share.split("/"))
+    seconds = []
+    for item in items:
+        marker = item.get_closest_marker("alone")
+        seconds.append(float(marker.kwargs.get("seconds", 0)) if marker is not None else 0.0)
+    chosen = balanced(seconds, shares)
+    other = [item for item, share_of in zip(items, chosen, strict=True) if share_of != index]
+    if other:
+        config.hook.pytest_deselected(items=other)
+        items[:] = [item for item, share_of in zip(items, chosen, strict=True) if share_of == index]
+
+
+@pytest.hookimpl(hookwrapper=True)  # after every plugin's own: the tests -m selected are the ones shared
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Iterator[None]:
+    yield
+    _deselect_other_modes(config, items)
+    _share(config, items)
 
 
 # pytest-timeout (360 s, the signal method) fails a test that hangs in Python, but a call blocked inside a C library

@@ -20,6 +20,7 @@ from localkafka.local import LocalClusters
 from tests.conftest import _is_stopped, after_crash_loadfile, mend
 from tests.kafka_helpers import Record, produce, read_all
 from tests.processes import MirrorProcess
+from tests.schedule import balanced
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -268,3 +269,54 @@ def test_a_crashed_workers_unfinished_files_are_queued_again_and_its_finished_on
     scheduler.add_node_collection(gw3, collection)
     scheduler.schedule()
     assert [collection[i] for batch in gw3.sent for i in batch] == [collection[held]]
+
+
+def inner_pytest(tmp_path: Path, *args: str) -> str:
+    """pytest with this suite's conftest on the files under tmp_path (none of the repo's settings); its output."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    alone: a\n    secured: s\n")
+    command = [sys.executable, "-m", "pytest", "-p", "tests.conftest", "-c", str(tmp_path / "pytest.ini")]
+    run = subprocess.run(
+        [*command, "--rootdir", str(tmp_path), "-p", "no:cacheprovider", *args],
+        check=False,
+        cwd=REPO,
+        env=clean_environment(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    return run.stdout
+
+
+def test_the_alone_phase_gives_each_process_a_balanced_share_and_a_secured_test_runs_on_the_modes_it_names(
+    tmp_path: Path,
+) -> None:
+    """`--share K/3` over `alone(seconds=N)` tests: each of the three runs the share `balanced` chose (the most loaded
+    as small as can be), together every test once; `secured("sasl_ssl")` is not run on mtls."""
+    seconds = [20, 150, 90, 60, 190, 110, 40]
+    alone = [194, 154, 154, 146, 140, 111, 92, 55]  # the alone phase's tests three at a time, seconds
+    chosen = balanced(alone, 3)
+    assert sorted(sum(s for s, w in zip(alone, chosen, strict=True) if w == k) for k in range(3)) == [348, 349, 349]
+    assert len(set(balanced(list(range(1, 30)), 4))) == 4  # past a few tests, longest first still shares
+    (tmp_path / "test_timed.py").write_text(
+        "import pytest\n"
+        + "".join(f"@pytest.mark.alone(seconds={s})\ndef test_{i}(): pass\n" for i, s in enumerate(seconds))
+        + "def test_untimed(): pass\n"
+        + "@pytest.mark.secured\ndef test_both(): pass\n"
+        + '@pytest.mark.secured("sasl_ssl")\ndef test_sasl_only(): pass\n'
+    )
+    shares = [
+        sorted(int(line.split("::test_")[1]) for line in out.splitlines() if "::test_" in line)
+        for out in (
+            inner_pytest(tmp_path, "-m", "alone", "--share", f"{k}/3", "--co", "-q", str(tmp_path / "test_timed.py"))
+            for k in range(3)
+        )
+    ]
+    assert sorted(i for share in shares for i in share) == list(range(len(seconds)))
+    assert max(sum(seconds[i] for i in share) for share in shares) == 230  # 190+40 | 150+60+20 | 90+110
+    on = {
+        mode: inner_pytest(tmp_path, "-m", "secured", "--security", mode, "--co", "-q", str(tmp_path / "test_timed.py"))
+        for mode in ("sasl_ssl", "mtls")
+    }
+    assert "test_sasl_only" in on["sasl_ssl"] and "test_both" in on["sasl_ssl"], on
+    assert "test_sasl_only" not in on["mtls"] and "test_both" in on["mtls"], on
