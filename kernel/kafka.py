@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient
 
 from kernel.config import ClusterConfig
 from kernel.errors import ConfigError, ConfigProblem, KafkaClientError
-from kernel.log_repeats import RepeatFilter
+from kernel.log_repeats import Demoted, RepeatFilter
 
 __all__ = [
     "COORDINATOR_NOT_READY",
@@ -70,8 +70,11 @@ Overrides = Mapping[str, Any] | None
 
 
 def _kafka_logger(alias: str) -> logging.Logger:
-    """Where a cluster's librdkafka lines go, with their repeats counted rather than logged (`RepeatFilter`)."""
+    """Where a cluster's librdkafka lines go, with their repeats counted rather than logged (`RepeatFilter`) and the
+    warnings that are not the user's to act on at a lower level (`Demoted`)."""
     logger = logging.getLogger(f"mirrorwatch.kafka.{alias}")
+    if not any(isinstance(f, Demoted) for f in logger.filters):
+        logger.addFilter(Demoted())
     if not any(isinstance(f, RepeatFilter) for f in logger.filters):
         logger.addFilter(RepeatFilter())
     return logger

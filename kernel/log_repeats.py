@@ -6,6 +6,12 @@ filter lets the first `burst` lines alike pass in each `window_s` (alike: the sa
 set aside, so ports, broker ids and "after 0ms" do not make lines different), the last of them saying that more like
 it are counted, not logged; the next line of the kind that passes (a window later) says how many were left out.
 Nothing is hidden silently: an operator sees the first lines, that others follow, and the count.
+
+`Demoted` moves two librdkafka warnings that are not the user's to act on to a lower level (issue #67): the
+`CONFWARN` that `enable.gapless.guarantee` is experimental (mirrorwatch sets it on purpose: one delivery report then
+proves a run of records, mirror/engine.py and README's "Delivery reports" say why) to DEBUG, and an idempotent
+producer's `GETPID ... retrying` (it asks for its producer id before a fresh cluster's coordinator can give one, and
+asks again) to INFO: one that never gets it fails its records, which the link says.
 """
 
 from __future__ import annotations
@@ -14,10 +20,26 @@ import logging
 import re
 import threading
 
-__all__ = ["RepeatFilter"]
+__all__ = ["Demoted", "RepeatFilter"]
 
 _DIGITS = re.compile(r"\d+")
 _KEEP_KINDS = 1000  # kinds remembered; past this, those whose window is over are forgotten
+_DEMOTED = (
+    (re.compile(r"^CONFWARN .*enable\.gapless\.guarantee is experimental"), logging.DEBUG),
+    (re.compile(r"^GETPID .*retrying", re.IGNORECASE), logging.INFO),
+)
+
+
+class Demoted(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno <= logging.INFO:
+            return True
+        message = record.getMessage()
+        for pattern, level in _DEMOTED:
+            if pattern.search(message):
+                record.levelno, record.levelname = level, logging.getLevelName(level)
+                return logging.getLogger(record.name).isEnabledFor(level)
+        return True
 
 
 class RepeatFilter(logging.Filter):

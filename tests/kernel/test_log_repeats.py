@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from kernel.log_repeats import RepeatFilter
+from kernel.log_repeats import Demoted, RepeatFilter
 
 
 def _line(message: str, at: float, name: str = "mirrorwatch.kafka.target") -> logging.LogRecord:
@@ -34,3 +34,27 @@ def test_different_lines_and_loggers_are_counted_apart() -> None:
     assert repeats.filter(_line("Metadata request timed out", 1.1))
     assert repeats.filter(_line("Connect failed: refused", 1.2, name="mirrorwatch.kafka.source"))
     assert not repeats.filter(_line("Connect failed: refused", 1.3))
+
+
+def test_the_gapless_confwarn_and_a_getpid_retry_are_not_warnings_and_other_warnings_stay() -> None:
+    """librdkafka's CONFWARN for the experimental property mirrorwatch sets on purpose is DEBUG (not shown at the
+    default level), a producer-id retry INFO; any other warning, CONFWARN of another property included, stays."""
+    demoted = Demoted()
+    logger = logging.getLogger("mirrorwatch.kafka.demoted-test")
+    logger.setLevel(logging.INFO)
+    gapless = _line(
+        "CONFWARN [rdkafka#producer-1] [thrd:app]: Configuration property enable.gapless.guarantee is experimental: "
+        "When set to `true`, any error ...",
+        1.0,
+        name=logger.name,
+    )
+    assert not demoted.filter(gapless) and gapless.levelname == "DEBUG"
+    logger.setLevel(logging.DEBUG)
+    assert demoted.filter(gapless)
+    retry = _line("GETPID [rdkafka#producer-1] [thrd:main]: Failed to acquire PID: Coordinator not available: retrying",
+                  2.0, name=logger.name)  # fmt: skip
+    assert demoted.filter(retry) and retry.levelno == logging.INFO
+    other = _line(
+        "CONFWARN [rdkafka#producer-1] [thrd:app]: Configuration property foo is deprecated", 3.0, name=logger.name
+    )
+    assert demoted.filter(other) and other.levelno == logging.WARNING
