@@ -157,7 +157,7 @@ def find_link(config: MirrorwatchConfig, name: str) -> LinkConfig:
 def cluster_id_of(admin: AdminClient, alias: str) -> str:
     try:
         cluster_id = admin.list_topics(timeout=TIMEOUT_S).cluster_id
-    except KafkaException as exc:
+    except (KafkaException, TimeoutError) as exc:
         raise kafka_error(exc, f"reaching {alias}") from None
     return str(cluster_id)
 
@@ -175,7 +175,7 @@ def select_groups(
     but the mirror's own."""
     try:
         listing = admin.list_consumer_groups(request_timeout=TIMEOUT_S).result(timeout=TIMEOUT_S)
-    except KafkaException as exc:
+    except (KafkaException, TimeoutError) as exc:
         raise kafka_error(exc, f"listing consumer groups on {alias}") from None
     existing = {g.group_id for g in listing.valid}
     named = list(dict.fromkeys(names))
@@ -263,7 +263,7 @@ def target_groups(cluster: ClusterConfig, alias: str, groups: list[str]) -> dict
 def _partitions_of(admin: AdminClient, alias: str, topics: set[str]) -> dict[str, int]:
     try:
         metadata = admin.list_topics(timeout=TIMEOUT_S)
-    except KafkaException as exc:
+    except (KafkaException, TimeoutError) as exc:
         raise kafka_error(exc, f"reading topics of {alias}") from None
     return {t: len(m.partitions) for t, m in metadata.topics.items() if t in topics and m.error is None}
 

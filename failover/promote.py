@@ -128,7 +128,7 @@ def topics_of(admin: AdminClient, alias: str) -> dict[str, TopicMetadata]:
     """The cluster's topics (a KafkaClientError naming it when it does not answer)."""
     try:
         return dict(admin.list_topics(timeout=TIMEOUT_S).topics)
-    except KafkaException as exc:
+    except (KafkaException, TimeoutError) as exc:
         raise kafka_error(exc, f"listing the topics of {alias}") from None
 
 
@@ -144,7 +144,7 @@ def _highs(admin: AdminClient, partitions: list[Key]) -> dict[Key, int]:
     futures = admin.list_offsets({TopicPartition(t, p): _LATEST for t, p in partitions}, request_timeout=TIMEOUT_S)
     try:
         return {(tp.topic, tp.partition): int(f.result(timeout=TIMEOUT_S).offset) for tp, f in futures.items()}
-    except KafkaException as exc:
+    except (KafkaException, TimeoutError) as exc:
         raise kafka_error(exc, "listing the link's high-watermarks") from None
 
 

@@ -63,7 +63,7 @@ def watermarks(admin: AdminClient, tps: list[tuple[str, int]]) -> dict[tuple[str
         for tp, future in futures.items():
             try:
                 offsets[(tp.topic, tp.partition)] = int(future.result(timeout=TIMEOUT_S).offset)
-            except KafkaException as exc:
+            except (KafkaException, TimeoutError) as exc:
                 raise kafka_error(exc, f"listing offsets of {tp.topic}[{tp.partition}]") from None
         found[name] = offsets
     return {tp: Watermarks(found["start"][tp], found["end"][tp]) for tp in tps}
@@ -247,7 +247,7 @@ def read_partitions(
             if progress is not None and now - last_progress >= PROGRESS_EVERY_S:
                 last_progress = now
                 progress(f"scanned {scanned:,} of about {total:,} records on {alias}")
-    except KafkaException as exc:
+    except (KafkaException, TimeoutError) as exc:
         raise kafka_error(exc, f"scanning {alias}") from None
     finally:
         consumer.close()

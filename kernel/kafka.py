@@ -173,8 +173,11 @@ def new_admin(cluster: ClusterConfig, alias: str, overrides: Overrides = None) -
         raise _rejected(exc, alias, "admin client") from None
 
 
-def kafka_error(exc: KafkaException | KafkaError, context: str) -> KafkaClientError:
-    """Wrap a confluent-kafka error, keeping its code name and whether retrying can help."""
+def kafka_error(exc: KafkaException | KafkaError | TimeoutError, context: str) -> KafkaClientError:
+    """Wrap a confluent-kafka error, keeping its code name and whether retrying can help; a request's future that did
+    not answer in time (`TimeoutError`: a cluster just started, or under load) says so, retriable."""
+    if isinstance(exc, TimeoutError):
+        return KafkaClientError(f"{context}: no answer in time (try again)", code="_TIMED_OUT", retriable=True)
     error = error_of(exc)
     if error is not None:
         return KafkaClientError(f"{context}: {error.str()}", code=error.name(), retriable=error.retriable())
