@@ -6,14 +6,13 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from bench.netns import ClientHost, NetHost
-
-if TYPE_CHECKING:
-    from bench.truth_harness import _Harness
+from localkafka.local import LocalClusters
 
 __all__ = ["FAULTS", "NET_FAULTS", "SLOW_KBIT", "Fault", "check_faults", "fault_plan"]
 
@@ -24,6 +23,16 @@ FAULTS = ("mirror-kill", "mirror-stop", "target-kill", "target-stop", "source-re
 # these cut the mirror's doors, and "monitor-target-cut" the path from this host (the monitor's) to the target alone.
 NET_FAULTS = ("target-cut", "source-cut", "target-slow", "target-flap", "monitor-target-cut")
 SLOW_KBIT = 100
+
+
+class Harnessed(Protocol):
+    """What the faults act on: the run's clusters and its mirroring process (bench.truth_harness's harness; named
+    here by what it offers, so that neither module imports the other)."""
+
+    clusters: LocalClusters
+    engine: subprocess.Popen[bytes] | None
+
+    def start_engine(self) -> None: ...
 
 
 def check_faults(
@@ -57,7 +66,7 @@ class Fault:
 
 
 def fault_plan(  # noqa: PLR0917 -- the run's parts, in order
-    h: _Harness,
+    h: Harnessed,
     faults: tuple[str, ...],
     fault_s: float,
     tie_to_parent: bool,

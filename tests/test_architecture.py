@@ -165,6 +165,24 @@ def test_every_import_points_down_a_floor_and_the_picture_has_no_circle() -> Non
     assert circles(ROOT) == []
 
 
+def modules_importing_each_other(root: Path) -> list[tuple[str, str]]:
+    """Pairs of modules of one tree where each imports the other (a `TYPE_CHECKING` import too: issue #67 found
+    bench.truth_faults and bench.truth_harness so; the rooms' picture cannot see it inside one room)."""
+    paths = {module_name(root, path): path for room in rooms(root) for path in python_files(root, room)}
+    imported = {name: imports_of(path) & set(paths) for name, path in paths.items()}
+    return sorted({(a, b) for a, names in imported.items() for b in names if a < b and a in imported[b]})
+
+
+def test_no_two_modules_import_each_other(tmp_path: Path) -> None:
+    assert modules_importing_each_other(ROOT) == []
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "one.py").write_text("from bench.two import x\n")
+    (tmp_path / "bench" / "two.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import bench.one\n"
+    )
+    assert modules_importing_each_other(tmp_path) == [("bench.one", "bench.two")]
+
+
 def test_an_import_pointing_up_or_sideways_or_closing_a_circle_is_caught(tmp_path: Path) -> None:
     """The check is mutation-tested on a copy of the tree: each wrong import, alone, turns it red."""
     for room in rooms(ROOT):
