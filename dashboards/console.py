@@ -47,7 +47,8 @@ SORTS = {  # how the groups table is ordered: worst status first, most lag first
 }
 PICKED_GROUP = "groups-picked"  # session state: the group whose partitions the groups page shows
 STATUS_RANK = {"ERR": 0, "WARN": 1, "NOTFOUND": 2, "OK": 3}
-STATUS_ICONS = {"OK": "🟢", "WARN": "🟠", "ERR": "🔴", "STOP": "🔴", "STALL": "🔴", "REWIND": "🔴", "NOTFOUND": "⚪"}
+# a group's status in the table: its word, in colour (no emoji: a browser without an emoji font shows empty boxes)
+STATUS_COLOURS = {"OK": "green", "WARN": "orange", "ERR": "red", "STOP": "red", "STALL": "red", "REWIND": "red"}
 
 
 class Unreachable(Exception):
@@ -233,7 +234,7 @@ def consumer_groups(api: MonitorApi) -> None:
         {
             "cluster": g["cluster"],
             "group": g["group"],
-            "status": f"{STATUS_ICONS.get(g['status'], '')} {g['status']}",
+            "status": g["status"],
             "total lag": g["total_lag"],
             "lag change / min": g["lag_change_per_minute"],
             "worst lag": seconds(g["max_lag_seconds"]),
@@ -254,7 +255,10 @@ def consumer_groups(api: MonitorApi) -> None:
     ascending = column == "_rank"  # the worst status has the lowest rank; lag and growth: largest first
     table = table.sort_values([column, "group"], ascending=[ascending, True], na_position="last")
     st.caption(f"lag change: records per minute over the last {document.get('trend_seconds', 300):g} s")
-    st.dataframe(table.drop(columns=["_rank"]), hide_index=True, width="stretch")
+    styled = table.drop(columns=["_rank"]).style.map(
+        lambda status: f"color: {STATUS_COLOURS.get(status, 'gray')}; font-weight: bold", subset=["status"]
+    )
+    st.dataframe(styled, hide_index=True, width="stretch")
     shown = table.to_dict("records")
     # the group picked stays picked while the table's order changes under it (a refresh, a group going WARN, a new
     # group): a selectbox whose options change starts over at its first one

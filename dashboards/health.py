@@ -18,20 +18,22 @@ def seconds(value: float | None) -> str:
 
 
 def link_health(link: dict[str, Any]) -> str:
+    """The link's health as Streamlit markdown: a word in colour (red, orange, green, blue, gray) and what it means,
+    readable in any browser (emoji need a font a headless or minimal one may lack: issue #67)."""
     if link.get("failure"):
-        return "🔴 failed"
+        return ":red[**failed**]"
     if link.get("state") == "workers gone":
         gone = link.get("workers_gone", 0)
-        return f"🔴 down: {gone} worker(s) dead or frozen, lag measured from their last acknowledged positions"
+        return f":red[**down**]: {gone} worker(s) dead or frozen, lag measured from their last acknowledged positions"
     if not link.get("engine_running"):
         # no worker mirrors it: records wait (MirrorwatchMirrorDown fires after 2 min), crashed or stopped alike
-        return "🔴 not running: no worker mirrors it (positions from the group's commits)"
+        return ":red[**not running**]: no worker mirrors it (positions from the group's commits)"
     if link.get("state") == "paused":
-        return "⏸️ paused by an operator: copies nothing, its lag grows (mirrorwatch link status | resume)"
+        return ":blue[**paused**] by an operator: copies nothing, its lag grows (mirrorwatch link status | resume)"
     lag_s = link.get("replication_lag_seconds")
     if lag_s is None:
-        return f"⚪ running, lag in seconds not known: {link.get('reason') or 'not measured yet'}"
-    return "🟢 healthy" if lag_s < 60 else "🟠 lagging"
+        return f":gray[**running**], lag in seconds not known: {link.get('reason') or 'not measured yet'}"
+    return ":green[**healthy**]" if lag_s < 60 else ":orange[**lagging**]"
 
 
 def canary_of(canary: dict[str, Any] | None, link: str) -> dict[str, Any] | None:

@@ -40,6 +40,7 @@ def console_command(
         f"--server.address={address}",
         "--browser.gatherUsageStats=false",
         "--server.fileWatcherType=none",
+        "--client.toolbarMode=viewer",  # an operator's console: no Deploy button, no developer menu
         "--",
         "--api",
         api,

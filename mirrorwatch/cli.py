@@ -552,7 +552,22 @@ def demo(state_dir: Path | None, duration: float | None, rate: float) -> None:
     options = DemoOptions(
         state_dir=state_dir or default_state_dir().parent / "demo", duration_s=duration, records_per_second=rate
     )
+    log = _log_to_file(options.state_dir / "demo.log")
+    click.echo(f"logs: {log} (every component's lines; errors show here too); Ctrl-C stops everything")
     sys.exit(run_demo(options, stop, out=click.echo))
+
+
+def _log_to_file(path: Path) -> Path:
+    """The demo's components log to `path` (appended to, at the chosen level); the terminal keeps its progress lines
+    and, from the log, only errors (issue #67: INFO lines every 5 s between the progress lines)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    root = logging.getLogger()
+    for handler in root.handlers:
+        handler.setLevel(max(handler.level, logging.ERROR))
+    to_file = logging.FileHandler(path, encoding="utf-8")
+    to_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(to_file)
+    return path
 
 
 # Commands in modules of their own keep this one short.

@@ -63,7 +63,7 @@ def test_overview_shows_each_links_health_lag_and_canary(api: str) -> None:
     assert metrics["Throughput"] == "100 rec/s"  # the monitor's history: 6,000 records more every minute
     assert metrics["Canary p99 / last probe"] == "40 ms"  # the probes' own p99 (their 50 ms bucket's bound was shown)
     # its newest change of state among the monitor's events: from "not running"
-    assert "healthy for " in texts(app) and "(was not running)" in texts(app)
+    assert ":green[**healthy**] for " in texts(app) and "(was not running)" in texts(app)
     assert len(app.get("vega_lite_chart")) == 3  # lag in records, in seconds, throughput: over the history
 
 
@@ -190,7 +190,7 @@ def test_paused_partitions_are_said_on_the_overview_and_a_link_all_paused_reads_
     both = replace(view, partitions=tuple(replace(p, paused=why) for p in view.partitions))
     monkeypatch.setattr(fake_api, "link_view", lambda *_args: both)
     app = console()
-    assert "paused by an operator: copies nothing, its lag grows" in texts(app) and not app.warning
+    assert ":blue[**paused**] by an operator: copies nothing, its lag grows" in texts(app) and not app.warning
 
 
 def test_an_unreachable_monitor_is_said_plainly(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -182,7 +182,7 @@ def _live_link(
 
 def _wait_healthy(browser: Browser, tab: str) -> None:
     wait_until(
-        lambda: "live: source → target" in (text := browser.text(tab)) and "🟢 healthy" in text,
+        lambda: "live: source → target" in (text := browser.text(tab)) and "healthy" in text,
         timeout_s=90,
         interval_s=0.5,
         description="the Overview with the link healthy",
@@ -232,7 +232,11 @@ def test_a_stopped_mirror_turns_red_with_its_event_without_a_reload(
         stopped = time.monotonic()
         try:
             text = wait_until(
-                lambda: t if "🔴 not running" in (t := browser.text(tab)) and "(was running)" in t else None,
+                lambda: (
+                    t
+                    if "not running: no worker mirrors it" in (t := browser.text(tab)) and "(was running)" in t
+                    else None
+                ),
                 timeout_s=30,
                 interval_s=0.25,
                 description="the link red, since its event, on the open page",
