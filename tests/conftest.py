@@ -114,11 +114,11 @@ def _deselect_other_modes(config: pytest.Config, items: list[pytest.Item]) -> No
         items[:] = kept
 
 
-# The alone phase (scripts/test.sh): three pytest processes side by side, each with a pair of its own, each given
-# `--share K/3`: the tests of share K, where `tests.schedule.balanced` puts each test marked `alone(seconds=N)` (what
-# it took in that phase) so that each share's seconds add up to about a third. (pytest-xdist's `--dist load` handed
-# them out in collection order two at a time, the longest started last: 372 s for 348 s a worker; its loadgroup,
-# which could pin them, does not group under pytest 9, whose node ids it can no longer suffix.)
+# The alone phase (scripts/test.sh): N pytest processes side by side (2), each with a pair of its own, each given
+# `--share K/N`: the tests of share K, where `tests.schedule.balanced` puts each test marked `alone(seconds=N)` (what
+# it took in that phase, three at a time) so that the shares' seconds are about equal. (pytest-xdist's `--dist load`
+# hands them out in collection order two at a time per worker, the longest started last: three workers ran 372 s for
+# 348 s each; its loadgroup, which could pin them, does not group under pytest 9, whose node ids it cannot suffix.)
 def _share(config: pytest.Config, items: list[pytest.Item]) -> None:
     share = config.getoption("--share")
     if not share:
