@@ -94,6 +94,8 @@ def refused_topics(admin: AdminClient, topics: Iterable[str], timeout_s: float =
     for name, future in futures.items():
         try:
             future.result(timeout=timeout_s)
+        except TimeoutError as exc:  # not known: the round fails and the next one asks again
+            raise kafka_error(exc, f"describing topic {name!r}") from None
         except KafkaException as exc:
             if exc.args and exc.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
                 refused.append(name)
@@ -110,7 +112,7 @@ def describe_topics(admin: AdminClient, topics: Iterable[str], partitions: dict[
     for resource, future in admin.describe_configs(resources, request_timeout=TIMEOUT_S).items():
         try:
             entries = future.result(timeout=TIMEOUT_S)
-        except KafkaException as exc:
+        except (KafkaException, TimeoutError) as exc:
             raise kafka_error(exc, f"describing topic {resource.name!r}") from None
         configs = {
             name: entry.value
@@ -183,7 +185,7 @@ def execute_plan(admin: AdminClient, plan: TopicPlan) -> None:
             try:
                 future.result(timeout=TIMEOUT_S)
                 log.info("created target topic %r", name)
-            except KafkaException as exc:
+            except (KafkaException, TimeoutError) as exc:
                 if already_exists(exc):
                     continue
                 raise kafka_error(exc, f"creating target topic {name!r}") from None
@@ -199,5 +201,5 @@ def execute_plan(admin: AdminClient, plan: TopicPlan) -> None:
                     name,
                     next(a.total for a in plan.add_partitions if a.topic == name),
                 )
-            except KafkaException as exc:
+            except (KafkaException, TimeoutError) as exc:
                 raise kafka_error(exc, f"adding partitions to target topic {name!r}") from None

@@ -421,11 +421,11 @@ class Surveyor:
             outcome: Survey | BaseException
             try:
                 outcome = self.keeper.survey()
-            except (KafkaException, KafkaClientError) as exc:
+            except (KafkaException, KafkaClientError, TimeoutError) as exc:  # TimeoutError: a future gave up waiting
                 log.warning(
                     "link %s: topic refresh failed (%s); the link keeps mirroring what it has",
                     self.name,
-                    error_text(exc),
+                    error_text(exc) if not isinstance(exc, TimeoutError) else "a cluster gave no answer in time",
                 )
                 continue
             except Exception as exc:  # MirrorFailure, or a bug: the loop raises it

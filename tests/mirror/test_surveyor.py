@@ -114,15 +114,26 @@ def test_a_plan_with_problems_is_raised_in_the_loop_by_take(keeper: HangingKeepe
     assert "6 on the source" in str(failure)
 
 
-def test_a_round_failing_on_a_kafka_error_is_logged_and_the_next_one_runs(
-    keeper: HangingKeeper, surveyor: Surveyor, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize(
+    ("error", "said"),
+    [
+        (
+            KafkaException(KafkaError(KafkaError._TIMED_OUT, "Failed while waiting for controller")),
+            "waiting for controller",
+        ),
+        # a request's future that gave up waiting (a loaded target during a fault: it ended a mirror, issue #69's run)
+        (TimeoutError(), "no answer in time"),
+    ],
+)
+def test_a_round_failing_on_a_kafka_error_or_no_answer_is_logged_and_the_next_one_runs(
+    keeper: HangingKeeper, surveyor: Surveyor, caplog: pytest.LogCaptureFixture, error: Exception, said: str
 ) -> None:
     caplog.set_level(logging.WARNING, logger="mirrorwatch.mirror")
     surveyor.request()
     keeper.wait_started()
-    keeper.release(KafkaException(KafkaError(KafkaError._TIMED_OUT, "Failed while waiting for controller")))
+    keeper.release(error)
     wait_until(lambda: "topic refresh failed" in caplog.text, timeout_s=30, description="the warning")
-    assert "waiting for controller" in caplog.text
+    assert said in caplog.text
     assert surveyor.take() is None  # nothing to adopt
     surveyor.request()
     keeper.wait_started()
