@@ -6,7 +6,7 @@
 #      broker only ever hits its own pair; beside it, from its start,
 #   2. the `secured` subset again on a SASL_SSL pair and on a mutual-TLS pair (tests/conftest.py says which tests run
 #      on which): two more processes with a pair each, where the 3-worker phase leaves the CPU idle (it waits on its
-#      tests' clocks a third of the time; after it, the two took 238 s more, beside it 51 s more);
+#      tests' clocks a third of the time; after it, the two took 238 s more, beside it 92-130 s more);
 #   3. the tests marked `alone` (they judge what happens against a clock: the monitor against the truth through
 #      incidents, statuses within a minute of a stop), two pytest processes side by side (MIRRORWATCH_ALONE_WORKERS,
 #      default 2), each with a pair of clusters of its own and a share of the tests whose seconds add up to about half
