@@ -13,6 +13,7 @@ Unit tests ask for none of this and need no broker.
 
 from __future__ import annotations
 
+import argparse
 import faulthandler
 import gc
 import os
@@ -75,7 +76,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def _share_option(value: str) -> str:
     index, _, shares = value.partition("/")
     if not (index.isdigit() and shares.isdigit() and int(index) < int(shares)):
-        raise ValueError(f"--share wants K/N with 0 <= K < N, not {value!r}")
+        raise argparse.ArgumentTypeError(f"--share wants K/N with 0 <= K < N, not {value!r}")
     return value
 
 
