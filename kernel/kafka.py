@@ -119,8 +119,10 @@ def error_of(exc: BaseException | KafkaError | None) -> KafkaError | None:
 
 def error_text(exc: BaseException | KafkaError) -> str:
     """How mirrorwatch writes a Kafka error everywhere (logs, statuses, failures, dead letters' reasons):
-    librdkafka's message and its code name, `Broker: Message size too large (MSG_SIZE_TOO_LARGE)`; any other error
-    as its own text."""
+    librdkafka's message and its code name, `Broker: Message size too large (MSG_SIZE_TOO_LARGE)`; a request's future
+    that gave up waiting (a bare `TimeoutError`) as "no answer in time"; any other error as its own text."""
+    if isinstance(exc, TimeoutError) and not str(exc):
+        return "no answer in time"
     error = error_of(exc)
     return f"{error.str()} ({error.name()})" if error is not None else str(exc)
 
@@ -177,7 +179,7 @@ def kafka_error(exc: KafkaException | KafkaError | TimeoutError, context: str) -
     """Wrap a confluent-kafka error, keeping its code name and whether retrying can help; a request's future that did
     not answer in time (`TimeoutError`: a cluster just started, or under load) says so, retriable."""
     if isinstance(exc, TimeoutError):
-        return KafkaClientError(f"{context}: no answer in time (try again)", code="_TIMED_OUT", retriable=True)
+        return KafkaClientError(f"{context}: {error_text(exc)} (try again)", code="_TIMED_OUT", retriable=True)
     error = error_of(exc)
     if error is not None:
         return KafkaClientError(f"{context}: {error.str()}", code=error.name(), retriable=error.retriable())

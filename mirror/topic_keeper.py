@@ -425,7 +425,7 @@ class Surveyor:
                 log.warning(
                     "link %s: topic refresh failed (%s); the link keeps mirroring what it has",
                     self.name,
-                    error_text(exc) if not isinstance(exc, TimeoutError) else "a cluster gave no answer in time",
+                    error_text(exc),
                 )
                 continue
             except Exception as exc:  # MirrorFailure, or a bug: the loop raises it
