@@ -298,7 +298,9 @@ class _Harness:
         url = f"{self.http}/v3/kafka/source/consumer/{self.group}/status"
         while not stop.wait(1.0):
             read = _group_status(url)
-            if read is not None and self.phases:
+            if read is None and self.phases:
+                self.phases[-1].group_unanswered_ms.append(_now_ms())
+            elif read is not None and self.phases:
                 self.phases[-1].group_statuses.append(read[0])
                 self.phases[-1].group_status_ms.append(_now_ms())
                 if read[1] is not None:

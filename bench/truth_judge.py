@@ -30,6 +30,7 @@ class Phase:
     alerts_at_end: set[str] = field(default_factory=set)  # those still firing when the phase ended
     group_statuses: list[str] = field(default_factory=list)  # the link group's Burrow status, once a second
     group_status_ms: list[int] = field(default_factory=list)  # when each of them was read
+    group_unanswered_ms: list[int] = field(default_factory=list)  # when the status request got no answer (2 s)
     # its partitions at WARN or worse when it was last read (what the status was judged on), for a failure to show
     group_detail: list[dict[str, Any]] = field(default_factory=list)
     ended_ms: int = 0  # when the next phase started (or the run ended)
@@ -50,6 +51,14 @@ class Phase:
         while first_ok > 0 and self.group_statuses[first_ok - 1] == "OK":
             first_ok -= 1
         return max(0.0, (self.group_status_ms[first_ok] - self.events_ms[-1]) / 1000)
+
+    def group_timeline(self) -> str:
+        """The link group's readings in order, seconds from the phase's start (fault injected and removed marked),
+        the requests without an answer among them: what a failure about the status shows."""
+        readings = [(at, status) for at, status in zip(self.group_status_ms, self.group_statuses, strict=True)]
+        readings += [(at, "no answer") for at in self.group_unanswered_ms]
+        readings += [(at, f"[fault {what}]") for at, what in zip(self.events_ms, ("injected", "removed"), strict=False)]
+        return ", ".join(f"{(at - self.started_ms) / 1000:+.1f} {what}" for at, what in sorted(readings))
 
 
 @dataclass

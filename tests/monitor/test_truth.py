@@ -55,6 +55,7 @@ def assert_truthful(
     reason) and the link's group loses its partitions; `brief`: incidents that hold the link's offset for too few
     commit intervals to read WARN; `held`: faults that hold the mirror back (not one of the monitor's alone)."""
     rows = {row["phase"]: row for row in run.report()}
+    timeline = {phase.name: phase.group_timeline() for phase in run.phases}
     assert list(rows) == phases
     assert run.missing_on_target == 0, f"{run.missing_on_target} of {run.acked} acknowledged records not on the target"
     for name, row in rows.items():
@@ -87,7 +88,9 @@ def assert_truthful(
     # offset stands for about two of them) reads WARN or worse at some point.
     for name, row in rows.items():
         if name != "steady" and not brief(name):
-            assert set(row["group_statuses"]) - {"OK"}, f"{name}: the link's group read OK throughout: {rows}"
+            assert set(row["group_statuses"]) - {"OK"}, (
+                f"{name}: the link's group read OK throughout: {timeline[name]}; {rows}"
+            )
 
 
 @pytest.mark.alone(seconds=194)  # its time in the alone phase (tests/conftest.py shares them out)
