@@ -120,28 +120,11 @@ def python_driver(session: int, script: str) -> int:
     raise AssertionError(f"no python driver running {script} in session {session}")
 
 
-def test_spark_submit_and_mirror_master_run_a_link_on_the_workers_and_the_monitor_sees_it(
-    clusters_config: MirrorwatchConfig,
-    make_topic: Callable[..., str],
-    write_config: Callable[..., Path],
-    start_mirror: Callable[..., MirrorProcess],
-    unique: Callable[[str], str],
-    spark_cluster: LocalSparkCluster,
-    tmp_path: Path,
+def submit_until_caught_up(
+    spark: LocalSparkCluster, config: Path, tmp_path: Path, caught_up: Callable[[Callable[[], bool]], object]
 ) -> None:
-    """First through spark-submit exactly as the README writes it, then (the same checkpoint) through `mirrorwatch
-    mirror --master`, with the monitor watching: every record once, in order, progress committed and seen."""
-    source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
-    topic = make_topic("source", PARTITIONS)
-    produce(source, "source", topic, records(0, 20_000))
-    group = unique("standalone")
-    config = write_config(
-        [link(topic, group, tmp_path, spark_cluster.master_url)],
-        monitor={"interval_seconds": 1},
-        canary={"topic": unique("canary")},
-        http={"host": "127.0.0.1", "port": 0},
-        state_dir=str(tmp_path / "state"),
-    )
+    """The link through spark-submit exactly as the README writes it, until `caught_up(running)` returns, then
+    SIGTERM to its python driver: a clean stop (exit 0, no traceback)."""
     engine = subprocess.run(
         [sys.executable, "-c", "import mirror.spark_engine as m; print(m.__file__)"],
         capture_output=True,
@@ -154,7 +137,7 @@ def test_spark_submit_and_mirror_master_run_a_link_on_the_workers_and_the_monito
             [
                 str(spark_home() / "bin" / "spark-submit"),
                 "--master",
-                spark_cluster.master_url,
+                spark.master_url,
                 "--jars",
                 ",".join(str(j) for j in spark_jars()),
                 engine,
@@ -165,39 +148,22 @@ def test_spark_submit_and_mirror_master_run_a_link_on_the_workers_and_the_monito
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
-            env={**spark_cluster.env(), "PYSPARK_PYTHON": sys.executable},
+            env={**spark.env(), "PYSPARK_PYTHON": sys.executable},
             start_new_session=True,
             cwd=tmp_path,  # as start_mirror's: a killed driver's artifacts/ stays with the test
         )
     submitted_run = MirrorProcess(submitted, submit_log)
     try:
-        wait_until(lambda: executors_on_both_workers(spark_cluster), timeout_s=180, description="executors on both")
-        wait_for_commits(source, "source", group, topic, PARTITIONS, timeout_s=300, while_running=submitted_run.running)
+        wait_until(lambda: executors_on_both_workers(spark), timeout_s=180, description="executors on both")
+        caught_up(submitted_run.running)
     finally:
         # SIGTERM to the python driver (the JVM that spark-submit started ends when the driver does)
         os.kill(python_driver(submitted.pid, engine), signal.SIGTERM)
         assert submitted.wait(timeout=120) == 0, submitted_run.log()[-3000:]
     assert "Traceback" not in submitted_run.log()
 
-    produce(source, "source", topic, records(20_000, 8_000))
-    mirror = start_mirror("--config", str(config), "--link", "sparked", "--master", spark_cluster.master_url)
-    monitor = start_mirror("--config", str(config), command="monitor")
-    base = monitor.http_base()
-    wait_until(lambda: executors_on_both_workers(spark_cluster), timeout_s=180, description="executors on both")
-    wait_for_commits(source, "source", group, topic, PARTITIONS, timeout_s=300, while_running=mirror.running)
 
-    burrow = monitor_sees_link_caught_up(base, "sparked", group, topic, PARTITIONS)
-    assert burrow["partition_count"] == PARTITIONS and burrow["status"] == "OK"
-    assert mirror.stop(timeout_s=120) == 0 and monitor.stop() == 0
-    high = end_offsets(source, "source", topic, PARTITIONS)
-    assert committed_offsets(source, "source", group, topic, PARTITIONS) == high
-    got = read_to_end(target, "target", topic, PARTITIONS)
-    written = assert_every_record_once_at_least(got, topic, high)
-    assert set(written.values()) == {1}, "a clean stop and restart writes nothing twice"
-    assert "Traceback" not in mirror.log() + monitor.log()
-
-
-def test_a_lost_worker_and_a_killed_driver_lose_nothing_and_the_duplicates_are_counted(
+def test_spark_submit_then_mirror_master_run_a_link_on_the_workers_through_a_lost_worker_and_a_killed_driver(
     clusters_config: MirrorwatchConfig,
     make_topic: Callable[..., str],
     write_config: Callable[..., Path],
@@ -206,23 +172,44 @@ def test_a_lost_worker_and_a_killed_driver_lose_nothing_and_the_duplicates_are_c
     spark_cluster: LocalSparkCluster,
     tmp_path: Path,
 ) -> None:
-    """Mid-stream (small micro-batches), one worker and its executors are SIGKILLed: Spark reschedules their tasks on
-    the other and the link goes on. Later the driver is SIGKILLed and restarted: it resumes from its checkpoint.
-    Every source record is on the target; what was written twice is only what the interrupted batches wrote."""
+    """One link, one checkpoint, one Spark application start per way of running it (a driver and its executors are
+    what this file's time is made of): first through spark-submit exactly as the README writes it, stopped with
+    SIGTERM; then through `mirrorwatch mirror --master` with small micro-batches and the monitor watching. Mid-stream
+    one worker and its executors are SIGKILLed: Spark reschedules their tasks on the other and the link goes on.
+    Later the driver is SIGKILLed and restarted: it resumes from its checkpoint. Every source record is on the target
+    in order, progress committed and seen by the monitor; the records spark-submit mirrored before its clean stop are
+    written once, and what was written twice is only what the interrupted batches wrote."""
     source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
     topic = make_topic("source", PARTITIONS)
-    total = 40_000
-    produce(source, "source", topic, records(0, total))
-    group = unique("faults")
-    config = write_config([link(topic, group, tmp_path, spark_cluster.master_url, max_offsets_per_trigger=1000)])
+    submitted_total, total = 20_000, 60_000
+    produce(source, "source", topic, records(0, submitted_total))
+    group = unique("standalone")
+    common: dict[str, Any] = {
+        "canary": {"topic": unique("canary")},
+        "http": {"host": "127.0.0.1", "port": 0},
+        "state_dir": str(tmp_path / "state"),
+    }
+    config = write_config([link(topic, group, tmp_path, spark_cluster.master_url)], **common)
+    submit_until_caught_up(spark_cluster, config, tmp_path, lambda running: wait_for_commits(
+        source, "source", group, topic, PARTITIONS, timeout_s=300, while_running=running
+    ))  # fmt: skip
+
+    produce(source, "source", topic, records(submitted_total, total - submitted_total))
+    # the same link and checkpoint, now in micro-batches of at most 1,000 records (a batch a fault interrupts)
+    config = write_config(
+        [link(topic, group, tmp_path, spark_cluster.master_url, max_offsets_per_trigger=1000)],
+        monitor={"interval_seconds": 1},
+        **common,
+    )
 
     def committed() -> int:
         return sum(max(0, c) for c in committed_offsets(source, "source", group, topic, PARTITIONS))
 
     mirror = start_mirror("--config", str(config), "--link", "sparked", "--master", spark_cluster.master_url)
+    monitor = start_mirror("--config", str(config), command="monitor")
     try:
         wait_until(lambda: executors_on_both_workers(spark_cluster), timeout_s=180, description="executors on both")
-        wait_until(lambda: committed() >= 5_000, timeout_s=300, interval_s=0.2, description="a quarter mirrored")
+        wait_until(lambda: committed() >= submitted_total + 5_000, timeout_s=300, interval_s=0.2, description="going")
         spark_cluster.kill_worker(0)
         at_loss = committed()
         assert at_loss < total, "the worker was lost too late to test it"
@@ -234,12 +221,20 @@ def test_a_lost_worker_and_a_killed_driver_lose_nothing_and_the_duplicates_are_c
         spark_cluster.restart_worker(0)
     mirror = start_mirror("--config", str(config), "--link", "sparked", "--master", spark_cluster.master_url)
     wait_for_commits(source, "source", group, topic, PARTITIONS, timeout_s=300, while_running=mirror.running)
-    assert mirror.stop(timeout_s=120) == 0
+
+    burrow = monitor_sees_link_caught_up(monitor.http_base(), "sparked", group, topic, PARTITIONS)
+    assert burrow["partition_count"] == PARTITIONS and burrow["status"] == "OK"
+    assert mirror.stop(timeout_s=120) == 0 and monitor.stop() == 0
     high = end_offsets(source, "source", topic, PARTITIONS)
+    assert committed_offsets(source, "source", group, topic, PARTITIONS) == high
     got = read_to_end(target, "target", topic, PARTITIONS)
     written = assert_every_record_once_at_least(got, topic, high)
+    submitted_per_partition = submitted_total // PARTITIONS
+    assert {n for (_, offset), n in written.items() if offset < submitted_per_partition} == {1}, (
+        "a clean stop and restart writes nothing twice"
+    )
     twice = sum(n - 1 for n in written.values())
     # Only the micro-batches running when a fault hit are written again: each is at most max_offsets_per_trigger.
     assert len(got) == total + twice and twice <= 2 * 2 * 1000, f"{twice} written twice"
     print(f"worker lost at {at_loss}, driver killed at {at_kill} of {total}; {twice} records written twice")
-    assert "Traceback" not in mirror.log()
+    assert "Traceback" not in mirror.log() + monitor.log()
