@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -69,6 +70,11 @@ def _series(text: bytes) -> int:
     return sum(1 for line in text.splitlines() if line and not line.startswith(b"#"))
 
 
+def _groups_in(text: bytes, topic: str) -> int:
+    """The bench's groups (`<topic>-<n>`) that an exposition text holds a series of."""
+    return len(set(re.findall(rb'"' + re.escape(topic.encode()) + rb'-(\d+)"', text)))
+
+
 def _unload(source: ClusterConfig, topic: str, groups: int) -> None:
     admin = new_admin(source, "source")
     names = [f"{topic}-{g}" for g in range(groups)]
@@ -85,6 +91,18 @@ def _peak_rss_mb(pid: int) -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def _listed(base: str, mode: str, topic: str, groups: int) -> int:
+    """How many of the bench's groups Burrow's group list shows (some that it misses, or why it shows none, said)."""
+    _, body, _ = _get(f"{base}/v3/kafka/source/consumer")
+    answer = json.loads(body)
+    if "consumers" not in answer:  # the monitor cannot see the cluster (503)
+        print(f"{mode}: Burrow's group list after the rounds: {answer.get('message', answer)}", flush=True)
+    mine = {g for g in answer.get("consumers", ()) if g.startswith(topic)}
+    if len(mine) < groups:
+        print(f"{mode}: not listed: {sorted({f'{topic}-{g}' for g in range(groups)} - mine)[:5]}", flush=True)
+    return len(mine)
 
 
 def run_monitor(
@@ -126,13 +144,14 @@ def run_monitor(
         round_s: list[float] = []
         seen: tuple[int, str] = (-1, "")
         deadline = time.monotonic() + 600
-        after_ready: list[tuple[float, int, float]] = []  # every 2 s from the first ready: seconds, series, at
+        # every 2 s from the first ready: seconds, series, at, the bench's groups with a series
+        after_ready: list[tuple[float, int, float, int]] = []
         next_scrape = 0.0
         while len(round_s) < rounds and time.monotonic() < deadline:
             if first_s is not None and time.monotonic() >= next_scrape:
                 next_scrape = time.monotonic() + 2.0
                 text, _, took = _scrape(f"{base}/metrics")
-                after_ready.append((took, _series(text), time.monotonic() - started))
+                after_ready.append((took, _series(text), time.monotonic() - started, _groups_in(text, topic)))
             try:
                 status, body, _ = _get(f"{base}/readyz", 10)
             except (urllib.error.URLError, ConnectionError, TimeoutError):
@@ -149,8 +168,10 @@ def run_monitor(
                 seen = key
             time.sleep(0.5)
         scrapes = [_scrape(f"{base}/metrics") for _ in range(5)]
-        _, groups_body, _ = _get(f"{base}/v3/kafka/source/consumer")
-        listed = sum(1 for g in json.loads(groups_body)["consumers"] if g.startswith(topic))
+        if first_s is not None:  # these are scrapes after ready too
+            at = time.monotonic() - started
+            after_ready += [(took, _series(text), at, _groups_in(text, topic)) for text, _, took in scrapes]
+        listed = _listed(base, mode, topic, groups)
 
         def figure(text: bytes, prefix: str) -> float:
             return next(float(line.split()[-1]) for line in text.decode().splitlines() if line.startswith(prefix))
@@ -169,8 +190,9 @@ def run_monitor(
             "groups": groups,
             # every scrape from the first one after /readyz said ready: the slowest, and whether each was complete
             "scrapes_after_ready": len(after_ready),
-            "scrape_after_ready_max_seconds": max((t for t, _, _ in after_ready), default=None),
-            "series_after_ready": sorted({n for _, n, _ in after_ready}),
+            "scrape_after_ready_max_seconds": max((t for t, _, _, _ in after_ready), default=None),
+            "series_after_ready": sorted({n for _, n, _, _ in after_ready}),
+            "groups_after_ready_fewest": min((g for _, _, _, g in after_ready), default=None),
             "series": _series(scrapes[-1][0]),
             "series_by_style": by_style,
             "first_collection_seconds": first_s,
@@ -244,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
                 "scrape (gzip)",
                 "slowest scrape after ready",
                 "series (after ready: fewest / most)",
+                "groups in every scrape after ready",
                 "scrape MB (text / gzip)",
                 "RSS MB",
                 "listed",
@@ -260,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"{r['scrape_after_ready_max_seconds'] or 0:.2f} s ({r['scrapes_after_ready']} scrapes)",
                     f"{r['series']:,} ({min(r['series_after_ready'], default=0):,} / "
                     f"{max(r['series_after_ready'], default=0):,})",
+                    f"{r['groups_after_ready_fewest'] or 0:,} of {r['groups']:,}",
                     f"{r['scrape_bytes'] / 1e6:.1f} / {r['scrape_wire_bytes'] / 1e6:.1f}",
                     f"{r['peak_rss_mb']:.0f}",
                     f"{r['groups_listed']:,}",

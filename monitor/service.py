@@ -31,6 +31,7 @@ from monitor.dating import date_record
 from monitor.evaluator import EvaluatorConfig, OffsetSample
 from monitor.history import CanaryReading, Events, History, canary_transitions, transitions
 from monitor.links import LinkView, SafePosition, WorkerSighting, link_view, safe_positions, served_link
+from monitor.readiness import READY_WAIT_S, why_not_ready
 from monitor.record_times import Key, RecordTimeFetcher
 from monitor.state import MonitorState, evaluate_groups, observe_snapshot
 from monitor.windows import OffsetWindows
@@ -43,10 +44,6 @@ log = logging.getLogger("mirrorwatch.monitor")
 # waits for the commit follower to catch up): until then it publishes nothing (the API answers 503 "no collection
 # yet") rather than figures without a source; a cluster still silent after it reads down, "no answer for N s".
 FIRST_ANSWER_WAIT_S = 15.0
-# /readyz says ready once every cluster has answered its first collection (a fleet's first collection, reading the
-# history of __consumer_offsets, can take longer than FIRST_ANSWER_WAIT_S: until then a scrape would hold almost no
-# group, issue #45), or after this long whatever a cluster does (it then reads down, with its reason).
-READY_WAIT_S = 300.0
 # How long served_links reuses the workers' statuses it read: at least this long, and four times as long as reading
 # them took (a flood of requests reads them at most a fifth of the time). A worker draining a backlog rewrites its
 # status every few tens of milliseconds (`mirror.progress.STATUS_REST_S`): the lag then falls tens of seconds per
@@ -206,6 +203,7 @@ class MonitorService:
         self._served: tuple[MonitorState, int, Mapping[str, Mapping[tuple[str, int], SafePosition]], int] | None = None
         self.publishing = False  # a round of the loop is under way: its state will be rendered (`on_publish`)
         self.rounds_published = 0  # rounds of the loop whose state the `on_publish` listeners have had
+        self.published_up: set[str] = set()  # the clusters some published round held answering (for /readyz)
         self._started_ms: int | None = None
         self.round_seconds = 0.0  # how long the last round took
         self.overruns = 0  # rounds that took longer than the interval (the interval stretched)
@@ -490,6 +488,7 @@ class MonitorService:
             state = self.collect()
             for listener in self.on_publish:  # e.g. /metrics rendered now, so no scrape waits for it
                 listener(state)
+            self.published_up.update(alias for alias, snapshot in state.clusters.items() if snapshot.up)
             self.rounds_published += 1
         except Exception:  # a bug in one round must not stop the monitor; the next round tries again
             log.exception("monitor: collection failed")
@@ -497,13 +496,11 @@ class MonitorService:
             self.publishing = False
 
     def not_ready(self) -> str | None:
-        """Why /readyz is not ready yet (None: ready): no round yet; a cluster's first collection still under way
-        (for at most READY_WAIT_S); the loop's first state not yet rendered for /metrics."""
-        early = self._started_ms is not None and self._clock.now_ms() - self._started_ms < READY_WAIT_S * 1000
-        waiting = [alias for alias in self.clusters if alias not in self._latest] if early else []
-        if self.state is None or waiting:
-            return f"the first collection of cluster {waiting[0]!r} is under way" if waiting else "no collection yet"
-        return "rendering /metrics for the first time" if self._loop is not None and not self.rounds_published else None
+        """Why /readyz is not ready yet (None: ready): `monitor.readiness.why_not_ready`."""
+        loop, since, published = self._loop is not None, self._started_ms, self.rounds_published > 0
+        waited_out = since is not None and self._clock.now_ms() - since >= READY_WAIT_S * 1000
+        return why_not_ready(self.state, self.clusters, self.published_up if loop else None, self._latest,
+                             self._running, rendered=not loop or published, waited_out=waited_out)  # fmt: skip
 
     def _run(self) -> None:
         interval = self.settings.interval_seconds

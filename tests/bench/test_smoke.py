@@ -68,15 +68,19 @@ def test_exporter_scale_smoke(
     assert "| rendered per collection (now) |" in capsys.readouterr().out
 
 
-def test_monitor_scale_smoke_both_ways_list_every_group(
+def test_monitor_scale_smoke_both_ways_list_every_group_in_every_scrape_once_ready(
     local_clusters: LocalClusters, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    argv = ["--groups", "30", "--rounds", "1", "--interval", "1"]
+    """Thousands of groups, so that a cluster's first collection and the rendering of its round take long enough to
+    be seen: every scrape from the first one after /readyz said ready holds every group (issue #67)."""
+    groups = 2_000
+    argv = ["--groups", str(groups), "--rounds", "1", "--interval", "5"]  # a collection of them takes seconds
     results = run_bench(monitor_scale.main, argv, local_clusters, tmp_path)
     assert [(r["mode"], r["groups_listed"], r["rounds_measured"]) for r in results] == [
-        ("admin_api", 30, 1),
-        ("auto", 30, 1),
+        ("admin_api", groups, 1),
+        ("auto", groups, 1),
     ]
+    assert [(r["scrapes_after_ready"] > 0, r["groups_after_ready_fewest"]) for r in results] == [(True, groups)] * 2
     assert all(0 < r["scrape_wire_bytes"] < r["scrape_bytes"] for r in results)  # scraped as Prometheus does: gzip
     assert "| groups | commits read by |" in capsys.readouterr().out
 

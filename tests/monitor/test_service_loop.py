@@ -162,3 +162,49 @@ def test_readyz_is_not_ready_while_a_clusters_first_collection_is_under_way(monk
     finally:
         release.set()
         service.stop()
+
+
+def test_readyz_is_not_ready_until_the_round_holding_every_clusters_answer_is_rendered() -> None:
+    """Ready means complete (issue #67): a cluster that answered in the background joins the next round, whose
+    rendering of /metrics takes seconds at 10,000 groups; until that rendering is done a scrape gets the last complete
+    one, without the cluster's groups, so /readyz waits for it. A first answer that is an error is not ready either:
+    it says why."""
+    from starlette.testclient import TestClient
+
+    from monitor.http import create_app
+
+    service = MonitorService(MonitorConfig(interval_seconds=0.2), {"c": ClusterConfig(bootstrap_servers="x:1")})
+    answers = iter([False, True])
+
+    def collect_cluster(alias: str, started_ms: int) -> ClusterSnapshot:
+        up = next(answers, True)
+        return ClusterSnapshot(alias, started_ms, up=up, error=None if up else "no answer for 15.0s")
+
+    rendering, rendered = threading.Event(), threading.Event()
+
+    def render(state: MonitorState) -> None:  # as the exporter renders /metrics for a round (`on_publish`)
+        if state.clusters["c"].up:
+            rendering.set()
+            rendered.wait(30)
+
+    service._collect_cluster = collect_cluster  # type: ignore[method-assign,assignment]
+    service.on_publish.append(render)
+    client = TestClient(create_app(service))
+    service.start()
+    try:
+        wait_until(lambda: service.rounds_published >= 1, timeout_s=10, description="the first round published")
+        assert rendering.is_set() or client.get("/readyz").json()["status"] in {
+            "cluster 'c' has not answered a collection yet: no answer for 15.0s",
+            "cluster 'c' answered: the round that holds its answer is not published yet",
+        }
+        assert rendering.wait(10), "no round with the cluster's answer"
+        answer = client.get("/readyz")
+        assert (answer.status_code, answer.json()["status"]) == (
+            503,
+            "cluster 'c' answered: the round that holds its answer is not published yet",
+        )
+        rendered.set()
+        wait_until(lambda: client.get("/readyz").status_code == 200, timeout_s=10, description="ready")
+    finally:
+        rendered.set()
+        service.stop()
