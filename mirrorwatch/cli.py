@@ -17,7 +17,7 @@ import click
 
 from kernel.errors import ConfigError, MirrorwatchError
 from localkafka.local_security import MODES
-from mirrorwatch import __version__
+from mirrorwatch.about import print_version
 
 if TYPE_CHECKING:
     from kernel.config import MirrorwatchConfig
@@ -66,7 +66,8 @@ def _stop_event() -> threading.Event:
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
-@click.version_option(__version__, prog_name="mirrorwatch")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=print_version,
+              help="Show the version, the librdkafka in use, the Kafka and Spark tested with; exit.")  # fmt: skip
 @click.option(
     "--log-level",
     default="INFO",

@@ -86,9 +86,22 @@ def floor_of(room: str) -> int:
     return next(i for i, rooms in enumerate(FLOORS) if room in rooms)
 
 
+# What building a package leaves in a checkout (`pip wheel .`, `python -m build`; .gitignore knows them): copies and
+# metadata of the rooms, never rooms.
+BUILD_OUTPUTS = ("build", "dist")
+
+
 def rooms(root: Path) -> list[str]:
-    """The top-level folders of `root` that hold Python code."""
-    return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".") and any(p.rglob("*.py")))
+    """The top-level folders of `root` that hold Python code (build outputs are not rooms: issue #68)."""
+    return sorted(
+        p.name
+        for p in root.iterdir()
+        if p.is_dir()
+        and not p.name.startswith(".")
+        and p.name not in BUILD_OUTPUTS
+        and not p.name.endswith(".egg-info")
+        and any(p.rglob("*.py"))
+    )
 
 
 def python_files(root: Path, room: str) -> Iterator[Path]:
@@ -158,6 +171,14 @@ def circles(root: Path) -> list[list[str]]:
 def test_every_folder_of_code_is_a_room_with_its_floor() -> None:
     placed = {room for floor in FLOORS for room in floor}
     assert set(rooms(ROOT)) == placed, f"folders without a floor: {sorted(set(rooms(ROOT)) - placed)}"
+
+
+def test_what_building_a_package_leaves_in_a_checkout_is_not_a_room(tmp_path: Path) -> None:
+    """`pip wheel .` leaves build/lib/<room>/... and <name>.egg-info/ beside the rooms (issue #68)."""
+    for folder in ("mirror", "build/lib/mirror", "dist/x", "mirrorwatch.egg-info"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "a.py").write_text("")
+    assert rooms(tmp_path) == ["mirror"]
 
 
 def test_every_import_points_down_a_floor_and_the_picture_has_no_circle() -> None:
