@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything a fresh machine needs, idempotent and quick when already done:
-#   1. Debian packages for the commands mirrorwatch runs (java, mvn, promtool, chromium, kcat, openssl), only when missing;
+#   1. Debian packages for the commands mirrorwatch runs (java, mvn, promtool, chromium, kcat, openssl, systemd-analyze),
+#      only when missing;
 #   2. the virtualenv .venv with the pinned Python dependencies of requirements.lock and mirrorwatch itself;
 #   3. the Kafka jars and Spark's Kafka connector jars from Maven Central into the jar cache.
 set -euo pipefail
@@ -16,6 +17,7 @@ declare -A NEEDED=(
   [chromium]=chromium
   [kcat]=kcat
   [openssl]=openssl  # the tests' throwaway CA and certificates
+  [systemd-analyze]=systemd  # deploy/systemd's units verified as systemd reads them
 )
 missing=()
 for cmd in "${!NEEDED[@]}"; do
