@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
@@ -13,6 +14,7 @@ from confluent_kafka.cimpl import NewPartitions, NewTopic
 from kernel.config import LinkConfig, MirrorwatchConfig
 from kernel.kafka import already_exists, error_text, kafka_error
 from kernel.topic_notes import topic_ids
+from mirror.cluster_notes import claim_notes
 from mirror.topics import AlterConfigs, TopicInfo, TopicPlan
 
 __all__ = [
@@ -48,9 +50,11 @@ def link_cluster_ids(
     stop: threading.Event,
     *,
     name: str,
+    checkpoint: Path | None = None,
 ) -> tuple[str, str] | None:
     """The source's and the target's cluster ids, retrying each cluster (a log line and a doubling back-off, never a
-    traceback) until it answers; None when `stop` is set first. Every engine starts with this."""
+    traceback) until it answers; None when `stop` is set first. Every engine starts with this; the link's notes are
+    then claimed for these clusters (`mirror.cluster_notes`: notes of others set aside, a spark `checkpoint` too)."""
     ids: list[str] = []
     for side, alias, admin in (("source", link.source, admins[0]), ("target", link.target, admins[1])):
         backoff_s = 1.0
@@ -74,6 +78,7 @@ def link_cluster_ids(
     log.info(
         "link %s: source %r is cluster %s, target %r is cluster %s", name, link.source, ids[0], link.target, ids[1]
     )
+    claim_notes(config.state_path, link.name, ids[0], ids[1], checkpoint=checkpoint)
     return ids[0], ids[1]
 
 

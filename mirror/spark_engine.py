@@ -513,7 +513,7 @@ def run_spark_link(
     jars = spark_jars()
     source_admin = new_admin(config.clusters[link.source], link.source)
     target_admin = new_admin(config.clusters[link.target], link.target)
-    ids = link_cluster_ids(config, link, (source_admin, target_admin), stop, name=link.name)
+    ids = link_cluster_ids(config, link, (source_admin, target_admin), stop, name=link.name, checkpoint=plan.checkpoint)
     if ids is None:
         return 0
     source_id, target_id = ids

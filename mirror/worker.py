@@ -252,12 +252,12 @@ class WorkerBase:
 
     def run(self) -> int:
         link, config = self.link, self.config
-        self._source_admin = new_admin(config.clusters[link.source], link.source)
-        self._target_admin = new_admin(config.clusters[link.target], link.target)
+        self._source_admin, self._target_admin = (new_admin(config.clusters[a], a) for a in (link.source, link.target))
         ids = link_cluster_ids(config, link, (self._source_admin, self._target_admin), self._stop, name=self.name)
         if ids is None:
             return 0  # stopped before both clusters answered: nothing was read, nothing to commit
         refuse_loop(config, link, *ids)
+        self._ledger = GapLedger(config.state_path / "lost", link.name)  # as claimed (mirror.cluster_notes)
         self._keeper = TopicKeeper(
             config,
             link,
