@@ -164,21 +164,27 @@ def produce_transactions(
 
 def end_offsets(cluster: ClusterConfig, alias: str, topic: str, partitions: int) -> list[int]:
     """High-watermark of each partition; 0 for a partition that does not exist yet (a mirror has yet to create it)."""
+    return [high for _, high in watermarks(cluster, alias, topic, partitions)]
+
+
+def watermarks(cluster: ClusterConfig, alias: str, topic: str, partitions: int) -> list[tuple[int, int]]:
+    """(log start offset, high-watermark) of each partition; (0, 0) for a partition that does not exist yet."""
     consumer = new_consumer(cluster, alias, "mirrorwatch-test-watermarks")
     try:
 
-        def high_watermark(p: int) -> int:
+        def of(p: int) -> tuple[int, int]:
             try:
-                return consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+                return low, high
             except KafkaException as exc:
                 if exc.args[0].code() in (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART):
-                    return 0
+                    return 0, 0
                 raise
 
-        def all_partitions() -> list[int]:  # a just-created topic may have no leader yet: ask again
-            return [high_watermark(p) for p in range(partitions)]
+        def all_partitions() -> list[tuple[int, int]]:  # a just-created topic may have no leader yet: ask again
+            return [of(p) for p in range(partitions)]
 
-        return wait_until(all_partitions, timeout_s=30, ignore=(KafkaException,), description=f"end offsets of {topic}")
+        return wait_until(all_partitions, timeout_s=30, ignore=(KafkaException,), description=f"watermarks of {topic}")
     finally:
         consumer.close()
 
