@@ -8,6 +8,7 @@ grows past what a newcomer reads in one sitting."""
 from __future__ import annotations
 
 import ast
+import functools
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -112,14 +113,20 @@ def module_name(root: Path, path: Path) -> str:
     return ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
 
 
-def imports_with_lines(path: Path) -> Iterator[tuple[str, int]]:
+def imports_with_lines(path: Path) -> tuple[tuple[str, int], ...]:
     """Every absolute import of `path` (function-level ones too) and its line."""
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    return _imports_in(path.read_text(), str(path))
+
+
+@functools.cache  # the mutation test reads the tree a dozen times; only the mutated file's text is new
+def _imports_in(source: str, filename: str) -> tuple[tuple[str, int], ...]:
+    found: list[tuple[str, int]] = []
+    for node in ast.walk(ast.parse(source, filename=filename)):
         if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield alias.name, node.lineno
+            found.extend((alias.name, node.lineno) for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            yield node.module, node.lineno
+            found.append((node.module, node.lineno))
+    return tuple(found)
 
 
 def imports_of(path: Path) -> set[str]:
