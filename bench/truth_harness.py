@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import json
 import os
 import re
 import signal
@@ -24,6 +23,7 @@ from bench.common import stop_process
 from bench.netns import ClientHost, NetHost
 from bench.truth_faults import FAULTS, NET_FAULTS, SLOW_KBIT, Fault, check_faults, fault_plan
 from bench.truth_judge import INTERVAL_S, Phase, Sample, Truth, TruthRun
+from bench.truth_reads import CANNOT_SEE, group_status, poll_monitor
 from bench.truth_traffic import Traffic, agent, in_process
 from kernel.config import load_config
 from kernel.kafka import create_topics, new_admin
@@ -33,8 +33,6 @@ from localkafka.local import LocalClusters
 
 __all__ = ["CANNOT_SEE", "FAULTS", "HELD_S", "LINK", "NET_FAULTS", "SLOW_KBIT", "run_truth", "spark_batches"]
 
-POLL_S = 0.25
-CANNOT_SEE = "CANNOT_SEE"  # the link group's "status" when the monitor answers that it cannot see the source
 LINK = "truth"
 SPARK_TRIGGER_S = 0.5
 # The spark driver reads its checkpoint's commit log every 0.25 s (mirror.spark_engine.CHECKPOINT_POLL_S) and then
@@ -79,57 +77,6 @@ def spark_batches(checkpoint: Path) -> list[tuple[int, int]]:
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _poll_monitor(url: str, topic: str, samples: list[Sample], stop: threading.Event) -> None:
-    last_observed = None
-    while not stop.wait(POLL_S):
-        asked = _now_ms()
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                body = response.read()
-            answered = _now_ms()  # the answer in: its parsing is the poll's own time
-            link = json.loads(body)
-        except (OSError, ValueError):
-            continue
-        mine = [p for p in link["partitions"] if p["topic"] == topic]
-        if not mine or any(p.get("observed_ms") is None for p in mine):
-            continue
-        observed = max(p["observed_ms"] for p in mine)
-        key = tuple((p["partition"], p["observed_ms"]) for p in mine)
-        if key == last_observed:
-            continue
-        last_observed = key
-        seconds = [p["replication_lag_seconds"] for p in mine]
-        records = [p["replication_lag_records"] for p in mine]
-        samples.append(
-            Sample(
-                answered,
-                observed,
-                None if any(s is None for s in seconds) else max(seconds),
-                None if any(r is None for r in records) else sum(records),
-                [(p["partition"], p["observed_ms"]) for p in mine],  # the truth is taken at each one's moment
-                [p for p in mine if p["replication_lag_seconds"] is None or p["replication_lag_records"] is None],
-                positions_from=[str(p.get("position_from")) for p in mine],
-                served=mine,
-                target_silent_since_ms=link.get("target_silent_since_ms"),
-                asked_ms=asked,
-            )
-        )
-
-
-def _group_status(url: str) -> tuple[str, list[dict[str, Any]] | None] | None:
-    """The group's status and its partitions' detail; (CANNOT_SEE, None) when the monitor answers that it cannot see
-    the cluster (503); None when there is no answer to note."""
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            body = json.load(response)["status"]
-        keys = ("partition", "status", "complete", "start", "end", "current_lag")
-        return str(body["status"]), [{k: p[k] for k in keys} for p in body.get("partitions", [])]
-    except urllib.error.HTTPError as exc:
-        return (CANNOT_SEE, None) if exc.code == 503 else None
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
 
 
 @contextlib.contextmanager
@@ -297,11 +244,12 @@ class _Harness:
         when it answers that it cannot see the source), and whether the monitor sees the target, once a second."""
         url = f"{self.http}/v3/kafka/source/consumer/{self.group}/status"
         while not stop.wait(1.0):
-            read = _group_status(url)
+            read = group_status(url)
             if read is None and self.phases:
                 self.phases[-1].group_unanswered_ms.append(_now_ms())
             elif read is not None and self.phases:
                 self.phases[-1].group_statuses.append(read[0])
+                self.phases[-1].group_largest.append(read[2])
                 self.phases[-1].group_status_ms.append(_now_ms())
                 if read[1] is not None:
                     self.phases[-1].group_detail = read[1]
@@ -403,7 +351,7 @@ class _Harness:
         since = [time.monotonic()]
 
         def settled() -> bool:
-            read = _group_status(url)
+            read = group_status(url)
             if read is None or read[0] != "OK":
                 since[0] = time.monotonic()
             return time.monotonic() - since[0] >= SETTLED_S
@@ -542,7 +490,7 @@ def run_truth(
     producer, follower = _truth_threads(h, rate, network, stop_traffic, stop_reading)
     readers = [
         follower,
-        threading.Thread(target=_poll_monitor, args=(url, h.traffic.topic, h.samples, stop_reading)),
+        threading.Thread(target=poll_monitor, args=(url, h.traffic.topic, h.samples, stop_reading)),
     ]
     readers.append(threading.Thread(target=h.watch_group, args=(stop_reading,)))
     if firing is not None:

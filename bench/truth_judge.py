@@ -30,6 +30,8 @@ class Phase:
     alerts_at_end: set[str] = field(default_factory=set)  # those still firing when the phase ended
     group_statuses: list[str] = field(default_factory=list)  # the link group's Burrow status, once a second
     group_status_ms: list[int] = field(default_factory=list)  # when each of them was read
+    # with each of them: the total lag and the largest's committed offset, commit and observation ages (or None)
+    group_largest: list[str | None] = field(default_factory=list)
     group_unanswered_ms: list[int] = field(default_factory=list)  # when the status request got no answer (2 s)
     # its partitions at WARN or worse when it was last read (what the status was judged on), for a failure to show
     group_detail: list[dict[str, Any]] = field(default_factory=list)
@@ -55,7 +57,11 @@ class Phase:
     def group_timeline(self) -> str:
         """The link group's readings in order, seconds from the phase's start (fault injected and removed marked),
         the requests without an answer among them: what a failure about the status shows."""
-        readings = [(at, status) for at, status in zip(self.group_status_ms, self.group_statuses, strict=True)]
+        largest = self.group_largest + [None] * (len(self.group_statuses) - len(self.group_largest))
+        readings = [
+            (at, status if word is None else f"{status} ({word})")
+            for at, status, word in zip(self.group_status_ms, self.group_statuses, largest, strict=True)
+        ]
         readings += [(at, "no answer") for at in self.group_unanswered_ms]
         readings += [(at, f"[fault {what}]") for at, what in zip(self.events_ms, ("injected", "removed"), strict=False)]
         return ", ".join(f"{(at - self.started_ms) / 1000:+.1f} {what}" for at, what in sorted(readings))
@@ -361,3 +367,6 @@ def print_report(run: TruthRun) -> None:
         f"engine was steady {run.steady_after_s:.1f} s after its start."
         + ("".join(f"\nno figure because: {r}" for r in reasons) if reasons else "")
     )
+    print("\nthe link group's status once a second (its total lag, the largest's commit), phase by phase:")
+    for phase in run.phases:
+        print(f"- {phase.name}: {phase.group_timeline()}")

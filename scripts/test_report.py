@@ -73,7 +73,7 @@ def read_cases(directory: Path) -> list[Case]:
     return cases
 
 
-def _first_line(text: str, limit: int = 400) -> str:
+def _first_line(text: str, limit: int = 1600) -> str:
     line = next((part.strip() for part in text.splitlines() if part.strip()), "")
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
