@@ -396,7 +396,8 @@ class MonitorConfig(_Model):
     # group's commit cadence (three of its commit gaps, learned from its moves).
     min_stop_seconds: Annotated[float, Field(ge=0)] = 30
     # Until a group's cadence is known (two moves seen), commits this far apart count as normal: WARN after 1.5
-    # times, STOP/STALL after twice this long (MirrorMaker 1 commits every 60 s).
+    # times, STOP/STALL after twice this long (MirrorMaker 1 commits every 60 s). A python link's own group is taken
+    # to commit every offset_commit_interval_ms of its link instead.
     max_commit_interval_seconds: Annotated[float, Field(gt=0)] = 60
     # The share of the window that must be filled before lag trends (STALL, WARN) are judged.
     min_complete: Annotated[float, Field(gt=0, le=1)] = 0.5

@@ -166,6 +166,13 @@ class MonitorService:
         self._link_statuses = link_statuses or dict
         self._clock = clock or SystemClock()
         self._evaluator = evaluator_config(settings)
+        # a python link's group commits every offset_commit_interval_ms: its cadence before the windows learn it (a
+        # spark link's commits follow its micro-batches, whose length only observation tells)
+        self._cadences = {
+            (link.source, link.consumer_group): link.offset_commit_interval_ms
+            for link in self.links
+            if link.engine == "python"
+        }
         interval_ms = int(settings.interval_seconds * 1000)
         self._windows = OffsetWindows(
             settings.window,
@@ -266,7 +273,11 @@ class MonitorService:
             _settled_while_unseen(self.links, self._dates, record_times, snapshots, positions)
             groups = {}
             for snapshot in snapshots.values():
-                groups.update(evaluate_groups(self._windows, snapshot, self._evaluator, record_times, markers_only))
+                groups.update(
+                    evaluate_groups(
+                        self._windows, snapshot, self._evaluator, record_times, markers_only, cadences=self._cadences
+                    )
+                )
             links = {
                 link.name: link_view(
                     link,

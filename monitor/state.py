@@ -20,7 +20,7 @@ from monitor.evaluator import (
 )
 from monitor.links import LinkView
 from monitor.snapshot import ClusterSnapshot
-from monitor.windows import OffsetWindows
+from monitor.windows import OffsetWindows, WindowKey
 
 __all__ = ["GroupView", "MonitorState", "evaluate_groups", "observe_snapshot"]
 
@@ -69,9 +69,14 @@ def evaluate_groups(
     config: EvaluatorConfig,
     record_times: RecordTimes,
     markers_only: AbstractSet[tuple[str, str, int, int]] = frozenset(),
+    *,
+    cadences: Mapping[tuple[str, str], int] | None = None,
 ) -> dict[tuple[str, str], GroupView]:
     """Every group of the cluster evaluated against the high-watermarks of this snapshot. `markers_only`: the
-    committed offsets with nothing but transaction markers from them to the end (the group is caught up there)."""
+    committed offsets with nothing but transaction markers from them to the end (the group is caught up there).
+    `cadences`: (cluster, group) -> the commit interval its configuration gives (a link's own group), which stands in
+    for the cadence until the windows learnt it: a monitor started in the middle of an incident (or restarted with
+    `mirrorwatch run`) would otherwise allow the longest assumed interval before a stuck link's group reads WARN."""
     views: dict[tuple[str, str], GroupView] = {}
     if not snapshot.up:
         return views
@@ -102,7 +107,7 @@ def evaluate_groups(
                 now_ms=now,
                 config=config,
                 lag_seconds=None if method == "at_least" else lag_seconds,
-                commit_gap_ms=windows.commit_gap_ms((snapshot.alias, group.group_id, topic, partition)),
+                commit_gap_ms=_cadence(windows, (snapshot.alias, group.group_id, topic, partition), cadences),
                 nothing_to_read=caught_up,
                 log_start=offsets.earliest,
             )
@@ -115,3 +120,11 @@ def evaluate_groups(
             snapshot.alias, group.group_id, group.state, group.members, evaluate_group(evaluations), evaluated
         )
     return views
+
+
+def _cadence(windows: OffsetWindows, key: WindowKey, configured: Mapping[tuple[str, str], int] | None) -> int | None:
+    """The partition's learnt commit gap, or else the one its group's configuration gives (None: neither)."""
+    learnt = windows.commit_gap_ms(key)
+    if learnt is not None or not configured:
+        return learnt
+    return configured.get((key[0], key[1]))

@@ -409,6 +409,33 @@ def test_a_stuck_link_whose_producer_clock_runs_ahead_is_behind_not_caught_up() 
     assert (p0.replication_lag_seconds, p0.replication_lag_seconds_method) == (59.5, "at_least")
 
 
+def test_a_links_configured_commit_interval_stands_in_for_the_cadence_until_the_windows_learn_it() -> None:
+    """A monitor (re)started in an incident: the link's group has not moved since the monitor's first look, 9 s ago,
+    with records waiting 10 s. Its cadence unknown, the longest assumed interval (60 s) lets it read OK; the link's
+    5 s commit interval makes that a WARN (stuck past one and a half commits). A learnt cadence still wins."""
+
+    def status(windows: OffsetWindows, cadences: Mapping[tuple[str, str], int] | None) -> Status:
+        views = evaluate_groups(
+            windows, snapshot(T0 + 9_000, 150, 40), EvaluatorConfig(), {("source", "orders", 0, 40): T0 - 1_000},
+            cadences=cadences,
+        )  # fmt: skip
+        return next(p.status for p in views[("source", "g")].evaluation.partitions if p.partition == 0)
+
+    fresh = OffsetWindows(10)
+    for at, hwm in ((T0, 100), (T0 + 9_000, 150)):
+        observe_snapshot(fresh, snapshot(at, hwm, 40))
+    assert status(fresh, None) == Status.OK
+    assert status(fresh, {("source", "g"): 5_000}) == Status.WARN
+    assert status(fresh, {("target", "g"): 5_000, ("source", "other"): 5_000}) == Status.OK  # another group's
+    learnt = OffsetWindows(10)
+    for i, at in enumerate(range(T0 - 60_000, T0, 20_000)):  # it moved every 20 s before
+        observe_snapshot(learnt, snapshot(at, 100, 10 * i))
+    for at, hwm in ((T0, 100), (T0 + 9_000, 150)):
+        observe_snapshot(learnt, snapshot(at, hwm, 40))
+    assert learnt.commit_gap_ms(("source", "g", "orders", 0)) == 20_000
+    assert status(learnt, {("source", "g"): 5_000}) == Status.OK
+
+
 def test_a_group_whose_record_is_gone_gets_an_interpolated_age() -> None:
     windows = OffsetWindows(10)
     for i in range(3):
