@@ -142,7 +142,7 @@ def test_lag_and_alerts_are_true_through_mirror_crash_and_freeze_and_target_cras
         assert row["alerts_at_end"] == [], f"{name}: alerts still firing after the recovery: {row}"
 
 
-@pytest.mark.alone(seconds=92)  # its time in the alone phase (tests/conftest.py shares them out)
+@pytest.mark.alone(seconds=100)  # its time in the alone phase (tests/conftest.py shares them out)
 def test_lag_is_true_in_one_process_run(local_clusters: LocalClusters, owns_clusters: bool, tmp_path: Path) -> None:
     """`mirrorwatch run` (the engine's positions read in memory): the same, but for the freeze of the mirror, which
     freezes the monitor with it."""
@@ -152,7 +152,10 @@ def test_lag_is_true_in_one_process_run(local_clusters: LocalClusters, owns_clus
         rate=500,
         partitions=3,
         steady_s=8,
-        fault_s=12,
+        # a stuck link reads WARN once its offset stood one and a half commit intervals (7.5 s) after the commit of
+        # what was acknowledged before the fault (up to an interval, 5 s, in), a round or two later: 12 s left a
+        # second of margin (WARN read at +13.1 s, after the removal, before the next commit)
+        fault_s=15,
         recover_s=4,
         one_process=True,
         faults=("mirror-kill", "target-kill", "target-stop"),
@@ -164,8 +167,8 @@ def test_lag_is_true_in_one_process_run(local_clusters: LocalClusters, owns_clus
         [
             "steady",
             "mirror SIGKILL, restarted 3 s later",
-            "target broker SIGKILL, restarted after 12 s",
-            "target broker SIGSTOP 12 s",
+            "target broker SIGKILL, restarted after 15 s",
+            "target broker SIGSTOP 15 s",
         ],
     )
 
