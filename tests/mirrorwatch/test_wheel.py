@@ -1,6 +1,6 @@
-"""The package as a platform team installs it (issue #68): a wheel built from the sources, installed into a fresh
-virtualenv outside the checkout, runs `mirrorwatch --version` and `mirrorwatch run` against the local clusters from a
-directory with no source tree in it. Only the wheel's own files can be imported: the virtualenv sees the pinned
+"""The package as a platform team installs it (issue #68): an sdist and a wheel built from the sources (`twine check`
+accepts both); the wheel, installed into a fresh virtualenv outside the checkout, runs `mirrorwatch --version` and
+`mirrorwatch run` against the local clusters from a directory with no source tree in it. Only the wheel's own files can be imported: the virtualenv sees the pinned
 dependencies of the suite's .venv through a path entry, never its editable install of this checkout."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import venv
 import zipfile
 from collections.abc import Callable
@@ -28,21 +29,24 @@ ROOMS = ("mirrorwatch", "mirror", "monitor", "canary", "dashboards", "alerts", "
 RECORDS = 300
 
 
-def build_wheel(out: Path) -> Path:
-    """`pip wheel` on a copy of the sources (building in the checkout leaves build/ and *.egg-info there, beside the
-    tests that read its folders), with the setuptools the lock pins (no download)."""
+def build_dists(out: Path) -> tuple[Path, Path]:
+    """`python -m build` on a copy of the sources (building in the checkout leaves build/ and *.egg-info there, beside
+    the tests that read its folders), with the setuptools the lock pins (no download): the sdist, then the wheel built
+    from that sdist (so a file the sdist leaves out is missing from the wheel too); both pass `twine check --strict`.
+    Returns (sdist, wheel)."""
     source = out / "source"
     for room in ROOMS:
         shutil.copytree(CHECKOUT / room, source / room, ignore=shutil.ignore_patterns("__pycache__", "tests"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(CHECKOUT / name, source / name)
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(source)],
-        check=True,
-        capture_output=True,
-    )
-    (wheel,) = out.glob("mirrorwatch-*.whl")
-    return wheel
+    dist = out / "dist"
+    build = [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist), str(source)]
+    subprocess.run(build, check=True, capture_output=True)
+    (sdist,), (wheel,) = dist.glob("mirrorwatch-*.tar.gz"), dist.glob("mirrorwatch-*.whl")
+    twine = [str(Path(sys.executable).parent / "twine"), "check", "--strict", str(sdist), str(wheel)]
+    checked = subprocess.run(twine, check=False, capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    return sdist, wheel
 
 
 def fresh_virtualenv(where: Path, wheel: Path) -> Path:
@@ -71,9 +75,17 @@ def test_the_wheel_installed_outside_the_checkout_runs_the_mirror(
     unique: Callable[[str], str],
     tmp_path: Path,
 ) -> None:
-    wheel = build_wheel(tmp_path / "dist")
+    sdist, wheel = build_dists(tmp_path / "build")
     names = zipfile.ZipFile(wheel).namelist()
     assert "localkafka/resources/kafka-pom.xml" in names and "mirrorwatch/py.typed" in names
+    # what it serves and writes out, as package data: the alert rules and the dashboards as committed
+    assert {"alerts/mirrorwatch.rules.yml", "dashboards/grafana/mirror-overview.json"} <= set(names)
+    assert (
+        zipfile.ZipFile(wheel).read("alerts/mirrorwatch.rules.yml")
+        == (CHECKOUT / "alerts/mirrorwatch.rules.yml").read_bytes()
+    )
+    with tarfile.open(sdist) as archive:
+        assert "mirrorwatch-0.1.0/README.md" in archive.getnames()
     assert not [n for n in names if n.startswith(("tests/", "bench/", "scripts/"))]
     bin_dir = fresh_virtualenv(tmp_path / "venv", wheel)
     away = tmp_path / "elsewhere"  # no source tree here or above that Python would look at
