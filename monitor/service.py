@@ -33,7 +33,7 @@ from monitor.history import CanaryReading, Events, History, canary_transitions, 
 from monitor.links import LinkView, SafePosition, WorkerSighting, link_view, safe_positions, served_link
 from monitor.readiness import READY_WAIT_S, why_not_ready
 from monitor.record_times import Key, RecordTimeFetcher
-from monitor.state import MonitorState, evaluate_groups, observe_snapshot
+from monitor.state import MonitorState, evaluate_clusters, observe_snapshot
 from monitor.windows import OffsetWindows
 
 __all__ = ["LinkStatuses", "MonitorService", "evaluator_config", "is_process_running"]
@@ -166,13 +166,6 @@ class MonitorService:
         self._link_statuses = link_statuses or dict
         self._clock = clock or SystemClock()
         self._evaluator = evaluator_config(settings)
-        # a python link's group commits every offset_commit_interval_ms: its cadence before the windows learn it (a
-        # spark link's commits follow its micro-batches, whose length only observation tells)
-        self._cadences = {
-            (link.source, link.consumer_group): link.offset_commit_interval_ms
-            for link in self.links
-            if link.engine == "python"
-        }
         interval_ms = int(settings.interval_seconds * 1000)
         self._windows = OffsetWindows(
             settings.window,
@@ -271,13 +264,9 @@ class MonitorService:
             times, markers_only = self._times(self._wanted_record_times(snapshots, positions))
             record_times = self._dated(times, snapshots)
             _settled_while_unseen(self.links, self._dates, record_times, snapshots, positions)
-            groups = {}
-            for snapshot in snapshots.values():
-                groups.update(
-                    evaluate_groups(
-                        self._windows, snapshot, self._evaluator, record_times, markers_only, cadences=self._cadences
-                    )
-                )
+            groups = evaluate_clusters(
+                self._windows, snapshots, self._evaluator, record_times, markers_only, self.links
+            )
             links = {
                 link.name: link_view(
                     link,

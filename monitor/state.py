@@ -5,10 +5,11 @@ How a link is measured is `monitor.links`; when a record was written, `monitor.d
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 
+from kernel.config import LinkConfig
 from monitor.dating import RecordTimes, lag_age
 from monitor.evaluator import (
     EvaluatorConfig,
@@ -120,6 +121,35 @@ def evaluate_groups(
             snapshot.alias, group.group_id, group.state, group.members, evaluate_group(evaluations), evaluated
         )
     return views
+
+
+def evaluate_clusters(  # noqa: PLR0917 - a round's parts, as MonitorService.collect has them
+    windows: OffsetWindows,
+    snapshots: Mapping[str, ClusterSnapshot],
+    config: EvaluatorConfig,
+    record_times: RecordTimes,
+    markers_only: AbstractSet[tuple[str, str, int, int]],
+    links: Iterable[LinkConfig],
+) -> dict[tuple[str, str], GroupView]:
+    """`evaluate_groups` of every cluster's snapshot of a round, in one mapping; the links' own groups with the
+    cadence their configuration gives (`link_cadences`)."""
+    cadences = link_cadences(links)
+    return {
+        key: view
+        for snapshot in snapshots.values()
+        for key, view in evaluate_groups(
+            windows, snapshot, config, record_times, markers_only, cadences=cadences
+        ).items()
+    }
+
+
+def link_cadences(links: Iterable[LinkConfig]) -> dict[tuple[str, str], int]:
+    """(source cluster, group) -> commit interval of every python link's own group: its cadence before the windows
+    learn it (`evaluate_groups`). A spark link's commits follow its micro-batches, whose length only observation
+    tells."""
+    return {
+        (link.source, link.consumer_group): link.offset_commit_interval_ms for link in links if link.engine == "python"
+    }
 
 
 def _cadence(windows: OffsetWindows, key: WindowKey, configured: Mapping[tuple[str, str], int] | None) -> int | None:
