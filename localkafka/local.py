@@ -39,6 +39,7 @@ from kernel.errors import LocalClusterError
 from kernel.processes import die_with_parent, free_port
 from kernel.wait import WaitTimeout, wait_until
 from localkafka.jars import KAFKA, class_archive_options, require_java, resolve_jars
+from localkafka.lean import LEAN_JVM, LEAN_PROPERTIES
 from localkafka.local_security import LocalSecurity, load_security, prepare_security, security_paths, write_private
 
 __all__ = [
@@ -197,15 +198,19 @@ class LocalClusters:
         security: str | None = None,
         placement: Mapping[str, Placement] | None = None,
         jvm_options: Iterable[str] = (),
+        lean: bool = False,
     ) -> None:
         """`security`: the mode new clusters are made with (`local_security.MODES`); None keeps the state dir's.
         `placement`: clusters made in a network namespace of their own (see the module docstring).
-        `jvm_options`: more options for the brokers' JVMs (class_archive makes the class archive with one)."""
+        `jvm_options`: more options for the brokers' JVMs (class_archive makes the class archive with one).
+        `lean`: brokers cheaper to start and to keep (`localkafka.lean`), for a test suite that runs
+        ten of them beside its work on two cores; not for figures (the benchmarks' brokers are the default ones)."""
         self.state_dir = Path(state_dir).resolve()
         self._progress = progress
         self._security_mode = security
         self._placement = dict(placement or {})
-        self._jvm_options = tuple(jvm_options)
+        self._jvm_options = (*LEAN_JVM, *jvm_options) if lean else tuple(jvm_options)
+        self._lean = lean
         self._children: dict[str, subprocess.Popen[bytes]] = {}
 
     @property
@@ -340,7 +345,8 @@ class LocalClusters:
         )
         write_private(
             cluster.server_properties,
-            _SERVER_PROPERTIES.format(controller_port=cluster.controller_port, listeners=listeners, data_dir=data_dir),
+            _SERVER_PROPERTIES.format(controller_port=cluster.controller_port, listeners=listeners, data_dir=data_dir)
+            + (LEAN_PROPERTIES if self._lean else ""),
         )
         (cluster.directory / "log4j2.properties").write_text(_LOG4J2_PROPERTIES)
         if (data_dir / "meta.properties").is_file():

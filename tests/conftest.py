@@ -325,7 +325,9 @@ def local_clusters(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
         yield clusters
         return
     security = request.config.getoption("--security")
-    clusters = LocalClusters(tmp_path_factory.mktemp("clusters"), progress=lambda _line: None, security=security)
+    clusters = LocalClusters(
+        tmp_path_factory.mktemp("clusters"), progress=lambda _line: None, security=security, lean=True
+    )
     try:
         clusters.up(tie_to_parent=True)
         os.environ.update(clusters.security.environment())

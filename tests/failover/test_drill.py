@@ -145,7 +145,7 @@ def test_a_group_fails_over_to_a_cluster_that_never_had_a_consumer_group(
     request for a group coordinator, which is answered NOT_COORDINATOR until it is loaded. The plan asks again
     instead of failing, and the group is committed and exact."""
     source = clusters_config.clusters["source"]
-    fresh = LocalClusters(tmp_path / "fresh", progress=lambda _line: None)
+    fresh = LocalClusters(tmp_path / "fresh", progress=lambda _line: None, lean=True)
     try:
         group = unique("app")
         (cluster,) = fresh.up(["target"], tie_to_parent=True)

@@ -119,7 +119,7 @@ def test_a_link_run_again_on_a_recreated_pair_starts_and_mirrors_everything(
 
     before = mirror_all(clusters_config, 0)
     assert not any("set aside" in run.log() for run in before)
-    recreated = LocalClusters(tmp_path / "recreated", progress=lambda _line: None)
+    recreated = LocalClusters(tmp_path / "recreated", progress=lambda _line: None, lean=True)
     try:
         recreated.up(tie_to_parent=True)
         after = mirror_all(load_config(recreated.config_path), 1000)
