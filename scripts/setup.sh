@@ -3,7 +3,9 @@
 #   1. Debian packages for the commands mirrorwatch runs (java, mvn, promtool, chromium, kcat, openssl, systemd-analyze),
 #      only when missing;
 #   2. the virtualenv .venv with the pinned Python dependencies of requirements.lock and mirrorwatch itself;
-#   3. the Kafka jars and Spark's Kafka connector jars from Maven Central into the jar cache.
+#   3. the Kafka jars and Spark's Kafka connector jars from Maven Central into the jar cache;
+#   4. the Go tools in .tools/bin: helm (HELM_VERSION, from the Go module proxy) and deploy/helm/check, the chart's
+#      manifests checked against Kubernetes' API types (a first build of helm takes minutes; later ones are cached).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +20,7 @@ declare -A NEEDED=(
   [kcat]=kcat
   [openssl]=openssl  # the tests' throwaway CA and certificates
   [systemd-analyze]=systemd  # deploy/systemd's units verified as systemd reads them
+  [go]=golang-go  # helm and the chart's checker (deploy/helm/check), built from Go modules
 )
 missing=()
 for cmd in "${!NEEDED[@]}"; do
@@ -52,3 +55,19 @@ if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp_
 fi
 
 .venv/bin/mirrorwatch local fetch >/dev/null
+
+# the chart's tools: helm at the version named here, the checker rebuilt when its sources change
+HELM_VERSION=v4.3.2
+tools=$PWD/.tools/bin
+mkdir -p "$tools"
+if [ ! -x "$tools/helm" ] || [ "$(cat "$tools/.helm" 2>/dev/null)" != "$HELM_VERSION" ]; then
+  say "building helm $HELM_VERSION (Go module helm.sh/helm/v4) into .tools/bin"
+  GOBIN=$tools GOFLAGS=-mod=mod go install "helm.sh/helm/v4/cmd/helm@$HELM_VERSION"
+  echo "$HELM_VERSION" > "$tools/.helm"
+fi
+check_want=$(cat deploy/helm/check/go.mod deploy/helm/check/go.sum deploy/helm/check/*.go | sha256sum | cut -d' ' -f1)
+if [ ! -x "$tools/manifestcheck" ] || [ "$(cat "$tools/.manifestcheck" 2>/dev/null)" != "$check_want" ]; then
+  say "building deploy/helm/check into .tools/bin/manifestcheck"
+  (cd deploy/helm/check && go build -o "$tools/manifestcheck" .)
+  echo "$check_want" > "$tools/.manifestcheck"
+fi
