@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["HOST", "STATUS_MAX_AGE_MS", "StatusBoard", "stopped_cleanly"]
+__all__ = ["HOST", "PIDS", "STATUS_MAX_AGE_MS", "StatusBoard", "pids_readable_here", "stopped_cleanly"]
 
 log = logging.getLogger("mirrorwatch")
 
@@ -33,6 +33,25 @@ log = logging.getLogger("mirrorwatch")
 STATUS_MAX_AGE_MS = 15_000
 # Who writes a status: a reader on the same host can tell a dead writer from a slow one by its pid.
 HOST = socket.gethostname()
+
+
+def _pid_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid")  # "pid:[4026531836]"
+    except OSError:
+        return ""
+
+
+# ... when its pids are the reader's: containers on one host's network share its hostname, not its process ids (two
+# containers' workers are both pid 2 under tini, and neither is a process the other can look up).
+PIDS = f"{HOST} {_pid_namespace()}"
+
+
+def pids_readable_here(host: object, pids: object) -> bool:
+    """Whether a writer's pid names a process this reader can look up: the same host and, when the writer says in
+    which PID namespace it ran (a writer of an older version does not), the same one."""
+    return host == HOST and (not pids or pids == PIDS)
+
 
 # Status files left by dead writers are removed after this long (by a writer of the same name, at its start).
 KEEP_STALE_MS = 3_600_000
@@ -70,7 +89,15 @@ class StatusBoard:
         """Replace this worker's status; `updated_ms`, `host` and `pid` are added (the document written is
         returned). Failures are logged, never raised: a full disk must not stop a mirror."""
         path = self._path(kind, name, worker)
-        body = {**document, "name": name, "worker": worker, "updated_ms": now_ms, "host": HOST, "pid": os.getpid()}
+        body = {
+            **document,
+            "name": name,
+            "worker": worker,
+            "updated_ms": now_ms,
+            "host": HOST,
+            "pid": os.getpid(),
+            "pids": PIDS,
+        }
         tmp = path.with_name(f".{path.name}.{threading.get_ident()}.tmp")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -134,7 +161,7 @@ class StatusBoard:
 def stopped_cleanly(document: Mapping[str, Any], withdrawn: Mapping[tuple[str, int, int], int]) -> bool:
     """Whether a status (from a progress topic, say) is of a writer on this host that has withdrawn it since: a
     worker that stopped cleanly, whose tombstone the topic's reader has not read yet — not one that died."""
-    if document.get("host") != HOST:
+    if not pids_readable_here(document.get("host"), document.get("pids")):
         return False
     try:
         key = (_UNSAFE.sub("_", str(document.get("name"))), int(document["worker"]), int(document["pid"]))

@@ -132,6 +132,7 @@ class WorkerStatus:
     failure: str | None = None
     host: str = ""
     pid: int = 0
+    pids: str = ""  # the host and PID namespace its pid is of (`kernel.status_board.PIDS`; "" from an older version)
     # The worker across restarts (host, state directory, number; `mirror.worker.writer_fields`): a dead worker whose
     # instance a live one carries again was restarted, any other is gone ("" from a status of an older version).
     instance: str = ""

@@ -29,7 +29,7 @@ from kernel.link_control import LinkControl
 from kernel.progress_topic import ProgressReader, StatusOut
 from kernel.rename import rename_policy
 from kernel.sharing import PER_BEAT
-from kernel.status_board import HOST
+from kernel.status_board import HOST, PIDS
 from kernel.worker_status import PartitionPosition, WorkerStatus
 from mirror.admin import link_cluster_ids
 from mirror.client_stats import ClientStats, summarize
@@ -70,6 +70,7 @@ def writer_fields(config: MirrorwatchConfig, link: LinkConfig, worker: int) -> d
     return {
         "host": HOST,
         "pid": os.getpid(),
+        "pids": PIDS,
         "instance": f"{HOST}:{config.state_path}#{worker}",
         "source": link.source,
         "target": link.target,

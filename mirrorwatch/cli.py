@@ -11,16 +11,13 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 import click
 
 from kernel.errors import ConfigError, MirrorwatchError
 from localkafka.local_security import MODES
 from mirrorwatch.about import print_version
-
-if TYPE_CHECKING:
-    from kernel.config import MirrorwatchConfig
 
 __all__ = ["main"]
 
@@ -210,8 +207,9 @@ def config_check(file: Path) -> None:
     """Exit 0 when FILE is valid (its client properties included: librdkafka is asked, no cluster is contacted);
     otherwise print each problem as `path: message` and exit 2."""
     from mirror.settings import client_problems
+    from mirrorwatch.preflight import serving_config
 
-    cfg = _serving_config(file)
+    cfg = serving_config(file, writes_state=False)  # a config may be checked away from the host it is for
     problems = [problem for link in cfg.links if link.engine == "python" for problem in client_problems(cfg, link)]
     if problems:
         raise ConfigError(problems, str(file))
@@ -225,18 +223,6 @@ def config_show(file: Path) -> None:
     from kernel.config import load_config, render_config
 
     click.echo(render_config(load_config(file)), nl=False)
-
-
-def _serving_config(path: Path) -> MirrorwatchConfig:
-    """The config of a command that serves the HTTP API, its http.web_config_file read and checked now (exit 2
-    before any cluster is asked anything)."""
-    from kernel.config import load_config
-    from kernel.web_config import load_web_config
-
-    cfg = load_config(path)
-    if cfg.http.web_config_file is not None:
-        load_web_config(cfg.http.web_config_file)
-    return cfg
 
 
 # -- alerts -----------------------------------------------------------------------------------------------------------
@@ -422,6 +408,7 @@ def mirror(  # noqa: PLR0917 - one parameter per MirrorMaker 1 flag
     """
     from kernel.config import load_config
     from mirror.runner import python_links, run_links
+    from mirrorwatch.preflight import writable_state_dir
 
     mm1_given = any(
         v is not None
@@ -466,6 +453,7 @@ def mirror(  # noqa: PLR0917 - one parameter per MirrorMaker 1 flag
             log.warning("%s", warning)
     else:
         raise click.UsageError("give --config FILE, or the MirrorMaker 1 options (see --help)")
+    writable_state_dir(config, str(config_path) if config_path is not None else None)
     if link_name is not None and config.link(link_name).engine == "spark":
         from mirror.spark_engine import run_spark_link
 
@@ -487,9 +475,10 @@ def monitor(config_path: Path) -> None:
     Every monitor.interval_seconds it reads every cluster's high-watermarks and every group's committed offsets.
     The API (http.host:http.port) answers Burrow's /v3/kafka/... requests, /mirror/links, /metrics, /healthz, /readyz.
     """
+    from mirrorwatch.preflight import serving_config
     from mirrorwatch.services import run_monitor
 
-    sys.exit(run_monitor(_serving_config(config_path), _stop_event()))
+    sys.exit(run_monitor(serving_config(config_path, writes_state=False), _stop_event()))
 
 
 @cli.command()
@@ -503,9 +492,10 @@ def canary(config_path: Path) -> None:
     /canary and /metrics (http.host:http.port). Run the mirror (any mirror tool) separately; `mirrorwatch run`
     includes the canary.
     """
+    from mirrorwatch.preflight import serving_config
     from mirrorwatch.services import run_canary
 
-    sys.exit(run_canary(_serving_config(config_path), _stop_event()))
+    sys.exit(run_canary(serving_config(config_path), _stop_event()))
 
 
 @cli.command()
@@ -516,9 +506,10 @@ def run(config_path: Path) -> None:
     The monitor reads the engine's consumed, acknowledged and committed positions in memory, so /mirror/links and
     the mirrorwatch_mirror_* metrics show replication lag, not just committed lag.
     """
+    from mirrorwatch.preflight import serving_config
     from mirrorwatch.services import run_everything
 
-    sys.exit(run_everything(_serving_config(config_path), _stop_event()))
+    sys.exit(run_everything(serving_config(config_path), _stop_event()))
 
 
 # -- demo -------------------------------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from kernel.group_offsets import end_children
 from kernel.processes import limit_malloc_arenas
 from kernel.progress_format import merge_statuses
 from kernel.progress_topic import ProgressReader, progress_readers
-from kernel.status_board import HOST, KEEP_STALE_MS, STATUS_MAX_AGE_MS, StatusBoard, stopped_cleanly
+from kernel.status_board import KEEP_STALE_MS, STATUS_MAX_AGE_MS, StatusBoard, pids_readable_here, stopped_cleanly
 from kernel.web_config import load_web_config
 from kernel.worker_status import WorkerStatus
 from mirror.runner import python_links, run_links, tune_gc, worker_for
@@ -192,7 +192,7 @@ def _link_statuses(
                 s
                 for s in parsed
                 if s is not None
-                and not (s.host == HOST and s.pid == pid)
+                and not (pids_readable_here(s.host, s.pids) and s.pid == pid)
                 and s.consumer_group in ("", groups.get(name, s.consumer_group))
             ]
         for name, workers in in_memory.items():

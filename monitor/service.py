@@ -23,7 +23,7 @@ from confluent_kafka.admin import AdminClient
 from kernel.clock import Clock, SystemClock
 from kernel.config import ClusterConfig, GroupSelection, LinkConfig, MonitorConfig
 from kernel.kafka import QUICK_RECONNECT, new_admin
-from kernel.status_board import HOST
+from kernel.status_board import pids_readable_here
 from kernel.worker_status import WorkerStatus
 from monitor.collector import ClusterSnapshot, collect_cluster
 from monitor.commit_follower import CommitFollower
@@ -133,6 +133,21 @@ def is_process_running(pid: int) -> bool:
     return state not in ("T", "t", "Z", "X")
 
 
+def live_sightings(statuses: Sequence[WorkerStatus], now_ms: int) -> list[WorkerSighting]:
+    """Which statuses come from a worker that is alive: fresh, not failed, and (on this host, in this PID namespace)
+    a process that is there and not stopped. A SIGKILLed or SIGSTOPped worker on this host is known at once,
+    elsewhere once its status is overdue (`WorkerStatus.is_stale`)."""
+    return [
+        WorkerSighting(
+            status,
+            status.state != "failed"
+            and not status.is_stale(now_ms)
+            and (not pids_readable_here(status.host, status.pids) or not status.pid or is_process_running(status.pid)),
+        )
+        for status in statuses
+    ]
+
+
 def evaluator_config(m: MonitorConfig) -> EvaluatorConfig:
     return EvaluatorConfig(
         window=m.window,
@@ -225,7 +240,7 @@ class MonitorService:
             round_started = time.monotonic()
             # statuses before commits: a stopping worker commits, then withdraws its status (alive as of the read)
             started = self._clock.now_ms()
-            sightings = {name: self._sightings(of_link, started) for name, of_link in self._link_statuses().items()}
+            sightings = {name: live_sightings(of_link, started) for name, of_link in self._link_statuses().items()}
             for alias in self.clusters:
                 if alias not in self._running:
                     self._running[alias] = (started, self._pool.submit(self._collect_cluster, alias, started))
@@ -339,7 +354,7 @@ class MonitorService:
                 fresh = {
                     link.name: self._positions(
                         link,
-                        self._sightings(statuses.get(link.name, ()), now),
+                        live_sightings(statuses.get(link.name, ()), now),
                         state.clusters.get(link.source),
                         now,
                         _overdue(self._running.get(link.source), self._latest.get(link.source), self.settings, now),
@@ -403,20 +418,6 @@ class MonitorService:
             self._followers[alias] = follower
             log.info("monitor: cluster %r: following %s for committed offsets", alias, "__consumer_offsets")
         return self._followers[alias]
-
-    def _sightings(self, statuses: Sequence[WorkerStatus], now_ms: int) -> list[WorkerSighting]:
-        """Which statuses come from a worker that is alive: fresh, not failed, and (on this host) a process that is
-        there and not stopped. A SIGKILLed or SIGSTOPped worker on this host is known at once, elsewhere once its
-        status is overdue (`WorkerStatus.is_stale`)."""
-        return [
-            WorkerSighting(
-                status,
-                status.state != "failed"
-                and not status.is_stale(now_ms)
-                and (status.host != HOST or not status.pid or is_process_running(status.pid)),
-            )
-            for status in statuses
-        ]
 
     def _history(self, cluster: str, group: str, topic: str, partition: int) -> tuple[OffsetSample, ...]:
         return self._windows.samples((cluster, group, topic, partition))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernel.status_board import StatusBoard, stopped_cleanly
+from kernel.status_board import HOST, PIDS, StatusBoard, pids_readable_here, stopped_cleanly
 
 
 def test_fresh_statuses_are_read_per_name_oldest_first(tmp_path: Path) -> None:
@@ -57,4 +57,17 @@ def test_a_withdrawn_status_leaves_a_mark_that_tells_a_clean_stop_from_a_death(t
     assert not stopped_cleanly(killed, withdrawn)
     assert not stopped_cleanly({**last, "updated_ms": last["updated_ms"] + 10**13}, withdrawn)  # a later writer
     assert not stopped_cleanly({**last, "host": "elsewhere"}, withdrawn)
+    # a container on this host's network: this hostname, its own pids (its pid 2 is not this one's pid 2)
+    assert not stopped_cleanly({**last, "pids": f"{HOST} pid:[1]"}, withdrawn)
+    assert stopped_cleanly({k: v for k, v in last.items() if k != "pids"}, withdrawn)  # an older writer's: host only
     assert not stopped_cleanly({"name": "dc1/to:dc2"}, withdrawn)  # not a status: never taken for one
+
+
+def test_a_pid_is_looked_up_only_in_the_pid_namespace_it_was_written_in() -> None:
+    """Two containers on one host's network (podman --network host, a hostNetwork pod) share the hostname: the
+    monitor judged the other container's live worker dead by its pid (tests/deploy/test_image.py found it)."""
+    assert PIDS.startswith(f"{HOST} pid:[")
+    assert pids_readable_here(HOST, PIDS)
+    assert pids_readable_here(HOST, "")  # a status of an older version says no namespace: the host decides
+    assert not pids_readable_here(HOST, f"{HOST} pid:[1]")
+    assert not pids_readable_here("elsewhere", PIDS.replace(HOST, "elsewhere", 1))

@@ -159,3 +159,20 @@ def test_a_crash_inside_the_native_client_is_said_in_the_log() -> None:
     assert result.returncode != 0
     assert "Fatal Python error: Segmentation fault" in result.stderr, result.stderr
     assert "Current thread" in result.stderr or "Thread 0x" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("command", ["mirror", "canary", "run"])
+def test_a_state_dir_that_cannot_be_written_exits_2_naming_it_before_any_cluster(tmp_path: Path, command: str) -> None:
+    """As in a container with a read-only root filesystem (found so by tests/deploy/test_image.py: a worker's
+    traceback when it first wrote its link's notes)."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    path = tmp_path / "state.yaml"
+    path.write_text(
+        "clusters: {a: {bootstrap_servers: 'h:1'}, b: {bootstrap_servers: 'h:2'}}\n"
+        f"links: [{{name: l, source: a, target: b}}]\nstate_dir: {blocker / 'state'}\n"
+    )
+    code, _, err = run(command, "--config", str(path))
+    assert code == 2
+    assert f"state_dir: {blocker / 'state'} is not a directory this process can write (Not a directory)" in err
+    assert "Traceback" not in err
