@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from kernel.errors import require_extra
+
 __all__ = ["CONSOLE_SCRIPT", "api_url_for", "console_command"]
 
 CONSOLE_SCRIPT = Path(__file__).with_name("console.py")
@@ -29,6 +31,7 @@ def console_command(
     With `prometheus`, it charts ranges and shows alerts from that Prometheus. With `api_user`, it sends that user's
     basic-auth credentials (the password from MIRRORWATCH_API_PASSWORD in its environment, never on a command
     line); with `api_ca_file`, it trusts that CA for an https API."""
+    require_extra("streamlit", "console", "the console")
     return [
         sys.executable,
         "-m",

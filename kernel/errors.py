@@ -50,6 +50,15 @@ class SetupError(MirrorwatchError):
     """A tool mirrorwatch needs on this machine (java, mvn) is missing or broken. The message says what to install."""
 
 
+def require_extra(module: str, extra: str, what: str) -> None:
+    """Raise SetupError naming the pip extra when `module` (of an optional part: pyspark, streamlit) is not
+    installed: the package installs without them, so that a container of the mirror needs neither."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise SetupError(f"{what} needs {module}, which is not installed: pip install 'mirrorwatch[{extra}]'")
+
+
 class LocalClusterError(MirrorwatchError):
     """The local development clusters could not be started, reached or stopped."""
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernel.errors import SetupError
+from kernel.errors import SetupError, require_extra
 from kernel.processes import die_with_parent, free_port
 from localkafka.jars import require_java
 
@@ -37,6 +37,7 @@ WORKER = "org.apache.spark.deploy.worker.Worker"
 
 def spark_home() -> Path:
     """The Spark distribution inside the installed pyspark wheel (its bin/spark-class, bin/spark-submit, jars/)."""
+    require_extra("pyspark", "spark", "a Spark standalone cluster")
     import pyspark
 
     home = Path(pyspark.__file__).parent

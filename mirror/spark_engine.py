@@ -37,7 +37,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from kernel.access import require_access
 from kernel.clock import SystemClock
 from kernel.config import ClusterConfig, LinkConfig, MirrorwatchConfig
-from kernel.errors import SetupError
+from kernel.errors import SetupError, require_extra
 from kernel.kafka import error_text, new_admin, new_consumer
 from kernel.progress_topic import StatusOut
 from kernel.provenance import HOPS, PATH, PROVENANCE, SOURCE_CLUSTER, SOURCE_OFFSET, SOURCE_PARTITION, SOURCE_TOPIC
@@ -86,6 +86,7 @@ _PROVENANCE = [PROVENANCE, SOURCE_CLUSTER, SOURCE_TOPIC, SOURCE_PARTITION, SOURC
 
 def spark_jars() -> list[Path]:
     """The connector jars, fetched into the jar cache the first time; checks pyspark's version matches them."""
+    require_extra("pyspark", "spark", "the spark engine")
     import pyspark
 
     if pyspark.__version__ != SPARK_KAFKA_VERSION:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything a fresh machine needs, idempotent and quick when already done:
-#   1. Debian packages for the commands mirrorwatch runs (java, mvn, promtool, chromium, kcat, openssl, systemd-analyze),
-#      only when missing;
+#   1. Debian packages for the commands mirrorwatch runs (java, mvn, promtool, chromium, kcat, openssl, systemd-analyze)
+#      and builds with (go, podman, runc, mmdebstrap), only when missing;
 #   2. the virtualenv .venv with the pinned Python dependencies of requirements.lock and mirrorwatch itself;
 #   3. the Kafka jars and Spark's Kafka connector jars from Maven Central into the jar cache;
 #   4. the Go tools in .tools/bin: helm (HELM_VERSION, from the Go module proxy) and deploy/helm/check, the chart's
@@ -21,6 +21,9 @@ declare -A NEEDED=(
   [openssl]=openssl  # the tests' throwaway CA and certificates
   [systemd-analyze]=systemd  # deploy/systemd's units verified as systemd reads them
   [go]=golang-go  # helm and the chart's checker (deploy/helm/check), built from Go modules
+  [podman]=podman  # the container image, built and run without a Docker daemon (scripts/image.sh)
+  [runc]=runc  # podman's runtime here (deploy/image/containers.conf)
+  [mmdebstrap]=mmdebstrap  # the image's Debian base, from Debian's packages (no registry)
 )
 missing=()
 for cmd in "${!NEEDED[@]}"; do
