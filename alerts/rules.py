@@ -296,6 +296,8 @@ def build_rules(overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
             "link resume.",
         ),
     ]
+    for alert in alerts:  # docs/runbooks/<alert>.md: what it means, how to confirm it, what to do, when to escalate
+        alert["annotations"]["runbook_url"] = f"{t['runbook_base_url']}/{alert['alert']}.md"
     # One group: its rules are evaluated in order, so every alert sees the recording rules of the same evaluation.
     return {"groups": [{"name": "mirrorwatch", "rules": recording + alerts}]}
 

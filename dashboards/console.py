@@ -38,6 +38,8 @@ from dashboards.shards import ShardedApi
 from kernel.byte_rate import format_byte_rate
 
 DEFAULT_API = "http://127.0.0.1:8000"
+# each alert's runbook (docs/runbooks/<alert>.md, at the rules' runbook_base_url), a link in the alerts' tables
+RUNBOOK_COLUMN = {"runbook": st.column_config.LinkColumn("runbook", display_text="runbook")}
 PAGES = ("Overview", "Consumer groups", "Events", "Alerts", "Canary", "Topics", "Failover")
 DEFAULT_SPAN = "15 min"  # with --prometheus: what an operator opening the console in an incident wants first
 SORTS = {  # how the groups table is ordered: worst status first, most lag first, fastest-growing lag first
@@ -363,12 +365,14 @@ def prometheus_alerts(prometheus: Prometheus) -> None:
                         "severity": a["labels"].get("severity", ""),
                         "since": a.get("activeAt", ""),
                         "summary": a.get("annotations", {}).get("summary", ""),
+                        "runbook": a.get("annotations", {}).get("runbook_url", ""),
                     }
                     for a in firing
                 ]
             ),
             hide_index=True,
             width="stretch",
+            column_config=RUNBOOK_COLUMN,
         )
     if pending:
         st.caption("pending (waiting out their `for`): " + ", ".join(a["labels"].get("alertname", "") for a in pending))
@@ -402,12 +406,14 @@ def alerts_page(api: MonitorApi, prometheus: Prometheus | None = None) -> None:
                         "severity": a["severity"],
                         "since": pd.to_datetime(a["since_ms"], unit="ms"),
                         "summary": a["summary"],
+                        "runbook": a.get("runbook_url", ""),
                     }
                     for a in firing
                 ]
             ),
             hide_index=True,
             width="stretch",
+            column_config=RUNBOOK_COLUMN,
         )
     st.caption("not judged here (Prometheus only): " + ", ".join(document["not_judged"]))
 

@@ -11,6 +11,7 @@ from pydantic import AfterValidator
 __all__ = ["BUDGET_HELD_SHARE", "DEFAULT_THRESHOLDS", "THRESHOLDS", "AlertThresholds", "check_threshold"]
 
 _DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
+_URL = re.compile(r"^https?://[^\s\"'{}<>]+[^/\s\"'{}<>]$")
 _NUMBER = re.compile(r"^\d+(\.\d+)?$")
 
 # name -> (default, meaning). Durations are Prometheus durations ("5m"), numbers are plain.
@@ -37,6 +38,10 @@ THRESHOLDS: dict[str, tuple[str, str]] = {
     "checkpoint_stale_for": ("2m", "how long the standby must stay stale"),
     "mirror_paused_for": ("1h", "partitions an operator paused (mirrorwatch link pause), for this long"),
     "records_lost_window": ("1h", "records a link lost (a gap) keep MirrorwatchRecordsLost firing this long"),
+    "runbook_base_url": (
+        "https://github.com/mirrorwatch/mirrorwatch/blob/main/docs/runbooks",
+        "each alert's runbook_url is <this>/<alert>.md (your copy of docs/runbooks, e.g. on an internal wiki)",
+    ),
 }
 # A link whose bandwidth budget held its workers back more than this share of the rate window is behind on purpose:
 # its lag alert is MirrorwatchReplicationLagHighByBudget (the rules and the monitor's own evaluation alike).
@@ -48,6 +53,10 @@ def check_threshold(name: str, value: str) -> None:
     """Raises ValueError naming what is wrong: an unknown threshold, or a value of the wrong kind."""
     if name not in THRESHOLDS:
         raise ValueError(f"{name!r} is not a threshold; one of {', '.join(THRESHOLDS)}")
+    if name.endswith("_url"):
+        if not _URL.match(value):
+            raise ValueError(f"{name}={value!r}: must be an http(s) URL without a trailing slash")
+        return
     is_duration = name.endswith(("_for", "_window"))
     if not (_DURATION if is_duration else _NUMBER).match(value):
         kind = "a Prometheus duration like 5m" if is_duration else "a number"

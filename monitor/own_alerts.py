@@ -52,6 +52,7 @@ class OwnAlert:
     since_ms: int  # the first round of the run of rounds that met the condition
     severity: str
     summary: str
+    runbook_url: str = ""  # <runbook_base_url>/<name>.md, as the Prometheus rules' annotation
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -60,6 +61,7 @@ class OwnAlert:
             "since_ms": self.since_ms,
             "severity": self.severity,
             "summary": self.summary,
+            "runbook_url": self.runbook_url,
         }
 
 
@@ -89,7 +91,7 @@ def firing(history: History, now_ms: int, thresholds: Mapping[str, str] | None =
 
     def fire(name: str, since: int | None, for_: str, *, labels: dict[str, str], severity: str, summary: str) -> None:
         if since is not None and now_ms - since >= duration_ms(t[for_]):
-            out.append(OwnAlert(name, labels, since, severity, summary))
+            out.append(OwnAlert(name, labels, since, severity, summary, f"{t['runbook_base_url']}/{name}.md"))
 
     lag_limit = float(t["replication_lag_seconds"])
     for key in history.keys("link"):

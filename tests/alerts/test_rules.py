@@ -19,6 +19,7 @@ from monitor.exporter import METRIC_NAMES
 
 ALERTS = Path(__file__).resolve().parents[2] / "alerts"
 RULES = ALERTS / "mirrorwatch.rules.yml"
+RUNBOOKS = ALERTS.parent / "docs" / "runbooks"
 PROMTOOL = shutil.which("promtool")
 
 
@@ -56,8 +57,32 @@ def test_every_alert_names_its_subject_and_has_severity_and_annotations() -> Non
             if "alert" not in rule:
                 continue
             assert rule["labels"]["severity"] in {"critical", "warning", "info"}
-            assert set(rule["annotations"]) == {"summary", "description"}
+            assert set(rule["annotations"]) == {"summary", "description", "runbook_url"}
             assert "{{ $labels." in rule["annotations"]["summary"], rule["alert"]
+
+
+def test_every_alert_links_its_runbook_which_says_what_it_means_how_to_confirm_act_and_escalate() -> None:
+    """docs/runbooks/<alert>.md (issue #64): a page per alert, none for an alert that is gone, listed in the index."""
+    alerts = {r["alert"]: r for g in build_rules()["groups"] for r in g["rules"] if "alert" in r}
+    base = DEFAULT_THRESHOLDS["runbook_base_url"]
+    pages = {path.stem: path for path in RUNBOOKS.glob("Mirrorwatch*.md")} | {
+        path.stem: path for path in RUNBOOKS.glob("Kafka*.md")
+    }
+    assert sorted(pages) == sorted(alerts)
+    index = (RUNBOOKS / "README.md").read_text()
+    for name, rule in alerts.items():
+        assert rule["annotations"]["runbook_url"] == f"{base}/{name}.md"
+        text = pages[name].read_text()
+        headings = re.findall(r"^## (.+)$", text, flags=re.MULTILINE)
+        assert headings == ["What it means", "Confirm", "Act", "Escalate"], name
+        assert text.startswith(f"# {name}\n\nSeverity: **{rule['labels']['severity']}**.")
+        assert f"[{name}]({name}.md)" in index
+    moved = build_rules(parse_overrides(["runbook_base_url=https://wiki.example/mirrorwatch"]))
+    urls = {r["annotations"]["runbook_url"] for g in moved["groups"] for r in g["rules"] if "alert" in r}
+    assert urls == {f"https://wiki.example/mirrorwatch/{name}.md" for name in alerts}
+    for bad in ("wiki.example/mirrorwatch", "https://wiki.example/", "https://wiki.example/{{ $labels.link }}"):
+        with pytest.raises(ValueError, match="runbook_base_url"):
+            parse_overrides([f"runbook_base_url={bad}"])
 
 
 def test_every_metric_the_rules_read_is_exported() -> None:
