@@ -570,9 +570,11 @@ from mirrorwatch.drift_cli import drift  # noqa: E402
 from mirrorwatch.failover_cli import failover  # noqa: E402
 from mirrorwatch.link_cli import link  # noqa: E402
 from mirrorwatch.migrate_cli import migrate  # noqa: E402
+from mirrorwatch.reference import reference_command, schema_command  # noqa: E402
 
-for _command in (acls, check, dashboards, drift, failover, link, migrate):
+for _command in (acls, check, dashboards, drift, failover, link, migrate, reference_command):
     cli.add_command(_command)
+config.add_command(schema_command)
 
 
 def main() -> None:

@@ -68,7 +68,7 @@ def test_a_lag_the_bandwidth_budget_makes_is_said_as_such() -> None:
     [alert] = [a for a in firing(history(7.5), _now(32)) if "ReplicationLag" in a.name]
     assert alert.name == "MirrorwatchReplicationLagHighByBudget" and alert.labels == {"link": "dr"}
     assert alert.summary.endswith("held back by its bandwidth budget")
-    assert alert.as_dict()["runbook_url"].endswith("/docs/runbooks/MirrorwatchReplicationLagHighByBudget.md")
+    assert str(alert.as_dict()["runbook_url"]).endswith("/docs/runbooks/MirrorwatchReplicationLagHighByBudget.md")
     assert "MirrorwatchReplicationLagHigh" in _names(history(1.0), 32)
     assert "MirrorwatchReplicationLagHighByBudget" not in _names(history(1.0), 32)
 
