@@ -44,11 +44,16 @@ base="localhost/mirrorwatch-base:$base_id"
 if ! podman image exists "$base"; then
     if [ ! -s "$cache/base-$base_id.tar" ]; then
         say "making the base (Debian bookworm, $packages) with mmdebstrap"
-        mmdebstrap --quiet --format=tar --variant=minbase --include="$packages" \
-            --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
-            --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
-            --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*' \
-            bookworm "$cache/base-$base_id.tar.part" http://deb.debian.org/debian
+        # a second try: one -spark base failed once in apt's install step and passed at once when run again
+        for try in 1 2; do
+            mmdebstrap --quiet --format=tar --variant=minbase --include="$packages" \
+                --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
+                --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
+                --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*' \
+                bookworm "$cache/base-$base_id.tar.part" http://deb.debian.org/debian && break
+            [ "$try" -eq 2 ] && exit 1
+            say "mmdebstrap failed; once more"
+        done
         mv "$cache/base-$base_id.tar.part" "$cache/base-$base_id.tar"
     fi
     podman import --quiet "$cache/base-$base_id.tar" "$base" >/dev/null
