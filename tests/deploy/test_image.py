@@ -9,18 +9,20 @@ after 10 s) ends each with exit 0, which a SIGKILL never gives."""
 from __future__ import annotations
 
 import os
-import re
 import subprocess
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from kernel.config import MirrorwatchConfig
+from kernel.wait import wait_until
 from tests.kafka_helpers import Record, produce, read_to_end, wait_for_commits
+from tests.processes import MirrorProcess
 
 pytestmark = pytest.mark.integration
 
@@ -43,36 +45,17 @@ def image() -> str:
     return done.stdout.split()[-1]
 
 
-class Container:
-    """`podman run` of the image in the foreground (its output in a log file), on the host's network."""
+@dataclass
+class Container(MirrorProcess):
+    """`podman run` of the image in the foreground (its output in the log file), on the host's network: the log,
+    the HTTP API's URL and the waits are MirrorProcess's; only the stop is podman's."""
 
-    def __init__(self, image: str, name: str, config: Path, log: Path, *args: str, env: dict[str, str]) -> None:
-        self.name, self.log_path = name, log
-        environment = [f"--env={k}={v}" for k, v in env.items()]
-        command = [
-            "podman", "run", "--rm", f"--name={name}", "--network=host", "--read-only",
-            "--tmpfs=/tmp", "--mount=type=tmpfs,destination=/var/lib/mirrorwatch,chown=true",
-            f"--volume={config}:{CONFIG_IN_IMAGE}:ro", *environment, image, *args, "--config", CONFIG_IN_IMAGE,
-        ]  # fmt: skip
-        with log.open("wb") as out:
-            self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=PODMAN_ENV)
+    name: str = ""
 
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def http_base(self, timeout_s: float = 90) -> str:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, f"{self.name} exited: {self.log()[-3000:]}"
-            if found := re.search(r"HTTP API on http://127\.0\.0\.1:(\d+)", self.log()):
-                return f"http://127.0.0.1:{found.group(1)}"
-            time.sleep(0.2)
-        raise AssertionError(f"{self.name} served no HTTP API: {self.log()[-3000:]}")
-
-    def stop(self) -> int:
+    def stop(self, timeout_s: float = 60) -> int:
         """`podman stop --time 10`: SIGTERM to tini (PID 1), which forwards it; SIGKILL after 10 s. Exit code."""
         podman("stop", "--time=10", self.name, check=False)
-        return self.process.wait(timeout=60)
+        return self.process.wait(timeout=timeout_s)
 
 
 @pytest.fixture
@@ -81,9 +64,17 @@ def containers(tmp_path: Path) -> Iterator[Callable[..., Container]]:
 
     def start(image: str, command: str, config: Path, *args: str, env: dict[str, str]) -> Container:
         name = f"mirrorwatch-test-{command}-{os.getpid()}-{len(started)}"
-        container = Container(image, name, config, tmp_path / f"{name}.log", command, *args, env=env)
-        started.append(container)
-        return container
+        run = [
+            "podman", "run", "--rm", f"--name={name}", "--network=host", "--read-only",
+            "--tmpfs=/tmp", "--mount=type=tmpfs,destination=/var/lib/mirrorwatch,chown=true",
+            f"--volume={config}:{CONFIG_IN_IMAGE}:ro", *(f"--env={k}={v}" for k, v in env.items()),
+            image, command, *args, "--config", CONFIG_IN_IMAGE,
+        ]  # fmt: skip
+        log = tmp_path / f"{name}.log"
+        with log.open("wb") as out:
+            process = subprocess.Popen(run, stdout=out, stderr=subprocess.STDOUT, env=PODMAN_ENV)
+        started.append(Container(process, log, name))
+        return started[-1]
 
     yield start
     for container in started:
@@ -94,16 +85,18 @@ def containers(tmp_path: Path) -> Iterator[Callable[..., Container]]:
 
 def sample(base: str, family: str, accept: Callable[[float], bool], timeout_s: float = 120, **labels: str) -> float:
     """The sample of `family` with these labels (among others) on base/metrics, once `accept` takes its value."""
-    deadline, seen = time.monotonic() + timeout_s, ""
-    while time.monotonic() < deadline:
+
+    def found() -> tuple[float] | None:  # a tuple: a value of 0 is an answer too
         with urllib.request.urlopen(f"{base}/metrics", timeout=10) as answer:
-            seen = answer.read().decode()
-        for found in re.finditer(rf"^{family}{{([^}}]*)}} (\S+)$", seen, flags=re.MULTILINE):
-            has = dict(re.findall(r'(\w+)="([^"]*)"', found.group(1)))
-            if labels.items() <= has.items() and accept(float(found.group(2))):
-                return float(found.group(2))
-        time.sleep(1)
-    raise AssertionError(f"no {family} with {labels} as expected at {base}/metrics:\n{seen[-3000:]}")
+            text = answer.read().decode()
+        for metrics in text_string_to_metric_families(text):
+            for s in metrics.samples:
+                if s.name == family and labels.items() <= s.labels.items() and accept(s.value):
+                    return (s.value,)
+        return None
+
+    (value,) = wait_until(found, timeout_s=timeout_s, description=f"{family} with {labels} at {base}/metrics")
+    return value
 
 
 def test_the_image_mirrors_monitors_and_probes_and_stops_cleanly_on_sigterm(
