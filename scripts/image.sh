@@ -23,10 +23,14 @@ export CONTAINERS_CONF=$PWD/deploy/image/containers.conf
 version=$(.venv/bin/python -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')
 tag="localhost/mirrorwatch:$version$variant"
 
-# what setuptools packages (pyproject.toml, [tool.setuptools.packages.find]) and what the build reads besides
+# what setuptools packages (pyproject.toml's [tool.setuptools.packages.find] include, read from it) and what the
+# build reads besides
+packaged=$(.venv/bin/python -c 'import tomllib
+found = tomllib.load(open("pyproject.toml", "rb"))["tool"]["setuptools"]["packages"]["find"]["include"]
+print(" ".join(p.rstrip("*") for p in found))')
 sources() {
-    git ls-files -co --exclude-standard -- mirrorwatch mirror monitor canary dashboards alerts failover kernel \
-        localkafka pyproject.toml README.md | grep -v '/tests/'
+    # shellcheck disable=SC2086  # one folder a word
+    git ls-files -co --exclude-standard -- $packaged pyproject.toml README.md | grep -v '/tests/'
 }
 digest=$({ sources; echo requirements.lock deploy/image/Containerfile scripts/image.sh; } | sort \
     | xargs sha256sum | { cat; echo "$packages $extras"; } | sha256sum | cut -c1-16)

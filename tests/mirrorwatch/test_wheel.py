@@ -10,6 +10,7 @@ import subprocess
 import sys
 import sysconfig
 import tarfile
+import tomllib
 import venv
 import zipfile
 from collections.abc import Callable
@@ -25,7 +26,8 @@ pytestmark = pytest.mark.integration
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 # what setuptools packages (pyproject.toml, [tool.setuptools.packages.find]) and what the build reads besides
-ROOMS = ("mirrorwatch", "mirror", "monitor", "canary", "dashboards", "alerts", "failover", "kernel", "localkafka")
+_FIND = tomllib.loads((CHECKOUT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+ROOMS = tuple(pattern.rstrip("*") for pattern in _FIND["include"])
 RECORDS = 300
 
 
