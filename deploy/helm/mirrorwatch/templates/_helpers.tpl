@@ -27,6 +27,22 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
+{{/* A component's PodDisruptionBudget: (dict "root" $ "component" "monitor"), as for selectorLabels */}}
+{{- define "mirrorwatch.pdb" -}}
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ include "mirrorwatch.fullname" .root }}-{{ .component }}
+  labels:
+    {{- include "mirrorwatch.labels" .root | nindent 4 }}
+    app.kubernetes.io/component: {{ .component }}
+spec:
+  maxUnavailable: {{ .root.Values.podDisruptionBudget.maxUnavailable }}
+  selector:
+    matchLabels:
+      {{- include "mirrorwatch.selectorLabels" . | nindent 6 }}
+{{- end -}}
+
 {{- define "mirrorwatch.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
 {{- default (include "mirrorwatch.fullname" .) .Values.serviceAccount.name -}}
