@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything a fresh machine needs, idempotent and quick when already done:
 #   1. Debian packages for the commands mirrorwatch runs (java, mvn, promtool, chromium, kcat, openssl, systemd-analyze)
-#      and builds with (go, podman, runc, mmdebstrap), only when missing;
+#      and builds with (podman, runc, mmdebstrap), only when missing;
 #   2. the virtualenv .venv with the pinned Python dependencies of requirements.lock and mirrorwatch itself;
 #   3. the Kafka jars and Spark's Kafka connector jars from Maven Central into the jar cache;
 #   4. the Go tools in .tools/bin: helm (HELM_VERSION, from the Go module proxy) and deploy/helm/check, the chart's
@@ -20,7 +20,6 @@ declare -A NEEDED=(
   [kcat]=kcat
   [openssl]=openssl  # the tests' throwaway CA and certificates
   [systemd-analyze]=systemd  # deploy/systemd's units verified as systemd reads them
-  [go]=golang-go  # helm and the chart's checker (deploy/helm/check), built from Go modules
   [podman]=podman  # the container image, built and run without a Docker daemon (scripts/image.sh)
   [runc]=runc  # podman's runtime here (deploy/image/containers.conf)
   [mmdebstrap]=mmdebstrap  # the image's Debian base, from Debian's packages (no registry)
@@ -59,8 +58,13 @@ fi
 
 .venv/bin/mirrorwatch local fetch >/dev/null
 
-# the chart's tools: helm at the version named here, the checker rebuilt when its sources change
+# the chart's tools: helm at the version named here, the checker rebuilt when its sources change. They need the
+# machine's Go (1.24 or newer: Debian's golang-go, 1.19, cannot build them)
 HELM_VERSION=v4.3.2
+if ! command -v go >/dev/null 2>&1; then
+  say "Go 1.24 or newer is needed to build helm and deploy/helm/check (https://go.dev/dl/); it is not on PATH"
+  exit 1
+fi
 tools=$PWD/.tools/bin
 mkdir -p "$tools"
 if [ ! -x "$tools/helm" ] || [ "$(cat "$tools/.helm" 2>/dev/null)" != "$HELM_VERSION" ]; then
