@@ -196,7 +196,7 @@ def run_latency(
     target_topic = target_topic_for(peer, clusters, source_topic, partitions)
     log = (work / f"{target_topic}.log").open("wb")
     process = subprocess.Popen(
-        peer_command(peer, work, clusters, source_topic, target_topic, follow=True),
+        peer_command(peer, work, clusters, source_topic, target_topic),
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,

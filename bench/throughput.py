@@ -215,12 +215,12 @@ def peer_command(
     source_topic: str,
     target_topic: str,
     *,
-    follow: bool = False,
+    records: int | None = None,
     spark_master: str | None = None,
 ) -> list[str]:
-    """The command line of one peer mirroring `source_topic` to `target_topic`; `follow`: kcat keeps reading at the
-    end of the topic instead of exiting (a steady-rate run), the others always do; `spark_master`: the standalone
-    cluster of the spark-standalone peers."""
+    """The command line of one peer mirroring `source_topic` to `target_topic`; `records`: kcat's consumer exits
+    once it has read that many (a drain), or with None keeps reading at the end of the topic (a steady-rate run); the
+    others always keep going; `spark_master`: the standalone cluster of the spark-standalone peers."""
     name = f"bench-{topic_label(peer)}-{uuid.uuid4().hex[:6]}"
     checkout, peer = checkout_of(peer), peer_kind(peer)
     link: dict[str, Any] = {
@@ -261,10 +261,15 @@ def peer_command(
         return [
             "bash",
             "-c",
-            # follow: -u, or the last records of a quiet moment wait in kcat's stdout buffer; else -e: exit at the end
+            # a drain: -c, exit after exactly that many records. Not -e (exit once end-of-partition was said as many
+            # times as there are partitions): it counts events, not partitions, and librdkafka says it again for a
+            # partition that reaches its end again; under the loaded suite -e once ended a 12-partition drain with
+            # records unread and exit 0 (issue #69). Following: -u, or the last records of a quiet moment wait in
+            # kcat's stdout buffer.
             # pipefail: a consumer that fails (an error fetching) fails the peer, not only an empty producer's stdin
             "set -o pipefail; "
-            f"kcat -C -b {source} -t {source_topic} -o beginning {'-u' if follow else '-e'} -q -K $'\\x1f' -D $'\\x1e' "
+            f"kcat -C -b {source} -t {source_topic} -o beginning {'-u' if records is None else f'-c {records}'} -q "
+            "-K $'\\x1f' -D $'\\x1e' "
             f"| kcat -P -b {target} -t {target_topic} -X enable.idempotence=true -K $'\\x1f' -D $'\\x1e'",
         ]
     raise SystemExit(f"unknown peer {peer!r} (peers: {', '.join(PEERS)})")
@@ -315,7 +320,7 @@ def run_peer(
     executors = spark.executors if spark is not None and peer_kind(peer) in STANDALONE else None
     started = time.monotonic()
     process = subprocess.Popen(
-        peer_command(peer, work, clusters, source_topic, target_topic, spark_master=master),
+        peer_command(peer, work, clusters, source_topic, target_topic, records=records, spark_master=master),
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
