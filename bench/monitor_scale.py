@@ -11,7 +11,7 @@ once it reads that way: the time to its first collection (`/readyz` 200), how lo
 windows, evaluation; median of --rounds rounds) and whether any round with its rendering overran the interval, the
 scrape as Prometheus makes it, asking for gzip (median time; text and wire size of `/metrics`), its peak resident
 memory, and how many of the groups Burrow's group list
-shows. `--compatible-metrics` sets the borrowed styles served (fleets trim them: README).
+shows. `--compatible-metrics` sets the borrowed styles served (fleets trim them: docs/guides/monitor.md).
 
 Goals on the 2-core reference machine (issue #27): 10,000 groups collected within a 10 s interval, a scrape under
 1 s, RSS under 1 GB.

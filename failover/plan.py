@@ -319,7 +319,7 @@ def make_plan(
     floors = _floors(commits)
     ends: dict[tuple[str, int], Watermarks] = watermarks(target_admin, sorted(wanted))
     source_ends = watermarks(source_admin, sorted(floors))
-    if scans is not None:  # a standby's round (not failback-aware: see the README)
+    if scans is not None:  # a standby's round (not failback-aware: see docs/guides/failover.md)
         logs = scans.update(ends, source_id, floors, older)
     else:
         echo = None

@@ -89,7 +89,8 @@ _RECONNECT = {"reconnect.backoff.ms": 100, "reconnect.backoff.max.ms": 1000}
 # resumes within seconds of a partition's end whatever its length, instead of waiting for TCP's retransmission
 # backoff on a dead connection (librdkafka's 60 s / 30 s / 10 s defaults: a 30 s partition left a link standing for
 # 24 s more, and the monitor reading the target as down for 25 s more, measured through bench.netns). Keep-alives
-# find idle connections a middlebox dropped. README's "Across a network" table says each, with its default and why.
+# find idle connections a middlebox dropped. The mirror guide's "Across a network" table (docs/guides/mirror.md) says
+# each, with its default and why.
 WAN_DEFAULTS: dict[str, str | int | bool] = {
     "socket.timeout.ms": 10_000,
     "socket.connection.setup.timeout.ms": 5_000,

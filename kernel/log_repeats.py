@@ -9,7 +9,7 @@ Nothing is hidden silently: an operator sees the first lines, that others follow
 
 `Demoted` moves two librdkafka warnings that are not the user's to act on to a lower level (issue #67): the
 `CONFWARN` that `enable.gapless.guarantee` is experimental (mirrorwatch sets it on purpose: one delivery report then
-proves a run of records, mirror/engine.py and README's "Delivery reports" say why) to DEBUG, and an idempotent
+proves a run of records, mirror/engine.py and the mirror guide's "Delivery reports" say why) to DEBUG, and an idempotent
 producer's `GETPID ... retrying` (it asks for its producer id before a fresh cluster's coordinator can give one, and
 asks again) to INFO: one that never gets it fails its records, which the link says.
 """

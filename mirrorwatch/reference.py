@@ -32,7 +32,7 @@ def config_schema() -> dict[str, Any]:
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": SCHEMA_ID,
         "title": "mirrorwatch config",
-        "description": "The one YAML file every mirrorwatch command reads (README, Configuration). ${VAR} in "
+        "description": "The one YAML file every mirrorwatch command reads (docs/reference/configuration.md). ${VAR} in "
         "`clusters` is read from the environment.",
         **{k: v for k, v in schema.items() if k != "title"},
     }

@@ -5,6 +5,7 @@ a page with a broken link fails the build (strict is on, not a warning nobody re
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -46,3 +47,14 @@ def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
     done = build(tmp_path / "mkdocs.yml", tmp_path / "site")
     assert done.returncode != 0
     assert "upgrading.md" in done.stdout + done.stderr
+
+
+def test_the_readme_is_a_front_page_whose_links_reach_the_manual() -> None:
+    """README is what a newcomer reads first (issue #64): short, and each of its links (to the manual's pages, the
+    screenshots, ARCHITECTURE.md) names a file in the checkout; the site's own links are the strict build's."""
+    readme = (CHECKOUT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 250
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", readme)
+    local = [t for t in targets if not t.startswith(("http://", "https://"))]
+    assert "docs/tutorials/first-link.md" in local and "docs/guides/install.md" in local
+    assert [t for t in local if not (CHECKOUT / t).exists()] == []

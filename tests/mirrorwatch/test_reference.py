@@ -1,6 +1,6 @@
 """docs/reference/ is what the code generates now (issue #64): the CLI reference from the click commands, the alerts
 from alerts.rules, the config file's JSON Schema from the pydantic model. A new option, command, config key or alert
-fails here until `mirrorwatch reference docs/reference` is run again; the schema takes README's example
+fails here until `mirrorwatch reference docs/reference` is run again; the schema takes the manual's example
 config and refuses what the loader refuses."""
 
 from __future__ import annotations
@@ -44,11 +44,10 @@ def test_every_command_has_its_section() -> None:
         assert f"`mirrorwatch {name}`" in text
 
 
-def test_the_schema_takes_the_readme_example_and_refuses_an_unknown_key() -> None:
-    readme = (CHECKOUT / "README.md").read_text()
-    section = readme[readme.index("\n## Configuration\n") :]
-    found = re.search(r"```yaml\n(clusters:.*?)```", section, flags=re.DOTALL)
-    assert found, "README's Configuration section has no example config"
+def test_the_schema_takes_the_manuals_example_and_refuses_an_unknown_key() -> None:
+    page = (REFERENCE / "configuration.md").read_text()
+    found = re.search(r"```yaml\n(clusters:.*?)```", page, flags=re.DOTALL)
+    assert found, "the manual's configuration page has no example config"
     example = yaml.safe_load(found.group(1))
     schema = config_schema()
     jsonschema.Draft202012Validator.check_schema(schema)
