@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import faulthandler
 import gc
+import json
 import os
 import re
 import shutil
@@ -39,7 +40,7 @@ from localkafka.local import ALIASES, LocalClusters
 from localkafka.local_security import MODES
 from tests.processes import MirrorProcess, session_document
 from tests.prometheus import prometheus_server
-from tests.schedule import balanced
+from tests.schedule import balanced, longest_files_first
 
 # Every JVM the tests start (brokers, Spark drivers and workers, MirrorMaker 2) lives seconds to minutes and carries a
 # few thousand records: the C2 compiler's work never pays back there. C1 alone (`TieredStopAtLevel=1`) takes a third of
@@ -136,11 +137,25 @@ def _share(config: pytest.Config, items: list[pytest.Item]) -> None:
         items[:] = [item for item, share_of in zip(items, chosen, strict=True) if share_of == index]
 
 
+# The 3-worker phase (`-n 3 --dist loadfile`): whole files, the longest first (`tests.schedule.longest_files_first`, by
+# each file's budget in tests/durations.json for that phase), so that no long file is the last one a worker takes.
+DURATIONS = Path(__file__).resolve().parent / "durations.json"
+
+
+def _longest_files_first(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("numprocesses", None) or config.getoption("dist", None) != "loadfile":
+        return
+    budgets = json.loads(DURATIONS.read_text())
+    seconds_of = {key.split(":", 1)[1]: float(s) for key, s in budgets.items() if key.startswith("main:")}
+    items[:] = [items[i] for i in longest_files_first([item.nodeid for item in items], seconds_of)]
+
+
 @pytest.hookimpl(hookwrapper=True)  # after every plugin's own: the tests -m selected are the ones shared
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Iterator[None]:
     yield
     _deselect_other_modes(config, items)
     _share(config, items)
+    _longest_files_first(config, items)
 
 
 # pytest-timeout (360 s, the signal method) fails a test that hangs in Python, but a call blocked inside a C library

@@ -20,7 +20,7 @@ from localkafka.local import LocalClusters
 from tests.conftest import _is_stopped, after_crash_loadfile, mend
 from tests.kafka_helpers import Record, produce, read_all
 from tests.processes import MirrorProcess
-from tests.schedule import balanced
+from tests.schedule import balanced, longest_files_first
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -286,6 +286,12 @@ def inner_pytest(tmp_path: Path, *args: str) -> str:
     )
     assert run.returncode == 0, run.stdout + run.stderr
     return run.stdout
+
+
+def test_the_main_phase_runs_whole_files_the_longest_first_each_in_its_own_order() -> None:
+    nodeids = ["a.py::t1", "a.py::t2", "b.py::t1", "c.py::t1", "c.py::t2", "d.py::t1"]
+    order = longest_files_first(nodeids, {"a.py": 10, "c.py": 300, "b.py": 40})
+    assert [nodeids[i] for i in order] == ["c.py::t1", "c.py::t2", "b.py::t1", "a.py::t1", "a.py::t2", "d.py::t1"]
 
 
 def test_the_alone_phase_gives_each_process_a_balanced_share_and_a_secured_test_runs_on_the_modes_it_names(
