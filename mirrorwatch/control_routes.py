@@ -39,11 +39,19 @@ MAX_TOPICS = 1000  # per request
 MAX_REASON = 1000  # characters
 
 
+CHANGES = {  # what each POST does (the HTTP reference, docs/reference/http.md)
+    "pause": "Pause the link (`?topic=` some of its topics only, `?reason=`), on every host; basic auth only.",
+    "resume": "Resume the link (`?topic=` some of its topics only), on every host; basic auth only.",
+    "budget": "Set the link's bandwidth budget (`?max_bytes_per_second=` a rate, `none` or `config`); basic auth only.",
+}
+
+
 def control_routes(config: MirrorwatchConfig, web: WebConfig | None) -> list[Route]:
     protected = web is not None and bool(web.users)
     names = {link.name: link for link in config.links}
 
     async def show(request: Request) -> Response:
+        """The link's control as asked: paused or not (all of it or some topics), its budget, by whom and why."""
         name = request.path_params["link"]
         if name not in names:
             return _error(404, f"no link named {name!r}")
@@ -82,6 +90,7 @@ def control_routes(config: MirrorwatchConfig, web: WebConfig | None) -> list[Rou
             warning = {} if missed is None else {"Warning": f'199 mirrorwatch "changed on this host only: {said}"'}
             return JSONResponse(control.as_json(), headers=warning)
 
+        respond.__doc__ = CHANGES[action]
         return respond
 
     return [

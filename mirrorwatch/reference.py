@@ -1,6 +1,7 @@
 """References generated from the code, so that they cannot drift from it (issue #64): the config file's JSON Schema
 (`mirrorwatch config schema`, for editors' YAML language servers), every CLI command and option (from the click
-commands) and every alert (from `alerts.rules`), written into docs/reference/ by
+commands), every alert (from `alerts.rules`) and every route of the HTTP API (from the routes served), written
+into docs/reference/ by
 
     .venv/bin/mirrorwatch reference docs/reference      # a maintainer's command, hidden from --help
 
@@ -17,7 +18,15 @@ from typing import Any
 
 import click
 
-__all__ = ["alerts_reference", "cli_reference", "config_schema", "reference_command", "references", "schema_command"]
+__all__ = [
+    "alerts_reference",
+    "cli_reference",
+    "config_schema",
+    "http_reference",
+    "reference_command",
+    "references",
+    "schema_command",
+]
 
 SCHEMA_ID = "https://github.com/mirrorwatch/mirrorwatch/blob/main/docs/reference/config.schema.json"
 
@@ -124,11 +133,46 @@ def alerts_reference() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def http_reference() -> str:
+    """Every route of the HTTP API as `mirrorwatch run` serves them (the monitor's, the standbys', the canary's, the
+    link controls, /metrics and the probes): path, methods and what it answers (its handler's docstring)."""
+    from types import SimpleNamespace
+
+    from starlette.routing import Route
+
+    from kernel.config import parse_config
+    from mirrorwatch.services import extra_routes
+    from monitor.http import create_app
+
+    config = parse_config({"clusters": {"source": {"bootstrap_servers": "localhost:9092"}}}, source="reference")
+    stand_in: Any = SimpleNamespace(on_publish=[])  # the routes are built, never asked
+    app = create_app(stand_in, extra_routes=extra_routes(config, True, None, (), None))
+    lines = [
+        "# HTTP API reference",
+        "",
+        "Generated from the routes `mirrorwatch run` serves by `mirrorwatch reference docs/reference`; do not edit.",
+        "Where the monitor does not run (a `canary` or `mirror` process), `/metrics`, `/healthz`, `/readyz` (ready at",
+        "once) and `/canary` are served. JSON everywhere but `/metrics`; behind `http.web_config_file`, TLS and basic",
+        "auth for every route.",
+        "",
+        "| route | methods | answers |",
+        "| --- | --- | --- |",
+    ]
+    routes = [route for route in app.routes if isinstance(route, Route)]
+    for route in sorted(routes, key=lambda r: r.path):
+        methods = ", ".join(sorted(set(route.methods or {"GET"}) - {"HEAD"}))
+        doc = inspect.cleandoc(route.endpoint.__doc__ or "").split("\n\n")[0]
+        answers = " ".join(doc.split()).replace("|", "\\|")
+        lines.append(f"| `{route.path}` | {methods} | {answers} |")
+    return "\n".join(lines) + "\n"
+
+
 def references(cli: click.Command) -> dict[str, str]:
     """docs/reference/'s files by name, as the code makes them now."""
     return {
         "cli.md": cli_reference(cli),
         "alerts.md": alerts_reference(),
+        "http.md": http_reference(),
         "config.schema.json": json.dumps(config_schema(), indent=2) + "\n",
     }
 
@@ -136,7 +180,8 @@ def references(cli: click.Command) -> dict[str, str]:
 @click.command("reference", hidden=True)
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path), default=Path("docs/reference"))
 def reference_command(out: Path) -> None:
-    """Write docs/reference/ (the CLI, the alerts, the config's JSON Schema) as the code makes them now."""
+    """Write docs/reference/ (the CLI, the alerts, the HTTP API, the config's JSON Schema) as the code makes them
+    now."""
     out.mkdir(parents=True, exist_ok=True)
     for name, text in references(click.get_current_context().find_root().command).items():
         (out / name).write_text(text, encoding="utf-8")

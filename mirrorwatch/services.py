@@ -29,7 +29,7 @@ from kernel.processes import limit_malloc_arenas
 from kernel.progress_format import merge_statuses
 from kernel.progress_topic import ProgressReader, progress_readers
 from kernel.status_board import KEEP_STALE_MS, STATUS_MAX_AGE_MS, StatusBoard, pids_readable_here, stopped_cleanly
-from kernel.web_config import load_web_config
+from kernel.web_config import WebConfig, load_web_config
 from kernel.worker_status import WorkerStatus
 from mirror.runner import python_links, run_links, tune_gc, worker_for
 from mirror.worker import WorkerBase
@@ -62,20 +62,14 @@ def serve(
 ) -> HttpServer:
     """The HTTP API on http.host:http.port with what runs in this process. Without an in-process canary, `/canary`
     serves the status a canary in another process publishes."""
-    routes: list[Route] = []
     collectors: list[Collector] = []
     if standbys:
-        routes.append(Route("/mirror/links/{link}/checkpoints", _checkpoints_route(standbys)))
         clock = SystemClock()
         collectors.append(StandbyCollector(lambda: [s.view() for s in standbys], clock.now_ms))
     if canary is not None:
-        routes.append(Route("/canary", _json_route(canary.as_json)))
         collectors.append(CanaryCollector(canary.view))
-    else:
-        routes.append(Route("/canary", _json_route(lambda: published_canary(config))))
     web = load_web_config(config.http.web_config_file) if config.http.web_config_file else None
-    if monitor is not None:  # pause and resume a link (POST: only behind the API's basic auth)
-        routes.extend(control_routes(config, web))
+    routes = extra_routes(config, monitor is not None, canary, standbys, web)
 
     def start(port: int) -> HttpServer:
         app = create_app(monitor, extra_routes=routes, collectors=collectors)
@@ -96,8 +90,29 @@ def serve(
     return server
 
 
+def extra_routes(
+    config: MirrorwatchConfig,
+    with_monitor: bool,
+    canary: CanaryService | None,
+    standbys: Sequence[Standby],
+    web: WebConfig | None,
+) -> list[Route]:
+    """The routes beside the monitor's (`monitor.http.create_app`): the standbys', the canary's and, where a monitor
+    runs, the link controls (POST only behind the API's basic auth)."""
+    routes = [Route("/mirror/links/{link}/checkpoints", _checkpoints_route(standbys))]
+    if canary is not None:
+        routes.append(Route("/canary", _json_route(canary.as_json)))
+    else:
+        routes.append(Route("/canary", _json_route(lambda: published_canary(config))))
+    if with_monitor:
+        routes.extend(control_routes(config, web))
+    return routes
+
+
 def _json_route(body: Callable[[], Mapping[str, Any] | None]) -> Callable[[Request], Awaitable[Response]]:
     async def respond(_request: Request) -> Response:
+        """The canary's probes per link: sent, back, lost, duplicated, reordered, end-to-end latency percentiles (a
+        canary in another process: the status it publishes; 503 when none runs)."""
         document = body()
         if document is None:
             return JSONResponse({"error": True, "message": "no canary is running"}, status_code=503)
@@ -110,6 +125,7 @@ def _checkpoints_route(standbys: Sequence[Standby]) -> Callable[[Request], Await
     by_link = {s.link.name: s for s in standbys}
 
     async def respond(request: Request) -> Response:
+        """The link's standby groups: each group's translation to the target, when, and whether it was committed."""
         name = request.path_params["link"]
         standby = by_link.get(name)
         if standby is None:

@@ -104,7 +104,9 @@ def create_app(
     rendered = _RenderedOnce(service)
 
     async def metrics(request: Request) -> Response:
-        """Gzip to a scraper that asks for it (Prometheus does): the monitor's text as it was compressed once per
+        """The Prometheus exposition: the monitor's families and those of the canary and standbys running here.
+
+        Gzip to a scraper that asks for it (Prometheus does): the monitor's text as it was compressed once per
         round, then the families served for this moment and the other collectors', compressed onto a copy of that
         stream (one gzip stream); plain text otherwise."""
         packed, packer = await rendered.packed()
@@ -121,9 +123,11 @@ def create_app(
         return Response(text + others, media_type=CONTENT_TYPE_LATEST, headers={"Vary": "Accept-Encoding"})
 
     async def healthz(request: Request) -> Response:
+        """200 while the process serves: a liveness probe."""
         return JSONResponse({"status": "ok"})
 
     async def always_ready(request: Request) -> Response:
+        """200 at once where no monitor runs here (a canary's or a worker's API): a readiness probe."""
         return JSONResponse({"status": "ready"})
 
     common = [Route("/metrics", metrics), Route("/healthz", healthz), *extra_routes]
@@ -211,6 +215,8 @@ def _memory_routes(service: MonitorService) -> list[Route]:
         )
 
     async def link_history(request: Request) -> Response:
+        """The link's series over `monitor.history_seconds` as `[ms, value]` pairs, with `span_seconds` and
+        `interval_seconds` (`?since_ms=`)."""
         name = request.path_params["link"]
         if all(link.name != name for link in service.links):
             return JSONResponse({"error": True, "message": "link not found"}, status_code=404)
@@ -218,6 +224,8 @@ def _memory_routes(service: MonitorService) -> list[Route]:
         return JSONResponse(_history(service, {"link": name, "series": _pairs(series)}))
 
     async def group_history(request: Request) -> Response:
+        """The group's `total_lag` and `status` over time (Burrow's numbers: 1 OK, 2 WARN, 3 ERR, ...;
+        `?since_ms=`)."""
         cluster_name, group = request.path_params["cluster"], request.path_params["group"]
         series = service.history.group(cluster_name, group, int(_number(request, "since_ms", 0)))
         if not series:
@@ -225,6 +233,8 @@ def _memory_routes(service: MonitorService) -> list[Route]:
         return JSONResponse(_history(service, {"cluster": cluster_name, "group": group, "series": _pairs(series)}))
 
     async def events(request: Request) -> Response:
+        """The events the monitor recorded, newest first: clusters down or back, link states, pauses, workers
+        joining, leaving or dying, drift, group statuses, a canary absent (`?link=&group=&cluster=&limit=500`)."""
         q = request.query_params
         found = service.events.query(
             link=q.get("link"),
@@ -235,6 +245,8 @@ def _memory_routes(service: MonitorService) -> list[Route]:
         return JSONResponse({"events": [e.as_dict() for e in found]})
 
     async def alerts(request: Request) -> Response:
+        """The shipped alert rules judged by the monitor on its own history with `monitor.alert_thresholds` (not
+        Prometheus), with the rules it cannot judge."""
         current = service.state
         now = current.observed_ms if current is not None else 0
         judged = await run_in_threadpool(firing, service.history, now, service.settings.alert_thresholds)
@@ -263,9 +275,11 @@ def _monitor_routes(service: MonitorService) -> list[Route]:
         return service.state
 
     async def clusters(request: Request) -> Response:
+        """Burrow: the clusters the monitor reads."""
         return burrow(request, "cluster list returned", clusters=sorted(service.clusters))
 
     async def cluster(request: Request) -> Response:
+        """Burrow: one cluster's bootstrap servers and client settings as Burrow shows them."""
         alias = request.path_params["cluster"]
         if alias not in service.clusters:
             return not_found(request, "cluster")
@@ -285,6 +299,7 @@ def _monitor_routes(service: MonitorService) -> list[Route]:
         return current.clusters.get(alias) if current is not None else None
 
     async def topics(request: Request) -> Response:
+        """Burrow: the cluster's topics (503 with the reason while the cluster cannot be seen)."""
         if (cannot_see := unseen(request, state())) is not None:
             return cannot_see
         snapshot = snapshot_of(request)
@@ -293,6 +308,7 @@ def _monitor_routes(service: MonitorService) -> list[Route]:
         return burrow(request, "topic list returned", topics=sorted(snapshot.topics()))
 
     async def topic(request: Request) -> Response:
+        """Burrow: a topic's partitions' high-watermarks."""
         if (cannot_see := unseen(request, state())) is not None:
             return cannot_see
         snapshot = snapshot_of(request)
@@ -303,6 +319,7 @@ def _monitor_routes(service: MonitorService) -> list[Route]:
         return burrow(request, "topic offsets returned", offsets=offsets)
 
     async def consumers(request: Request) -> Response:
+        """Burrow: the cluster's consumer groups."""
         if (cannot_see := unseen(request, state())) is not None:
             return cannot_see
         snapshot = snapshot_of(request)
@@ -316,6 +333,7 @@ def _monitor_routes(service: MonitorService) -> list[Route]:
         return current.groups.get(key) if current is not None else None
 
     async def consumer(request: Request) -> Response:
+        """Burrow: a group's committed offsets per topic and partition, with their window."""
         if (cannot_see := unseen(request, state())) is not None:
             return cannot_see
         view = group_view(request)
@@ -335,6 +353,8 @@ def _monitor_routes(service: MonitorService) -> list[Route]:
         return burrow(request, "consumer detail returned", topics=detail)
 
     async def consumer_status(request: Request) -> Response:
+        """Burrow: a group's status judged by Burrow's rules, `/status` with the partitions at WARN or worse, `/lag`
+        with all of them and their lag."""
         if (cannot_see := unseen(request, state())) is not None:
             return cannot_see
         view = group_view(request)
@@ -347,17 +367,40 @@ def _monitor_routes(service: MonitorService) -> list[Route]:
             status=group_status_json(view.cluster, view.group, view.evaluation, only_bad=only_bad),
         )
 
+    return [
+        *_memory_routes(service),
+        Route("/v3/kafka", clusters),
+        Route("/v3/kafka/{cluster}", cluster),
+        Route("/v3/kafka/{cluster}/topic", topics),
+        Route("/v3/kafka/{cluster}/topic/{topic}", topic),
+        Route("/v3/kafka/{cluster}/consumer", consumers),
+        Route("/v3/kafka/{cluster}/consumer/{group}", consumer),
+        Route("/v3/kafka/{cluster}/consumer/{group}/status", consumer_status),
+        Route("/v3/kafka/{cluster}/consumer/{group}/lag", consumer_status),
+        *_link_routes(service),
+        *_drift_routes(service),
+    ]
+
+
+def _link_routes(service: MonitorService) -> list[Route]:
     async def links(request: Request) -> Response:
-        """Figures for the moment they are served (`MonitorService.served_links`): read off the event loop."""
+        """Every link's view, as `/mirror/links/{link}` gives one.
+
+        Figures for the moment they are served (`MonitorService.served_links`): read off the event loop."""
         views = await run_in_threadpool(service.served_links)
         return JSONResponse({"links": [_link(v) for v in views.values()]})
 
     async def link(request: Request) -> Response:
+        """The link's view: each partition's source high-watermark and the offsets read, acknowledged by the target
+        and committed, its replication lag in records and seconds (or why it is not known), workers, state and
+        budget."""
         view = await _served_view(service, request)
         return view if isinstance(view, Response) else JSONResponse(_link(view))
 
     async def readyz(request: Request) -> Response:
-        current, why = state(), service.not_ready()
+        """200 once a round holding every cluster's answer has been rendered for `/metrics`, else 503 with the
+        reason: a readiness probe after which every scrape is complete."""
+        current, why = service.state, service.not_ready()
         if current is None or why is not None:
             return JSONResponse({"status": why or "no collection yet"}, status_code=503)
         return JSONResponse(
@@ -370,29 +413,18 @@ def _monitor_routes(service: MonitorService) -> list[Route]:
             }
         )
 
-    return [
-        *_memory_routes(service),
-        Route("/v3/kafka", clusters),
-        Route("/v3/kafka/{cluster}", cluster),
-        Route("/v3/kafka/{cluster}/topic", topics),
-        Route("/v3/kafka/{cluster}/topic/{topic}", topic),
-        Route("/v3/kafka/{cluster}/consumer", consumers),
-        Route("/v3/kafka/{cluster}/consumer/{group}", consumer),
-        Route("/v3/kafka/{cluster}/consumer/{group}/status", consumer_status),
-        Route("/v3/kafka/{cluster}/consumer/{group}/lag", consumer_status),
-        Route("/mirror/links", links),
-        Route("/mirror/links/{link}", link),
-        *_drift_routes(service),
-        Route("/readyz", readyz),
-    ]
+    return [Route("/mirror/links", links), Route("/mirror/links/{link}", link), Route("/readyz", readyz)]
 
 
 def _drift_routes(service: MonitorService) -> list[Route]:
     async def drift(request: Request) -> Response:
+        """Every link's drift report (topics and configs that differ between source and target) as its newest topic
+        refresh found it."""
         views = await run_in_threadpool(service.served_links)
         return JSONResponse({"links": [_drift(v) for v in views.values()]})
 
     async def link_drift(request: Request) -> Response:
+        """The link's drift report as its newest topic refresh found it."""
         view = await _served_view(service, request)
         return view if isinstance(view, Response) else JSONResponse(_drift(view))
 

@@ -16,7 +16,7 @@ import yaml
 from click.testing import CliRunner
 
 from mirrorwatch.cli import cli
-from mirrorwatch.reference import cli_reference, config_schema, references
+from mirrorwatch.reference import cli_reference, config_schema, http_reference, references
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 REFERENCE = CHECKOUT / "docs" / "reference"
@@ -61,3 +61,15 @@ def test_config_schema_prints_it() -> None:
     result = CliRunner().invoke(cli, ["config", "schema"])
     assert result.exit_code == 0
     assert json.loads(result.stdout) == config_schema()
+
+
+def test_every_route_of_the_http_api_says_what_it_answers() -> None:
+    """A route added without a docstring on its handler has an empty row: a route nobody can look up."""
+    rows = [line for line in http_reference().splitlines() if line.startswith("| `/")]
+    assert {
+        "`/metrics`",
+        "`/readyz`",
+        "`/v3/kafka/{cluster}/consumer/{group}/lag`",
+        "`/mirror/links/{link}/pause`",
+    } <= {row.split(" | ")[0].removeprefix("| ") for row in rows}
+    assert [row for row in rows if row.rstrip(" |").endswith(("GET", "POST"))] == []
