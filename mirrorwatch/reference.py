@@ -1,7 +1,7 @@
 """References generated from the code, so that they cannot drift from it (issue #64): the config file's JSON Schema
 (`mirrorwatch config schema`, for editors' YAML language servers), every CLI command and option (from the click
-commands), every alert (from `alerts.rules`) and every route of the HTTP API (from the routes served), written
-into docs/reference/ by
+commands), every alert (from `alerts.rules`), every metric (from the exporters' collectors) and every route of
+the HTTP API (from the routes served), written into docs/reference/ by
 
     .venv/bin/mirrorwatch reference docs/reference      # a maintainer's command, hidden from --help
 
@@ -23,6 +23,8 @@ __all__ = [
     "cli_reference",
     "config_schema",
     "http_reference",
+    "metric_families",
+    "metrics_reference",
     "reference_command",
     "references",
     "schema_command",
@@ -167,12 +169,85 @@ def http_reference() -> str:
     return "\n".join(lines) + "\n"
 
 
+def metric_families() -> list[tuple[str, str, str, tuple[str, ...], str]]:
+    """Every family /metrics can serve, as (name, type, help, labels, who serves it): what the monitor's, the
+    canary's and the standbys' collectors yield for a state with nothing in it (each yields its families whether or
+    not it has samples for them)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from canary.exporter import CanaryCollector
+    from failover.exporter import StandbyCollector
+    from kernel.config import ClusterConfig, MonitorConfig
+    from monitor.cardinality import series_exposition
+    from monitor.exporter import MonitorCollector
+    from monitor.link_families import link_lags
+    from monitor.service import MonitorService
+    from monitor.state import MonitorState
+
+    service = MonitorService(MonitorConfig(), {"source": ClusterConfig(bootstrap_servers="localhost:9092")})
+    try:  # never started: nothing is asked of the cluster
+        service.state = MonitorState(0, {}, {}, {})
+        ours = [*MonitorCollector(service).collect(), *link_lags({})]
+    finally:
+        service.stop()
+    found = [(f.name, f.kind, f.documentation, f.labels, "monitor") for f in ours]
+    for family in text_string_to_metric_families(series_exposition({"mirrorwatch": 0}, 1).decode()):
+        labels = tuple(sorted({k for sample in family.samples for k in sample.labels}))
+        found.append((family.name, family.type, family.documentation, labels, "monitor"))
+    served_by = (
+        ("canary", CanaryCollector(tuple).collect()),
+        ("monitor (standby groups)", StandbyCollector(list, int).collect()),
+    )
+    for who, metrics in served_by:
+        for metric in metrics:
+            name = metric.name + ("_total" if metric.type == "counter" else "")
+            found.append((name, metric.type, metric.documentation, tuple(getattr(metric, "_labelnames", ())), who))
+    return sorted(found)
+
+
+def metrics_reference() -> str:
+    """Every family /metrics serves (`metric_families`), grouped by whose names it keeps, as Markdown."""
+    from monitor.exporter import STYLES
+
+    style_of = {name: style for style, names in STYLES.items() for name in names}
+    titles = {
+        "mirrorwatch": "mirrorwatch's own",
+        "kafka_exporter": "kafka_exporter's names (and its Grafana fork's)",
+        "kafka_lag_exporter": "kafka-lag-exporter's names",
+        "burrow": "burrow_exporter's names",
+    }
+    lines = [
+        "# Metrics reference",
+        "",
+        "Generated from the exporters' collectors by `mirrorwatch reference docs/reference`; do not edit. The borrowed",
+        "families keep the names, labels and meaning of the exporters existing dashboards query",
+        "(`monitor.compatible_metrics` chooses which are served); `served by` says which process's `/metrics` has",
+        "it: `mirrorwatch monitor` (with the standby groups of links that keep them), `mirrorwatch canary`, or",
+        "`mirrorwatch run`, which serves all of them.",
+    ]
+    families = metric_families()
+    for style, title in titles.items():
+        lines += [
+            "",
+            f"## {title}",
+            "",
+            "| name | type | labels | served by | help |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for name, kind, help_, labels, who in families:
+            if style_of.get(name, "mirrorwatch") == style:
+                label_cell = ", ".join(f"`{label}`" for label in labels)
+                lines.append(f"| `{name}` | {kind} | {label_cell} | {who} | {' '.join(help_.split())} |")
+    return "\n".join(lines) + "\n"
+
+
 def references(cli: click.Command) -> dict[str, str]:
     """docs/reference/'s files by name, as the code makes them now."""
     return {
         "cli.md": cli_reference(cli),
         "alerts.md": alerts_reference(),
         "http.md": http_reference(),
+        "metrics.md": metrics_reference(),
         "config.schema.json": json.dumps(config_schema(), indent=2) + "\n",
     }
 
@@ -180,8 +255,8 @@ def references(cli: click.Command) -> dict[str, str]:
 @click.command("reference", hidden=True)
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path), default=Path("docs/reference"))
 def reference_command(out: Path) -> None:
-    """Write docs/reference/ (the CLI, the alerts, the HTTP API, the config's JSON Schema) as the code makes them
-    now."""
+    """Write docs/reference/ (the CLI, the alerts, the metrics, the HTTP API, the config's JSON Schema) as the code
+    makes them now."""
     out.mkdir(parents=True, exist_ok=True)
     for name, text in references(click.get_current_context().find_root().command).items():
         (out / name).write_text(text, encoding="utf-8")

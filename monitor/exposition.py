@@ -60,6 +60,11 @@ class Family:
         self._sample(self.name, labels, value)
 
     @property
+    def labels(self) -> tuple[str, ...]:
+        """Its label names, in order."""
+        return self._labels
+
+    @property
     def samples(self) -> int:
         """How many series it holds (a histogram's buckets, count and sum each count)."""
         return len(self._lines)

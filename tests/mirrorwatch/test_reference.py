@@ -15,8 +15,11 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from canary.exporter import CANARY_METRIC_NAMES
+from failover.exporter import FAILOVER_METRIC_NAMES
 from mirrorwatch.cli import cli
-from mirrorwatch.reference import cli_reference, config_schema, http_reference, references
+from mirrorwatch.reference import cli_reference, config_schema, http_reference, metric_families, references
+from monitor.exporter import METRIC_NAMES
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 REFERENCE = CHECKOUT / "docs" / "reference"
@@ -73,3 +76,13 @@ def test_every_route_of_the_http_api_says_what_it_answers() -> None:
         "`/mirror/links/{link}/pause`",
     } <= {row.split(" | ")[0].removeprefix("| ") for row in rows}
     assert [row for row in rows if row.rstrip(" |").endswith(("GET", "POST"))] == []
+
+
+def test_every_metric_the_exporters_name_is_in_the_reference_with_its_help_and_type() -> None:
+    """The families the collectors yield for an empty state are every name the exporters declare (the dashboards and
+    alert rules are checked against those names): a family added to a collector is in the reference, with help."""
+    families = metric_families()
+    declared = {*METRIC_NAMES, *CANARY_METRIC_NAMES, *FAILOVER_METRIC_NAMES}
+    assert {name for name, *_ in families} == declared
+    assert [name for name, kind, help_, _labels, _who in families if not help_ or kind == "untyped"] == []
+    assert ("kafka_consumergroup_lag", "gauge") in {(name, kind) for name, kind, *_ in families}
