@@ -21,6 +21,7 @@ import click
 __all__ = [
     "alerts_reference",
     "cli_reference",
+    "config_keys_reference",
     "config_schema",
     "http_reference",
     "metric_families",
@@ -33,12 +34,135 @@ __all__ = [
 SCHEMA_ID = "https://github.com/mirrorwatch/mirrorwatch/blob/main/docs/reference/config.schema.json"
 
 
+# What a key means, for the keys kernel/config.py does not say it of in a comment beside or above the field, or says
+# it in a note for its reader rather than a user (the model's comments describe the rest: `field_comments`).
+DESCRIPTIONS = {
+    "MirrorwatchConfig.clusters": "The Kafka clusters by alias, each as a link, the monitor and the canary reach it.",
+    "MirrorwatchConfig.links": "The mirror links: each copies topics of one cluster to another.",
+    "MirrorwatchConfig.monitor": "How the monitor collects offsets and judges consumer groups (Burrow's rules).",
+    "MirrorwatchConfig.canary": "The probes sent through every link and read back at its target.",
+    "MirrorwatchConfig.progress": "Where workers publish their positions for monitors on any host.",
+    "MirrorwatchConfig.http": "The HTTP API: Burrow's v3 routes, /mirror/..., /metrics, /healthz, /readyz.",
+    "ClusterConfig.bootstrap_servers": "host:port[,host:port...] of the cluster's brokers.",
+    "ClusterConfig.properties": "librdkafka client properties for every component (security.protocol, "
+    "sasl.*, ssl.*); values may be ${ENV_VAR}; secret-named ones are masked in output.",
+    "ClusterConfig.clients": "Per component (mirror, monitor, canary, failover), properties over `properties`: "
+    "its own principal, for least privilege.",
+    "TopicSelection.include": "Full-match regexes: a name must match one of them.",
+    "TopicSelection.exclude": "Full-match regexes: a name matching one of them is left out.",
+    "GroupSelection.include": "Full-match regexes on the group id: a group must match one of them.",
+    "GroupSelection.exclude": "Full-match regexes on the group id: a group matching one of them is left out.",
+    "CheckpointConfig.groups": "The source consumer groups kept ready on the target.",
+    "CheckpointConfig.interval_seconds": "How often the groups are translated to the target (1 to 3600).",
+    "CheckpointConfig.sync_group_offsets": "Commit the translations to the target groups that have no active "
+    "members, only forward (MirrorMaker 2's sync.group.offsets).",
+    "IdentityRename.policy": "identity: the target topic has the source topic's name (MirrorMaker 1).",
+    "PrefixRename.policy": "prefix: <source alias><separator><topic> (MirrorMaker 2's default).",
+    "PrefixRename.separator": "Between the source alias and the topic name.",
+    "FormatRename.policy": "format: the target topic's name from a template (Confluent Replicator's style).",
+    "FormatRename.format": "The template: ${topic}, and optionally ${source} (the source cluster's alias).",
+    "MapRename.policy": "map: explicit source topic to target topic pairs.",
+    "MapRename.map": "{source topic: target topic}, one to one; topics not named are not mirrored.",
+    "LinkConfig.name": "The link's name: its workers, metrics, routes and commands name it.",
+    "LinkConfig.source": "The alias (in `clusters`) of the cluster the link reads.",
+    "LinkConfig.target": "The alias (in `clusters`) of the cluster the link writes.",
+    "LinkConfig.topics": "Which source topics the link mirrors (MirrorMaker's whitelist and blacklist).",
+    "LinkConfig.rename": "How a target topic is named from its source topic (identity, prefix, format, map).",
+    "LinkConfig.engine": "python: the built-in engine; spark: a Spark Structured Streaming query (`spark`).",
+    "LinkConfig.delivery": "at-least-once, or exactly-once (transactions: each record once on the target for "
+    "read_committed consumers).",
+    "LinkConfig.offset_commit_interval_ms": "How often the link commits what the target acknowledged (100 to "
+    "3,600,000 ms).",
+    "LinkConfig.refresh_topics_interval_seconds": "How often the link looks for new, grown or deleted topics, and "
+    "keeps what `sync` names in step.",
+    "LinkConfig.handler": "module:callable applied to each record before it is written (MirrorMaker 1's "
+    "message handler); python engine only.",
+    "LinkConfig.handler_args": "A string given to the handler's factory (MirrorMaker 1's --message.handler.args).",
+    "LinkConfig.num_streams": "Worker processes of the link on this host (MirrorMaker's num.streams), sharing its "
+    "partitions in its consumer group.",
+    "LinkConfig.exclude_internal_topics": "Never mirror internal topics (__consumer_offsets, mirrorwatch.*, "
+    "MirrorMaker 2's).",
+    "LinkConfig.replication_factor": "Replication factor of the target topics the link creates (default: the "
+    "broker default).",
+    "LinkConfig.start_from": "Where a partition with no commit of the link's group starts: earliest or latest.",
+    "LinkConfig.consumer_properties": "librdkafka properties for the link's source consumer, over the cluster's.",
+    "LinkConfig.producer_properties": "librdkafka properties for the link's target producer, over the cluster's.",
+    "LinkConfig.spark": "How a link with engine: spark runs.",
+    "LinkConfig.sync": "What the link keeps in step on the target besides the records.",
+    "MonitorShard.clusters": "The clusters this shard collects (empty: all).",
+    "MonitorShard.groups": "The groups this shard watches on them (the groups of the links it measures always).",
+    "MonitorConfig.interval_seconds": "How often offsets are collected and judged.",
+    "MonitorConfig.window": "Commit samples kept per partition (Burrow's window), at least 2.",
+    "CanaryConfig.interval_seconds": "How often a probe is sent into each link's source.",
+    "CanaryConfig.topic": "The probe topic on each link's source (its copy is read at the target).",
+    "ProgressConfig.enabled": "Workers publish their positions on the progress topic, and monitors read them.",
+    "ProgressConfig.topic": "The compacted progress topic (never mirrored: mirrorwatch.* is internal).",
+    "HttpConfig.port": "The HTTP API's port (0: any free one).",
+    "LinkConfig.worker_max_bytes_per_second": "A bandwidth budget per worker besides the link's (the lower wins); "
+    "unset: none.",
+    "MonitorConfig.allowed_lag_seconds": "Lag whose oldest unread record is at most this old is OK (Burrow's rule "
+    "1, in seconds); unset: only allowed_lag_records.",
+    "MonitorConfig.events": "How many of the newest events (/mirror/events) the monitor keeps in memory.",
+    "SparkOptions.master": "Spark's master: local[*] (in the mirror's process), spark://host:7077, yarn, k8s://...",
+    "SparkOptions.trigger_interval_seconds": "Seconds between micro-batches (0: the next as soon as one ends).",
+    "SparkOptions.checkpoint_dir": "The query's checkpoint (default <state_dir>/checkpoints/<link>).",
+    "HttpConfig.host": "The address the HTTP API listens on: loopback unless said otherwise (0.0.0.0: every "
+    "interface, for a Prometheus on another host).",
+    "HttpConfig.web_config_file": "TLS and basic auth for the HTTP API, in the format of Prometheus exporters' "
+    "--web.config.file.",
+    "SyncOptions.topic_deletion_grace_seconds": "How long a source topic must have been gone before its copy is "
+    "deleted (topic_deletions: on).",
+}
+
+
+def field_comments() -> dict[str, str]:
+    """What kernel/config.py's comments say of each model field ("Model.field"): the comment at the end of its line,
+    else the comment lines right above it."""
+    import ast
+    import io
+    import tokenize
+
+    import kernel.config
+
+    source = Path(inspect.getfile(kernel.config)).read_text(encoding="utf-8")
+    comments: dict[int, tuple[str, bool]] = {}  # line -> (text, alone on its line)
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT:
+            alone = not token.line[: token.start[1]].strip()
+            comments[token.start[0]] = (token.string.lstrip("#").strip(), alone)
+    found = {}
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for item in node.body:
+            if not (isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)):
+                continue
+            end = item.end_lineno or item.lineno
+            trailing = [comments[line][0] for line in range(item.lineno, end + 1) if line in comments]
+            above: list[str] = []
+            line = item.lineno - 1
+            while line in comments and comments[line][1]:
+                above.insert(0, comments[line][0])
+                line -= 1
+            text = " ".join(above) or " ".join(trailing)
+            if text:
+                found[f"{node.name}.{item.target.id}"] = text
+    return found
+
+
 def config_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of a mirrorwatch config file, from the pydantic model `load_config` checks
-    with: unknown keys are refused (`additionalProperties: false`) as the loader refuses them."""
+    with: unknown keys are refused (`additionalProperties: false`) as the loader refuses them; each key described by
+    its comment in the model (`field_comments`) or `DESCRIPTIONS`."""
     from kernel.config import MirrorwatchConfig
 
     schema = MirrorwatchConfig.model_json_schema(mode="validation")
+    described = {**field_comments(), **DESCRIPTIONS}
+    models = {"MirrorwatchConfig": schema, **schema.get("$defs", {})}
+    for model, definition in models.items():
+        for key, prop in definition.get("properties", {}).items():
+            if f"{model}.{key}" in described:
+                prop["description"] = described[f"{model}.{key}"]
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": SCHEMA_ID,
@@ -47,6 +171,78 @@ def config_schema() -> dict[str, Any]:
         "`clusters` is read from the environment.",
         **{k: v for k, v in schema.items() if k != "title"},
     }
+
+
+def _type_of(prop: dict[str, Any], defs: dict[str, Any]) -> str:
+    if "$ref" in prop:
+        return "mapping"
+    if "enum" in prop:
+        return " \\| ".join(f"`{v}`" for v in prop["enum"])
+    if "const" in prop:
+        return f"`{prop['const']}`"
+    for union in ("anyOf", "oneOf"):
+        if union in prop:
+            kinds = [_type_of(p, defs) for p in prop[union] if p.get("type") != "null"]
+            return " or ".join(dict.fromkeys(kinds))
+    kind = prop.get("type", "any")
+    if kind == "array":
+        return f"list of {_type_of(prop.get('items', {}), defs)}"
+    if kind == "object":
+        return "mapping"
+    return str({"integer": "integer", "number": "number", "string": "string", "boolean": "boolean"}.get(kind, kind))
+
+
+def _keys(path: str, definition: dict[str, Any], defs: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    rows = []
+    for key, prop in definition.get("properties", {}).items():
+        here = f"{path}.{key}" if path else key
+        required = key in definition.get("required", ())
+        if required:
+            default = "required"
+        elif "$ref" in prop:  # a section: its keys have the defaults
+            default = "its keys'"
+        else:
+            default = json.dumps(prop["default"]) if prop.get("default") is not None else "none"
+        rows.append((here, _type_of(prop, defs), default, prop.get("description", "")))
+        refs = [prop] if "$ref" in prop else [p for p in prop.get("anyOf", prop.get("oneOf", [])) if "$ref" in p]
+        items = prop.get("items", {})
+        if "$ref" in items:
+            refs, here = [items], f"{here}[]"
+        named = [prop.get("additionalProperties"), *prop.get("patternProperties", {}).values()]
+        named = [n for n in named if isinstance(n, dict) and "$ref" in n]
+        if named:  # a mapping of names to sections (`clusters.<alias>`)
+            refs, here = named[:1], f"{here}.<name>"
+        for ref in refs:
+            rows += _keys(here, defs[ref["$ref"].rsplit("/", 1)[1]], defs)
+    return rows
+
+
+def config_keys_reference() -> str:
+    """Every key of the config file with its type, default and description (`config_schema`), as Markdown."""
+    schema = config_schema()
+    lines = [
+        "# Config keys",
+        "",
+        "Generated from the pydantic model by `mirrorwatch reference docs/reference`; do not edit. The same keys as",
+        "a [JSON Schema](config.schema.json) for an editor; how they fit together in",
+        "[the configuration page](configuration.md).",
+        "",
+        "| key | type | default | meaning |",
+        "| --- | --- | --- | --- |",
+    ]
+    rows: dict[str, tuple[str, str, str]] = {}
+    for key, kind, default, meaning in _keys("", schema, schema["$defs"]):
+        was = rows.get(key)
+        if was is None:
+            rows[key] = (kind, default, meaning)
+        else:  # a key of each form of a union (a rename policy's `policy`): its forms' values together
+            kinds = was[0] if kind == was[0] else f"{was[0]} \\| {kind}"
+            rows[key] = (kinds, was[1], was[2] if meaning == was[2] else f"{was[2]} {meaning}")
+    for key, (kind, default, meaning) in rows.items():
+        shown = default if default in ("required", "none", "its keys'") else "`" + default.replace("|", "\\|") + "`"
+        said = " ".join(meaning.replace("|", "\\|").split())
+        lines.append(f"| `{key}` | {kind} | {shown} | {said} |")
+    return "\n".join(lines) + "\n"
 
 
 @click.command("schema")
@@ -248,6 +444,7 @@ def references(cli: click.Command) -> dict[str, str]:
         "alerts.md": alerts_reference(),
         "http.md": http_reference(),
         "metrics.md": metrics_reference(),
+        "config-keys.md": config_keys_reference(),
         "config.schema.json": json.dumps(config_schema(), indent=2) + "\n",
     }
 

@@ -86,3 +86,14 @@ def test_every_metric_the_exporters_name_is_in_the_reference_with_its_help_and_t
     assert {name for name, *_ in families} == declared
     assert [name for name, kind, help_, _labels, _who in families if not help_ or kind == "untyped"] == []
     assert ("kafka_consumergroup_lag", "gauge") in {(name, kind) for name, kind, *_ in families}
+
+
+def test_every_config_key_says_what_it_means() -> None:
+    """Each key's description is its comment in kernel/config.py or reference.DESCRIPTIONS: a key added without
+    either has none here (and no meaning in the config keys page, or in an editor's hover)."""
+    schema = config_schema()
+    models = {"MirrorwatchConfig": schema, **schema["$defs"]}
+    keys = [(m, k, p) for m, d in models.items() for k, p in d.get("properties", {}).items()]
+    assert len(keys) > 90 and [f"{m}.{k}" for m, k, p in keys if not p.get("description")] == []
+    page = (REFERENCE / "config-keys.md").read_text()
+    assert "| `links[].on_gap` | `stop` \\| `skip` |" in page and "| `clusters.<name>.bootstrap_servers` |" in page
