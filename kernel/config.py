@@ -20,10 +20,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import (
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
-    PlainSerializer,
     SecretStr,
     StringConstraints,
     ValidationError,
@@ -32,10 +30,9 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from kernel.alert_thresholds import AlertThresholds
-from kernel.byte_rate import parse_byte_rate
 from kernel.config_document import Loc, check_references, expand_env, format_loc, loc_sort_key
+from kernel.config_types import ByteRate, Name, Regex, TopicName, is_secret_property, properties_validator
 from kernel.errors import ConfigError, ConfigProblem
-from kernel.patterns import PatternError, compile_pattern
 from kernel.yaml_file import read_yaml
 
 __all__ = [
@@ -62,75 +59,9 @@ __all__ = [
     "reveal",
 ]
 
-# A property is a secret when its name mentions a password, secret, token, credential or key material. Masking a
-# harmless value (a key file's path) costs nothing; printing a real secret once is a security incident.
-_SECRET_NAME = re.compile(
-    r"password|passwd|secret|token|credential|jaas|keytab|keystore|truststore|private|oauthbearer\.config"
-    r"|(^|[._-])key($|[._-])",
-    re.IGNORECASE,
-)
-
-
-def is_secret_property(name: str) -> bool:
-    """True when a client property of this name must never be printed."""
-    return bool(_SECRET_NAME.search(name))
-
 
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-def _compile_regex(value: object) -> re.Pattern[str]:
-    if isinstance(value, re.Pattern):
-        return value
-    if not isinstance(value, str):
-        raise PydanticCustomError("regex_type", "a regex must be a string, got {value}", {"value": repr(value)})
-    try:
-        return compile_pattern(value)
-    except PatternError as exc:
-        words = "regex {pattern} is refused: {reason}" if exc.hazard else "invalid regex {pattern}: {reason}"
-        raise PydanticCustomError("invalid_regex", words, {"pattern": repr(value), "reason": str(exc)}) from None
-
-
-# A regex compiled at load time; written back as its source text.
-Regex = Annotated[
-    re.Pattern[str],
-    BeforeValidator(_compile_regex),
-    PlainSerializer(lambda p: p.pattern, return_type=str),
-]
-
-Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=200)]
-TopicName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]+$", max_length=249)]
-
-
-def _normalize_properties(value: object, reserved: Mapping[str, str]) -> object:
-    """Client properties as librdkafka wants them (text), with secret-named values wrapped in `SecretStr`."""
-    if isinstance(value, str):  # `properties: "sasl.password=..."`: never echoed, it may hold a secret
-        raise PydanticCustomError(
-            "properties_type", "must be a mapping of one `name: value` per line, not a string (its value not shown)"
-        )
-    if not isinstance(value, Mapping):
-        return value  # pydantic reports the type error
-    out: dict[str, object] = {}
-    for name, raw in value.items():
-        if name in reserved:
-            raise PydanticCustomError("reserved_property", "{name}: {why}", {"name": name, "why": reserved[name]})
-        if isinstance(raw, bool):  # YAML true/false; librdkafka wants "true"/"false"
-            text: object = "true" if raw else "false"
-        elif isinstance(raw, int | float):
-            text = str(raw)
-        elif isinstance(raw, SecretStr):
-            text = raw.get_secret_value()
-        elif isinstance(raw, str):
-            text = raw
-        else:
-            raise PydanticCustomError(
-                "properties_value",
-                "{name}: must be text, a number or true/false, got {kind}",
-                {"name": name, "kind": "nothing" if raw is None else f"a {type(raw).__name__}"},
-            )
-        out[str(name)] = SecretStr(text) if isinstance(text, str) and is_secret_property(str(name)) else text
-    return out
 
 
 def reveal(properties: Mapping[str, str | SecretStr]) -> dict[str, str]:
@@ -142,8 +73,7 @@ def reveal(properties: Mapping[str, str | SecretStr]) -> dict[str, str]:
 Role = Literal["mirror", "monitor", "canary", "failover"]
 ROLES: tuple[Role, ...] = ("mirror", "monitor", "canary", "failover")
 _CLUSTER_PROPERTIES = Annotated[
-    dict[str, str | SecretStr],
-    BeforeValidator(lambda v: _normalize_properties(v, {"bootstrap.servers": "set bootstrap_servers instead"})),
+    dict[str, str | SecretStr], properties_validator({"bootstrap.servers": "set bootstrap_servers instead"})
 ]
 
 
@@ -259,9 +189,7 @@ _SET_BY_MIRRORWATCH = dict.fromkeys(
     ("bootstrap.servers", "group.id", "transactional.id", "enable.auto.commit"),
     "set by mirrorwatch itself (see the link's group_id and delivery)",
 )
-ClientProperties = Annotated[
-    dict[str, str | SecretStr], BeforeValidator(lambda v: _normalize_properties(v, _SET_BY_MIRRORWATCH))
-]
+ClientProperties = Annotated[dict[str, str | SecretStr], properties_validator(_SET_BY_MIRRORWATCH)]
 HandlerRef = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")]
 
 
@@ -275,9 +203,7 @@ class SparkOptions(_Model):
         None  # default <state_dir>/checkpoints/<link>
     )
     # extra Spark settings, e.g. spark.executor.memory; secret-named ones (spark.authenticate.secret) masked in output
-    conf: Annotated[dict[str, str | SecretStr], BeforeValidator(lambda v: _normalize_properties(v, {}))] = Field(
-        default_factory=dict
-    )
+    conf: Annotated[dict[str, str | SecretStr], properties_validator({})] = Field(default_factory=dict)
 
 
 class SyncOptions(_Model):
@@ -306,16 +232,6 @@ class SyncOptions(_Model):
     # the link created, and only once its source has been gone for the grace period (mirror.deletions).
     topic_deletions: Literal["off", "dry-run", "on"] = "off"
     topic_deletion_grace_seconds: Annotated[float, Field(ge=0)] = 3600
-
-
-def _byte_rate(value: object) -> int:
-    try:
-        return parse_byte_rate(value)
-    except ValueError as exc:
-        raise PydanticCustomError("byte_rate", str(exc)) from None
-
-
-ByteRate = Annotated[int, BeforeValidator(_byte_rate)]
 
 
 class LinkConfig(_Model):

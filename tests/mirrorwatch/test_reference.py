@@ -97,3 +97,21 @@ def test_every_config_key_says_what_it_means() -> None:
     assert len(keys) > 90 and [f"{m}.{k}" for m, k, p in keys if not p.get("description")] == []
     page = (REFERENCE / "config-keys.md").read_text()
     assert "| `links[].on_gap` | `stop` \\| `skip` |" in page and "| `clusters.<name>.bootstrap_servers` |" in page
+
+
+def test_the_schema_takes_what_the_loader_takes_numbers_as_properties_and_a_byte_rate_as_text() -> None:
+    """An editor must not mark red what `load_config` accepts (the schema once said integer for "1MB" and text only
+    for `linger.ms: 5`), and must mark what it refuses."""
+    from kernel.config import parse_config
+
+    properties: dict[str, object] = {"linger.ms": 5, "enable.idempotence": True}
+    document = {
+        "clusters": {"a": {"bootstrap_servers": "x:1", "properties": properties}},
+        "links": [{"name": "l", "source": "a", "target": "a", "rename": {"policy": "prefix"},
+                   "max_bytes_per_second": "1MB", "worker_max_bytes_per_second": 1000}],
+    }  # fmt: skip
+    parse_config(document, env={})
+    jsonschema.validate(document, config_schema())
+    properties["linger.ms"] = [5]  # the loader refuses a list
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(document, config_schema())
