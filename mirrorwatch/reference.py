@@ -417,23 +417,24 @@ def metrics_reference() -> str:
         "",
         "Generated from the exporters' collectors by `mirrorwatch reference docs/reference`; do not edit. The borrowed",
         "families keep the names, labels and meaning of the exporters existing dashboards query",
-        "(`monitor.compatible_metrics` chooses which are served); `served by` says which process's `/metrics` has",
+        "(`monitor.compatible_metrics` chooses which are served); 'served by' says which process's `/metrics` has",
         "it: `mirrorwatch monitor` (with the standby groups of links that keep them), `mirrorwatch canary`, or",
         "`mirrorwatch run`, which serves all of them.",
     ]
     families = metric_families()
     for style, title in titles.items():
-        lines += [
-            "",
-            f"## {title}",
-            "",
-            "| name | type | labels | served by | help |",
-            "| --- | --- | --- | --- | --- |",
-        ]
+        lines += ["", f"## {title}"]
         for name, kind, help_, labels, who in families:
             if style_of.get(name, "mirrorwatch") == style:
-                label_cell = ", ".join(f"`{label}`" for label in labels)
-                lines.append(f"| `{name}` | {kind} | {label_cell} | {who} | {' '.join(help_.split())} |")
+                said = ", ".join(f"`{label}`" for label in labels) or "none"
+                lines += [
+                    "",
+                    f"### `{name}`",
+                    "",
+                    f"{kind}; labels {said}; served by {who}",
+                    "",
+                    " ".join(help_.split()),
+                ]
     return "\n".join(lines) + "\n"
 
 
