@@ -143,7 +143,9 @@ DURATIONS = Path(__file__).resolve().parent / "durations.json"
 
 
 def _longest_files_first(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not config.getoption("numprocesses", None) or config.getoption("dist", None) != "loadfile":
+    # A pytest-xdist worker collects what the controller schedules, in the worker's order (each worker sorts alike;
+    # on a worker, -n and --dist read None and "no": it is known by its workerinput).
+    if not hasattr(config, "workerinput"):
         return
     budgets = json.loads(DURATIONS.read_text())
     seconds_of = {key.split(":", 1)[1]: float(s) for key, s in budgets.items() if key.startswith("main:")}
