@@ -2,8 +2,9 @@
 # The whole check: lint, format, types, then every test (unit and integration on real local Kafka clusters), in
 # three phases (only when no pytest arguments are given; with arguments, pytest runs them as given):
 #   1. everything not marked `alone`, on pytest-xdist workers (MIRRORWATCH_TEST_WORKERS, default 3), a file at a time
-#      (`--dist loadfile`), each worker with a pair of local clusters of its own: a test that kills or freezes a
-#      broker only ever hits its own pair; beside it, from its start,
+#      (`--dist loadfile`), the longest files first (tests/conftest.py; `--no-loadscope-reorder`: else pytest-xdist
+#      orders files by their number of tests), each worker with a pair of local clusters of its own: a test that
+#      kills or freezes a broker only ever hits its own pair; beside it, from its start,
 #   2. the `secured` subset again on a SASL_SSL pair and on a mutual-TLS pair (tests/conftest.py says which tests run
 #      on which): two more processes with a pair each, in what CPU the 3-worker phase leaves (by its tests' process
 #      trees it is busy 69 % of the time; after it, the two took 238 s more, beside it 92-130 s more);
@@ -53,7 +54,7 @@ for mode in sasl_ssl mtls; do
 done
 at=$(date +%s)
 echo "== pytest ($workers workers): everything but the tests marked alone; beside it -m secured on a sasl_ssl and an mtls pair"
-phase main 2100 .venv/bin/pytest -n "$workers" --dist loadfile -m "not alone" --junitxml="$results/main.xml" --durations=10 || failed+=(main)
+phase main 2100 .venv/bin/pytest -n "$workers" --dist loadfile --no-loadscope-reorder -m "not alone" --junitxml="$results/main.xml" --durations=10 || failed+=(main)
 took "the $workers-worker phase" "$at"
 for i in 0 1; do
     mode=$([ "$i" -eq 0 ] && echo sasl_ssl || echo mtls)

@@ -137,8 +137,10 @@ def _share(config: pytest.Config, items: list[pytest.Item]) -> None:
         items[:] = [item for item, share_of in zip(items, chosen, strict=True) if share_of == index]
 
 
-# The 3-worker phase (`-n 3 --dist loadfile`): whole files, the longest first (`tests.schedule.longest_files_first`, by
-# each file's budget in tests/durations.json for that phase), so that no long file is the last one a worker takes.
+# The 3-worker phase (`-n 3 --dist loadfile --no-loadscope-reorder`): whole files, the longest first
+# (`tests.schedule.longest_files_first`, by each file's budget in tests/durations.json for that phase), so that no long
+# file is the last one a worker takes. Without --no-loadscope-reorder pytest-xdist orders the files by how many tests
+# each has (test_spark_cluster.py, one test of 150-230 s, came last).
 DURATIONS = Path(__file__).resolve().parent / "durations.json"
 
 

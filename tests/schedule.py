@@ -35,9 +35,9 @@ def balanced(seconds: Sequence[float], workers: int) -> list[int]:
 def longest_files_first(nodeids: Sequence[str], seconds_of: dict[str, float]) -> list[int]:
     """The order to run tests in under pytest-xdist's `--dist loadfile`, as indexes into `nodeids`: whole files,
     the longest first (their `seconds_of` a file's path; a file without is the shortest), each file's tests in their
-    own order. loadfile hands a free worker the next file in collection order, so the longest-first order is LPT
-    scheduling: the phase no longer waits at its end on a long file one worker took last (test_spark_cluster.py,
-    164 s, started 992 s into a 1,186 s phase)."""
+    own order. loadfile (with --no-loadscope-reorder) hands a free worker the next file in collection order, so the
+    longest-first order is LPT scheduling: the phase no longer waits at its end on a long file one worker took last
+    (test_spark_cluster.py, 150-231 s, started 853-1,036 s into phases of 1,191-1,243 s)."""
     files = list(dict.fromkeys(nodeid.split("::", 1)[0] for nodeid in nodeids))
     rank = {f: k for k, f in enumerate(sorted(files, key=lambda f: -seconds_of.get(f, 0.0)))}
     return sorted(range(len(nodeids)), key=lambda i: (rank[nodeids[i].split("::", 1)[0]], i))
