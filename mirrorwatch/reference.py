@@ -173,7 +173,7 @@ def config_schema() -> dict[str, Any]:
     }
 
 
-def _type_of(prop: dict[str, Any], defs: dict[str, Any]) -> str:
+def _type_of(prop: dict[str, Any]) -> str:
     if "$ref" in prop:
         return "mapping"
     if "enum" in prop:
@@ -182,28 +182,31 @@ def _type_of(prop: dict[str, Any], defs: dict[str, Any]) -> str:
         return f"`{prop['const']}`"
     for union in ("anyOf", "oneOf"):
         if union in prop:
-            kinds = [_type_of(p, defs) for p in prop[union] if p.get("type") != "null"]
+            kinds = [_type_of(p) for p in prop[union] if p.get("type") != "null"]
             return " or ".join(dict.fromkeys(kinds))
     kind = prop.get("type", "any")
     if kind == "array":
-        return f"list of {_type_of(prop.get('items', {}), defs)}"
-    if kind == "object":
-        return "mapping"
-    return str({"integer": "integer", "number": "number", "string": "string", "boolean": "boolean"}.get(kind, kind))
+        return f"list of {_type_of(prop.get('items', {}))}"
+    return "mapping" if kind == "object" else str(kind)
+
+
+def _default_cell(prop: dict[str, Any], required: bool) -> str:
+    if required:
+        return "required"
+    if "$ref" in prop:  # a section: its keys have the defaults
+        return "its keys'"
+    if prop.get("default") is None:
+        return "none"
+    return "`" + json.dumps(prop["default"]).replace("|", "\\|") + "`"
 
 
 def _keys(path: str, definition: dict[str, Any], defs: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """(key path, type, default, description) of every key under `definition`, its sections' keys after it."""
     rows = []
     for key, prop in definition.get("properties", {}).items():
         here = f"{path}.{key}" if path else key
-        required = key in definition.get("required", ())
-        if required:
-            default = "required"
-        elif "$ref" in prop:  # a section: its keys have the defaults
-            default = "its keys'"
-        else:
-            default = json.dumps(prop["default"]) if prop.get("default") is not None else "none"
-        rows.append((here, _type_of(prop, defs), default, prop.get("description", "")))
+        default = _default_cell(prop, key in definition.get("required", ()))
+        rows.append((here, _type_of(prop), default, prop.get("description", "")))
         refs = [prop] if "$ref" in prop else [p for p in prop.get("anyOf", prop.get("oneOf", [])) if "$ref" in p]
         items = prop.get("items", {})
         if "$ref" in items:
@@ -217,9 +220,9 @@ def _keys(path: str, definition: dict[str, Any], defs: dict[str, Any]) -> list[t
     return rows
 
 
-def config_keys_reference() -> str:
-    """Every key of the config file with its type, default and description (`config_schema`), as Markdown."""
-    schema = config_schema()
+def config_keys_reference(schema: dict[str, Any]) -> str:
+    """Every key of the config file with its type, default and description (`schema`: `config_schema`), as
+    Markdown."""
     lines = [
         "# Config keys",
         "",
@@ -239,9 +242,8 @@ def config_keys_reference() -> str:
             kinds = was[0] if kind == was[0] else f"{was[0]} \\| {kind}"
             rows[key] = (kinds, was[1], was[2] if meaning == was[2] else f"{was[2]} {meaning}")
     for key, (kind, default, meaning) in rows.items():
-        shown = default if default in ("required", "none", "its keys'") else "`" + default.replace("|", "\\|") + "`"
         said = " ".join(meaning.replace("|", "\\|").split())
-        lines.append(f"| `{key}` | {kind} | {shown} | {said} |")
+        lines.append(f"| `{key}` | {kind} | {default} | {said} |")
     return "\n".join(lines) + "\n"
 
 
@@ -440,13 +442,14 @@ def metrics_reference() -> str:
 
 def references(cli: click.Command) -> dict[str, str]:
     """docs/reference/'s files by name, as the code makes them now."""
+    schema = config_schema()  # the config's two pages from one schema (it reads kernel/config.py's comments)
     return {
         "cli.md": cli_reference(cli),
         "alerts.md": alerts_reference(),
         "http.md": http_reference(),
         "metrics.md": metrics_reference(),
-        "config-keys.md": config_keys_reference(),
-        "config.schema.json": json.dumps(config_schema(), indent=2) + "\n",
+        "config-keys.md": config_keys_reference(schema),
+        "config.schema.json": json.dumps(schema, indent=2) + "\n",
     }
 
 
