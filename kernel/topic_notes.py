@@ -28,7 +28,7 @@ from confluent_kafka.admin import AdminClient
 
 from kernel.sharing import PER_BEAT, Sharing
 
-__all__ = ["PartitionNote", "TopicLedger", "topic_ids"]
+__all__ = ["PartitionNote", "TopicLedger", "created_topic_ids", "topic_ids"]
 
 log = logging.getLogger("mirrorwatch.mirror")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -170,4 +170,20 @@ def topic_ids(
         pass
     if known is not None:
         return {t: ids.get(t) or known.get(t, "") for t in names}
+    return ids
+
+
+def created_topic_ids(
+    admin: AdminClient, topics: Iterable[str], *, tries: int = 25, every_s: float = 0.2
+) -> dict[str, str]:
+    """The ids of topics this client has just created. The broker answering may not describe a topic yet that the
+    controller has just created (its metadata follows the controller's log a moment later): asked again, 5 s at
+    most; one still not described is left out (the keeper's next survey reads it with the others)."""
+    wanted, ids = set(topics), dict[str, str]()
+    for attempt in range(tries):
+        ids.update(topic_ids(admin, wanted - ids.keys()))
+        if ids.keys() >= wanted:
+            break
+        if attempt + 1 < tries:
+            time.sleep(every_s)
     return ids

@@ -21,6 +21,7 @@ from kernel.config import LinkConfig, MirrorwatchConfig
 from kernel.errors import ConfigError, ConfigProblem, KafkaClientError
 from kernel.kafka import error_text, no_authorizer
 from kernel.rename import RenamePolicy, rename_policy
+from kernel.topic_notes import created_topic_ids
 from mirror.acl_keeper import AclKeeper, acl_state
 from mirror.admin import (
     alter_topic_configs,
@@ -199,7 +200,7 @@ class TopicKeeper:
             self.deletions.note_created(c.topic for c in plan.create)
             target_partitions = list_topic_partitions(self.target_admin)
             if self.watch_targets and plan.create:
-                ids.update(topic_ids(self.target_admin, [c.topic for c in plan.create]))
+                ids.update(created_topic_ids(self.target_admin, [c.topic for c in plan.create]))
         if link.sync.topic_deletions != "off":
             self.deletions.round(extras)
         limits = [info.max_message_bytes for info in target_info.values() if info.max_message_bytes]
