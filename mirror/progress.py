@@ -71,10 +71,13 @@ STATUS_REST_S = 0.02
 STATUS_BUSY_SHARE = 0.1
 
 
-def status_rest_s(took_s: float) -> float:
+def status_rest_s(took_s: float, beat_s: float) -> float:
     """How long the status thread rests after a status that took `took_s` to publish before it publishes another
-    one asked for at once."""
-    return max(STATUS_REST_S, took_s * (1 / STATUS_BUSY_SHARE - 1))
+    one asked for at once; never longer than the beat (`beat_s`), the interval the status promises the monitor's
+    liveness check: the busy share spaces the statuses asked for at once, never the beat (uncapped, a status that
+    took 0.5 s to publish, the GIL shared with a busy loop on a loaded machine, rested 4.5 s: longer than two beats
+    and a second, and the monitor read the worker as gone)."""
+    return min(beat_s, max(STATUS_REST_S, took_s * (1 / STATUS_BUSY_SHARE - 1)))
 
 
 class PartitionProgress:

@@ -438,7 +438,7 @@ class WorkerBase:
                 self._share_facts()
             except Exception:  # the loop changed what was being read (an assignment): the next beat reads again
                 log.debug("link %s: status not published this time", self.name, exc_info=True)
-            rest = status_rest_s(self._clock.monotonic_s() - began)
+            rest = status_rest_s(self._clock.monotonic_s() - began, STATUS_EVERY_S)
             if not stop.wait(rest):
                 self._status_due.wait(max(0.0, every - rest))
             self._status_due.clear()
