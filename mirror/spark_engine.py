@@ -46,6 +46,7 @@ from localkafka.jars import SPARK_KAFKA, SPARK_KAFKA_VERSION, resolve_jars
 from mirror.admin import link_cluster_ids
 from mirror.failure import MirrorFailure
 from mirror.java_client import java_kafka_options
+from mirror.spark_archive import driver_archive_options
 from mirror.spark_gaps import (
     SourceGenerations,
     hold_failed,
@@ -303,7 +304,11 @@ def _session(link: LinkConfig, plan: SparkLinkPlan, jars: list[Path], master: st
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.sql.streaming.stopTimeout", "60s")
     )
-    for key, value in plan.conf.items():
+    conf = dict(plan.conf)
+    if not os.environ.get("PYSPARK_GATEWAY_PORT") and (archive := driver_archive_options()):  # its JVM starts here
+        key = "spark.driver.extraJavaOptions"  # first: an archive the link's own options name wins
+        conf[key] = " ".join([*archive, conf.get(key, "")]).strip()
+    for key, value in conf.items():
         builder = builder.config(key, value)
     if cleared := clear_scratch(plan.scratch):  # what a driver of the link killed before left there
         log.info("link %s: removed %d entries an earlier driver left in %s", link.name, cleared, plan.scratch)

@@ -32,6 +32,7 @@ from kernel.topic_notes import TopicLedger
 from kernel.wait import wait_until
 from kernel.worker_status import WorkerStatus
 from mirror.admin import cluster_id
+from mirror.spark_archive import driver_archive_path
 from tests.kafka_helpers import (
     Record,
     by_partition,
@@ -47,7 +48,7 @@ from tests.kafka_helpers import (
     user_headers,
     wait_for_commits,
 )
-from tests.processes import MirrorProcess, monitor_sees_link_caught_up
+from tests.processes import MirrorProcess, descendants, maps_file, monitor_sees_link_caught_up
 
 pytestmark = pytest.mark.integration
 
@@ -123,6 +124,12 @@ def test_records_keep_partition_key_value_and_headers_and_the_monitor_sees_the_l
         timeout_s=240,
         while_running=mirror.running,
     )
+
+    # The driver's classes come from the class-data archive setup made (`mirror.spark_archive`): its JVM mapped it,
+    # it did not refuse it as stale or made by another JDK
+    archive = driver_archive_path()
+    assert archive is not None and archive.is_file(), "setup (mirrorwatch local fetch) makes it"
+    assert any(maps_file(pid, archive) for pid in descendants(mirror.process.pid)), mirror.log()
 
     # Spark's scratch is the link's own, in the state directory (a killed driver's is cleared at the next start)
     scratch = tmp_path / "state" / "spark" / "sparked"
