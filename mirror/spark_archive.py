@@ -1,15 +1,17 @@
-"""A class-data-sharing archive of the Spark driver's classes (the JDK's AppCDS): made once per pyspark install, mapped
-by every driver the spark engine starts (`localkafka.class_archive` does the same for the local brokers).
+"""A class-data-sharing archive of the Spark driver's classes (the JDK's AppCDS): made once per pyspark install,
+mapped by every driver the spark engine starts (`localkafka.class_archive` does the same for the local brokers).
 
-A Spark driver JVM loads, verifies and links some 15,000 classes from pyspark's jars each time it starts; a dynamic
+A Spark driver JVM loads, verifies and links thousands of classes from pyspark's jars each time it starts; a dynamic
 archive (`-XX:ArchiveClassesAtExit`, JDK 13+) written by one driver's run holds them ready. Measured on the 2-core
-machine, a local driver up with a session and one Kafka read: 8.2-8.9 CPU-s and 13-17 s instead of 13.9-16.2 CPU-s and
-29-31 s (the suite beside it). `mirrorwatch local fetch` (so setup) makes it by running a short Spark job (a streaming
-query from the rate source, a batch one) in a subprocess. The archive belongs to one pyspark install (its jars'
-directory is in the file's name) and one JDK: the JVM checks it against its own build and the jars' sizes and times,
-and a stale one is refused with one warning line on the driver's stderr, the classes then loaded as without it.
+machine, a local driver up with a session and one Kafka read: 7.7-8.9 CPU-s and 13-18 s instead of 12.4-16.2 CPU-s and
+27-31 s (the suite running beside it; G1 and the engine's parallel collector alike). `mirrorwatch local fetch` (so
+setup) makes it by running a short Spark job (a streaming query from the rate source, a batch one) in a subprocess. The
+archive belongs to one pyspark install (its jars' directory is in the file's name, and in a `.install` file beside it:
+an archive whose install is gone is removed when another is made) and one JDK: the JVM checks it against its own build
+and the jars' sizes and times, and a stale one is refused with one warning line on the driver's stderr, the classes then
+loaded as without it.
 
-Imports: kernel-free; pyspark only in the subprocess that makes the archive."""
+Imports: localkafka.jars (the cache it lives in); pyspark only in the subprocess that makes the archive."""
 
 from __future__ import annotations
 
@@ -89,6 +91,7 @@ def make_driver_archive(*, progress: Callable[[str], None] = print) -> Path | No
     with (path.parent / f".{path.name}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another setup may be making it right now
         if path.is_file() and path.stat().st_mtime >= jars.stat().st_mtime:
+            path.with_suffix(".install").write_text(f"{jars.resolve()}\n")
             return path
         progress(f"making the class-data archive of the Spark driver's classes into {path} (once) ...")
         staging = path.with_name(f".{path.name}.{os.getpid()}")
@@ -110,4 +113,14 @@ def make_driver_archive(*, progress: Callable[[str], None] = print) -> Path | No
             staging.unlink(missing_ok=True)
             return None
         staging.replace(path)
+        path.with_suffix(".install").write_text(f"{jars.resolve()}\n")
+        _forget_gone_installs(path.parent)
         return path
+
+
+def _forget_gone_installs(cache: Path) -> None:
+    """Remove the archives of pyspark installs that are gone (a fresh clone's virtualenv each: 150 MB apiece)."""
+    for install in cache.glob("spark-driver-*.install"):
+        if not Path(install.read_text().strip()).is_dir():
+            install.with_suffix(".jsa").unlink(missing_ok=True)
+            install.unlink(missing_ok=True)
