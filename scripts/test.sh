@@ -38,7 +38,7 @@ took() {  # took WHAT STARTED-AT
     echo "== $1 took $(($(date +%s) - $2)) s"
 }
 
-workers=${MIRRORWATCH_TEST_WORKERS:-4}
+workers=${MIRRORWATCH_TEST_WORKERS:-3}
 # Each phase has a limit so that no hang holds the run to CI's limit: a test that hangs is already ended by the
 # suite's watchdog (tests/conftest.py); these catch what hangs outside a test, or a phase that crawls.
 phase() {  # phase NAME LIMIT COMMAND...
