@@ -54,6 +54,7 @@ from mirror.spark_gaps import (
     query_error,
     refuse_start,
     source_gaps,
+    stop_query,
     target_lost_gaps,
 )
 from mirror.spark_plan import (
@@ -563,8 +564,7 @@ def run_spark_link(
                 gaps = _failure_gaps(progress, generations, source_admin, keeper)
         finally:
             keeper_stop.set()
-            if query.isActive:
-                query.stop()  # the running batch is cut; it runs again from the checkpoint on restart: nothing lost
+            stop_query(query, link.name)
             time.sleep(0.5)  # let the listener bus deliver the last progress
             spark.stop()
         if failure is not None and gaps:

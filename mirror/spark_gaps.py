@@ -49,7 +49,15 @@ from mirror.failure import MirrorFailure
 from mirror.gaps import out_of_range, recreated, target_lost
 from mirror.topic_keeper import TopicKeeper
 
-__all__ = ["SourceGenerations", "hold_failed", "refuse_start", "say_gaps", "source_gaps", "target_lost_gaps"]
+__all__ = [
+    "SourceGenerations",
+    "hold_failed",
+    "refuse_start",
+    "say_gaps",
+    "source_gaps",
+    "stop_query",
+    "target_lost_gaps",
+]
 
 log = logging.getLogger("mirrorwatch.mirror.spark")
 
@@ -253,6 +261,21 @@ def query_error(query: Any, keeper: TopicKeeper, keeper_stop: threading.Event, t
     except (KafkaException, KafkaClientError, MirrorFailure) as exc:
         log.warning("link %s: target topics not surveyed after the query failed: %s", keeper.name, error_text(exc))
     return error
+
+
+def stop_query(query: Any, name: str) -> None:
+    """Stop the query: its running batch is cut and runs again from the checkpoint on a restart (nothing lost). A
+    batch stuck writing (to a target topic deleted under it: the sink's producer waits for its metadata) may outlast
+    spark.sql.streaming.stopTimeout; Spark then raises, and the batch is cut when the session stops after this."""
+    if not query.isActive:
+        return
+    try:
+        query.stop()
+    except Exception as exc:  # py4j's error for Spark's TimeoutException: a stop that failed, not the link's failure
+        lines = str(exc).strip().splitlines() or [repr(exc)]
+        why = next((line for line in lines if "Exception" in line), lines[0])
+        log.warning("link %s: the Spark query did not stop in time (%s); its batch is cut with the session", name,
+                    why.strip()[:300])  # fmt: skip
 
 
 def keep_topics(keeper: TopicKeeper, link: LinkConfig) -> tuple[threading.Event, threading.Thread]:
