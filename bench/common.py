@@ -40,6 +40,7 @@ __all__ = [
     "own_engine",
     "peer_kind",
     "percentile",
+    "process_tree",
     "python_for",
     "stop_peer",
     "stop_process",
@@ -110,6 +111,16 @@ def _children() -> dict[int, list[int]]:
     return tree
 
 
+def process_tree(*roots: int) -> list[int]:
+    """`roots` and every process they started, and theirs (from /proc; one that exits meanwhile is left out)."""
+    tree, pids, seen = _children(), list(roots), []
+    while pids:
+        pid = pids.pop()
+        seen.append(pid)
+        pids.extend(tree.get(pid, []))
+    return seen
+
+
 @dataclass
 class ProcessTree:
     """CPU seconds and peak resident memory of a process and all its descendants, sampled from /proc."""
@@ -121,13 +132,8 @@ class ProcessTree:
     also: Callable[[], list[int]] | None = None
 
     def sample(self) -> None:
-        tree, pids, rss = _children(), [self.root, *(self.also() if self.also else [])], 0
-        seen: list[int] = []
-        while pids:
-            pid = pids.pop()
-            seen.append(pid)
-            pids.extend(tree.get(pid, []))
-        for pid in seen:
+        rss = 0
+        for pid in process_tree(self.root, *(self.also() if self.also else [])):
             try:
                 fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
             except OSError:

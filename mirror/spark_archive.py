@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import importlib.util
 import os
 import subprocess
 import sys
@@ -55,20 +56,15 @@ gateway.proc.wait(timeout=300)
 
 def _jars_dir() -> Path | None:
     """pyspark's jars (the driver JVM's class path), found without importing pyspark; None when it is not installed."""
-    try:
-        files = metadata.files("pyspark") or []
-        dist = metadata.distribution("pyspark")
-    except metadata.PackageNotFoundError:
-        return None
-    for file in files:
-        if file.parts[:2] == ("pyspark", "jars"):
-            return Path(str(dist.locate_file(file))).parent
-    return None
+    spec = importlib.util.find_spec("pyspark")
+    jars = Path(spec.origin).parent / "jars" if spec is not None and spec.origin else None
+    return jars if jars is not None and jars.is_dir() else None
 
 
-def driver_archive_path() -> Path | None:
-    """Where the archive of this pyspark install's driver classes lives (in the jar cache); None without pyspark."""
-    jars = _jars_dir()
+def driver_archive_path(jars: Path | None = None) -> Path | None:
+    """Where the archive of this pyspark install's driver classes (`jars`: found when not given) lives, in the jar
+    cache; None without pyspark."""
+    jars = jars or _jars_dir()
     if jars is None:
         return None
     install = hashlib.sha256(str(jars.resolve()).encode()).hexdigest()[:12]
@@ -83,7 +79,8 @@ def driver_archive_options() -> list[str]:
 
 def make_driver_archive(*, progress: Callable[[str], None] = print) -> Path | None:
     """The archive of the driver's classes, made now unless one newer than pyspark's jars is there already."""
-    path, jars = driver_archive_path(), _jars_dir()
+    jars = _jars_dir()
+    path = driver_archive_path(jars) if jars is not None else None
     if path is None or jars is None:
         progress("pyspark is not installed: no class-data archive of the Spark driver")
         return None

@@ -177,21 +177,6 @@ def monitor_sees_link_caught_up(base: str, link: str, group: str, topic: str, pa
     return burrow
 
 
-def descendants(pid: int) -> list[int]:
-    """The processes `pid` started, and theirs (from /proc; those that exit meanwhile are left out)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError):
-                parent = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-                children.setdefault(parent, []).append(int(entry))
-    found, queue = [], list(children.get(pid, []))
-    while queue:
-        found.append(child := queue.pop())
-        queue.extend(children.get(child, []))
-    return found
-
-
 def maps_file(pid: int, path: Path) -> bool:
     """Whether process `pid` has `path` mapped into its memory (False once it is gone)."""
     try:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from confluent_kafka import TopicPartition
 
+from bench.common import process_tree
 from kernel.config import MirrorwatchConfig
 from kernel.kafka import new_admin
 from kernel.provenance import (
@@ -48,7 +49,7 @@ from tests.kafka_helpers import (
     user_headers,
     wait_for_commits,
 )
-from tests.processes import MirrorProcess, descendants, maps_file, monitor_sees_link_caught_up
+from tests.processes import MirrorProcess, maps_file, monitor_sees_link_caught_up
 
 pytestmark = pytest.mark.integration
 
@@ -129,7 +130,7 @@ def test_records_keep_partition_key_value_and_headers_and_the_monitor_sees_the_l
     # it did not refuse it as stale or made by another JDK
     archive = driver_archive_path()
     assert archive is not None and archive.is_file(), "setup (mirrorwatch local fetch) makes it"
-    assert any(maps_file(pid, archive) for pid in descendants(mirror.process.pid)), mirror.log()
+    assert any(maps_file(pid, archive) for pid in process_tree(mirror.process.pid)), mirror.log()
 
     # Spark's scratch is the link's own, in the state directory (a killed driver's is cleared at the next start)
     scratch = tmp_path / "state" / "spark" / "sparked"
