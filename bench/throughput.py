@@ -11,7 +11,10 @@
 The records (JSON-like events behind a sequence number; lz4 compresses them about 2.5x, like real event
 streams) are produced into the source before the clock starts; each peer then mirrors the same topic into its
 own target topic, peers interleaved (A, B, B, A, A, B ...: every pair in both orders) and repeated (median of
---repeat runs). Measured per run:
+--repeat runs), after an unmeasured warm-up drain by the first peer (--warm-up: the brokers' JVMs compile their
+fetch and produce paths in it; the first measured run was the slowest, whichever peer it was) and each run after the
+page cache was written out (sync: the pre-load's and the last peer's writes not in the next one's drain). Measured per
+run:
 records/s and MB/s from the first record on the target to the last, CPU-seconds per million records (the whole run,
 start-up included), the cores used while draining (CPU-seconds from the first record to the last, per second) and
 records/s per such core (the per-core figure: a JVM's start-up does not count), the same over the drain's second
@@ -168,27 +171,30 @@ def verify(target: ClusterConfig, topic: str, records: int, partitions: int, kee
     problems: list[str] = []
     try:
         metadata = consumer.list_topics(topic, timeout=10).topics[topic]
-        for partition in sorted(metadata.partitions):
-            end = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
-            consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
-            last_by: dict[object, int] = {}
-            position, deadline = 0, time.monotonic() + 120
-            while position < end and time.monotonic() < deadline:
-                for msg in consumer.consume(num_messages=10_000, timeout=1):
-                    if msg.error() is not None:
-                        continue
-                    position = (msg.offset() or 0) + 1
-                    seq = int((msg.value() or b"")[:12])
-                    if seq in seen:
-                        problems.append(f"duplicate {seq}")
-                    seen.add(seq)
-                    if keeps_partitions and source_partition(seq, partitions) != partition:
-                        problems.append(f"record {seq} on partition {partition}")
-                    key = msg.key()  # one key lives on one source partition: its order must hold everywhere
-                    if last_by.get(key, -1) > seq:
-                        problems.append(f"record {seq} after {last_by[key]} (key {key!r})")
-                    last_by[key] = max(seq, last_by.get(key, -1))
-            consumer.unassign()
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in metadata.partitions}
+        # every partition at once: one at a time, each first fetch waited out consume's timeout (12 s for 12
+        # partitions of a few records, most of a small run's time)
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in sorted(ends)])
+        positions = dict.fromkeys(ends, 0)
+        last_by: dict[tuple[int, object], int] = {}
+        deadline = time.monotonic() + 120
+        while any(positions[p] < end for p, end in ends.items()) and time.monotonic() < deadline:
+            for msg in consumer.consume(num_messages=10_000, timeout=1):
+                if msg.error() is not None:
+                    continue
+                partition = msg.partition() or 0
+                positions[partition] = (msg.offset() or 0) + 1
+                seq = int((msg.value() or b"")[:12])
+                if seq in seen:
+                    problems.append(f"duplicate {seq}")
+                seen.add(seq)
+                if keeps_partitions and source_partition(seq, partitions) != partition:
+                    problems.append(f"record {seq} on partition {partition}")
+                # one key lives on one source partition: its order must hold in whichever partition it is found
+                key = (partition, msg.key())
+                if last_by.get(key, -1) > seq:
+                    problems.append(f"record {seq} after {last_by[key]} (key {key[1]!r})")
+                last_by[key] = max(seq, last_by.get(key, -1))
     finally:
         consumer.close()
     if len(seen) != records:
@@ -438,6 +444,39 @@ def _ratios(medians: dict[str, float]) -> list[str]:
     return ratios
 
 
+def run_case(
+    case: Case,
+    peers: Sequence[str],
+    args: argparse.Namespace,
+    work: Path,
+    clusters: MirrorwatchConfig,
+    *,
+    spark: LocalSparkCluster | None,
+) -> list[Run]:
+    """One case: its records pre-loaded, `--warm-up` unmeasured drains by the first peer, then every peer's measured
+    runs in turn."""
+    topic = f"bench.{case.records}x{case.size}.{case.compression}.{uuid.uuid4().hex[:6]}"
+    print(f"pre-loading {case.title(args.partitions)} ...", flush=True)
+    preload(clusters.clusters["source"], topic, case, args.partitions)
+    runs = []
+    turns = [(None, peers[0])] * args.warm_up + [(r, p) for r in range(args.repeat) for p in in_turn(peers, r)]
+    for repeat, peer in turns:
+        # the page cache's dirty pages (the pre-load, the last peer's target topic) written out before the clock
+        # starts, not during the next peer's drain: the first run after the pre-load was the slowest whichever peer
+        # it was (issue #63)
+        os.sync()
+        run = run_peer(
+            peer, work, clusters, topic, case=case, partitions=args.partitions, spark=spark, timeout_s=args.peer_timeout
+        )
+        said = f"{peer}: {run.records_per_second:,.0f} records/s, {run.verified}"
+        if repeat is None:
+            print(f"  warm-up {said} (not counted)", flush=True)
+        else:
+            print(f"  run {repeat + 1} {said}", flush=True)
+            runs.append(run)
+    return runs
+
+
 @contextlib.contextmanager
 def clusters_placed(
     existing: Path | None, slow_kbit: int | None, work: Path, delay_ms: float | None = None
@@ -491,6 +530,13 @@ def main(argv: list[str] | None = None) -> int:
         "--repeat 2 or more every pair runs in both orders",
     )
     add_run_options(parser, PEERS, repeat_help="runs per peer, interleaved, their order reversed every other run")
+    parser.add_argument(
+        "--warm-up",
+        type=int,
+        default=1,
+        help="unmeasured drains of each case by the first peer before the measured runs: the brokers' JVMs compile "
+        "their fetch and produce paths, which the measured runs would otherwise pay for, the first one most [1]",
+    )
     parser.set_defaults(peers=",".join(p for p in PEERS if p != "python-4"))  # the scale-out peer when asked for
     args = parser.parse_args(argv)
     if (args.slow_kbit or args.delay_ms) and args.clusters:
@@ -517,24 +563,7 @@ def main(argv: list[str] | None = None) -> int:
             if any(peer_kind(p) in STANDALONE for p in peers):
                 spark = started.enter_context(LocalSparkCluster(work / "spark", workers=2, cores=1, progress=print))
             for case in cases:
-                topic = f"bench.{case.records}x{case.size}.{case.compression}.{uuid.uuid4().hex[:6]}"
-                print(f"pre-loading {case.title(args.partitions)} ...", flush=True)
-                preload(clusters.clusters["source"], topic, case, args.partitions)
-                runs = []
-                for repeat in range(args.repeat):
-                    for peer in in_turn(peers, repeat):
-                        run = run_peer(
-                            peer,
-                            work,
-                            clusters,
-                            topic,
-                            case=case,
-                            partitions=args.partitions,
-                            spark=spark,
-                            timeout_s=args.peer_timeout,
-                        )
-                        print(f"  run {repeat + 1} {peer}: {run.records_per_second:,.0f} records/s, {run.verified}")
-                        runs.append(run)
+                runs = run_case(case, peers, args, work, clusters, spark=spark)
                 print(summarize(case.title(args.partitions), runs, peers), flush=True)
                 out.append({"case": asdict(case), "runs": [asdict(r) for r in runs]})
     print(f"machine: {os.cpu_count()} cores; figures are this machine's")

@@ -132,6 +132,7 @@ def test_throughput_smoke_each_way_of_running_a_peer_mirrors_and_verifies(
     assert all(r["second_half_per_core"] > 0 for r in case["runs"])
     printed = capsys.readouterr().out
     assert "| peer | records/s |" in printed and "| per core, 2nd half |" in printed
+    assert "  warm-up python-1: " in printed and printed.count(" (not counted)") == 1  # the first peer, once
     assert "records/s ratios (median): python-1 / mm2 = " in printed
     assert "per core, 2nd half ratios (median): python-1 / mm2 = " in printed
 
