@@ -32,7 +32,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboards.health import canary_of, link_health, seconds, worst
+from dashboards.health import canary_of, lag_seconds, link_health, seconds, worst
 from dashboards.prometheus import SPANS, Prometheus, PrometheusUnreachable
 from dashboards.shards import ShardedApi
 from kernel.byte_rate import format_byte_rate
@@ -158,7 +158,7 @@ def overview(api: MonitorApi, prometheus: Prometheus | None = None, span: str = 
         records = link.get("replication_lag_records")
         cols = st.columns(5)
         cols[0].metric("Replication lag (records)", "n/a" if records is None else f"{records:,}")
-        cols[1].metric("Replication lag (seconds)", seconds(link.get("replication_lag_seconds")))
+        cols[1].metric("Replication lag (seconds)", lag_seconds(link))
         cols[2].metric("In flight", f"{in_flight:,}")
         cols[3].metric("Throughput", "n/a" if rate is None else f"{max(rate, 0):,.0f} rec/s")
         probes = canary_of(canary, name)

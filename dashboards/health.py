@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["canary_of", "link_health", "seconds", "worst"]
+__all__ = ["canary_of", "lag_seconds", "link_health", "seconds", "worst"]
 
 
 def seconds(value: float | None) -> str:
@@ -15,6 +15,13 @@ def seconds(value: float | None) -> str:
     if value < 120:
         return f"{value:.1f} s"
     return f"{value / 60:.1f} min"
+
+
+def lag_seconds(link: dict[str, Any]) -> str:
+    """The link's replication lag in seconds as said: "at least" before a lower bound (the source stopped answering
+    before its oldest waiting record was dated, issue #67)."""
+    said = seconds(link.get("replication_lag_seconds"))
+    return f"at least {said}" if link.get("replication_lag_seconds_at_least") else said
 
 
 def link_health(link: dict[str, Any]) -> str:
@@ -33,6 +40,8 @@ def link_health(link: dict[str, Any]) -> str:
     lag_s = link.get("replication_lag_seconds")
     if lag_s is None:
         return f":gray[**running**], lag in seconds not known: {link.get('reason') or 'not measured yet'}"
+    if link.get("replication_lag_seconds_at_least"):  # a floor: the reason says why (the source is not answering)
+        return f":orange[**lagging**], {lag_seconds(link)} behind: {link.get('reason') or 'the source is not seen'}"
     return ":green[**healthy**]" if lag_s < 60 else ":orange[**lagging**]"
 
 

@@ -79,6 +79,15 @@ def append_bounds(history: Sequence[OffsetSample], offset: int) -> tuple[int | N
     return after, before
 
 
+def on_source_by(history: Sequence[OffsetSample], offset: int, read_by_ms: int | None) -> int | None:
+    """The earliest moment known by which the record at `offset` was on the source, for a record not dated: the
+    observation after the first of the window whose high-watermark was above it (`append_bounds`), or `read_by_ms`
+    (a later read that saw it: `monitor.links.SafePosition.behind_by_ms`). Its age is at least the time since: a lower
+    bound that only grows while nothing new is read (issue #67). None: nothing read above it."""
+    _, before = append_bounds(history, offset)
+    return min((at for at in (before, read_by_ms) if at is not None), default=None)
+
+
 def record_time(
     key: tuple[str, str, int, int], record_times: RecordTimes, history: Sequence[OffsetSample]
 ) -> tuple[int | None, str | None]:

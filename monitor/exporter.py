@@ -111,6 +111,7 @@ OWN_NAMES = (
     "mirrorwatch_exporter_groups_without_partition_series",
     "mirrorwatch_mirror_replication_lag_records",
     "mirrorwatch_mirror_replication_lag_seconds",
+    "mirrorwatch_mirror_replication_lag_seconds_at_least",
     "mirrorwatch_mirror_inflight_records",
     "mirrorwatch_mirror_committed_lag_records",
     "mirrorwatch_mirror_records_total",
@@ -174,10 +175,10 @@ class MonitorCollector:
         """The link lag families from the links as served now (`MonitorService.served_links`: a stuck link's age
         grows between rounds, second by second, as a scrape sees it), and `mirrorwatch_exporter_series` counting
         them with the families rendered for the round."""
-        repl, repl_s = link_lags(self._service.served_links())
+        families = link_lags(self._service.served_links())
         counts = dict(self._counts)
-        counts["mirrorwatch"] = counts.get("mirrorwatch", 0) + repl.samples + repl_s.samples
-        return repl.text() + repl_s.text() + series_exposition(counts, self._left_out)
+        counts["mirrorwatch"] = counts.get("mirrorwatch", 0) + sum(f.samples for f in families)
+        return b"".join(f.text() for f in families) + series_exposition(counts, self._left_out)
 
     def _texts(self) -> Iterator[bytes]:
         counts = dict.fromkeys((*STYLES, "mirrorwatch"), 0)

@@ -70,6 +70,8 @@ def _link(view: LinkView) -> dict[str, Any]:
         "budget_throttled_seconds_total": view.stats.get("budget_throttled_seconds_total", 0),
         "replication_lag_records": view.replication_lag_records,
         "replication_lag_seconds": view.replication_lag_seconds,
+        # true: the figure is only a lower bound (the source stopped answering before a waiting record was dated)
+        "replication_lag_seconds_at_least": view.replication_lag_seconds_at_least,
         "reason": view.reason,
         "partitions": [asdict(p) for p in view.partitions],
         "stats": dict(view.stats),

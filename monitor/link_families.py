@@ -41,8 +41,9 @@ def drift_differences(state: MonitorState | None) -> Family:
     return differences
 
 
-def link_lags(views: Mapping[str, LinkView]) -> tuple[GaugeFamily, GaugeFamily]:
-    """Replication lag per link partition, in records and in seconds (unknown ones left out)."""
+def link_lags(views: Mapping[str, LinkView]) -> tuple[GaugeFamily, GaugeFamily, GaugeFamily]:
+    """Replication lag per link partition, in records and in seconds (unknown ones left out), and which of the
+    seconds are only a lower bound."""
     part_labels = ["link", "topic", "partition"]
     repl = GaugeFamily(
         "mirrorwatch_mirror_replication_lag_records",
@@ -54,6 +55,13 @@ def link_lags(views: Mapping[str, LinkView]) -> tuple[GaugeFamily, GaugeFamily]:
         "Age of the oldest record not yet acknowledged by the target, as of the scrape",
         labels=part_labels,
     )
+    at_least = GaugeFamily(
+        "mirrorwatch_mirror_replication_lag_seconds_at_least",
+        "1 where mirrorwatch_mirror_replication_lag_seconds is only a lower bound: the source stopped answering "
+        "before the oldest record not yet acknowledged was dated (it was on the source by the last read; the true "
+        "age is at least the figure); absent where the figure is exact or unknown",
+        labels=part_labels,
+    )
     for name, view in sorted(views.items()):
         for p in view.partitions:
             labels = [name, p.topic, str(p.partition)]
@@ -61,7 +69,9 @@ def link_lags(views: Mapping[str, LinkView]) -> tuple[GaugeFamily, GaugeFamily]:
                 repl.add_metric(labels, p.replication_lag_records)
             if p.replication_lag_seconds is not None:
                 repl_s.add_metric(labels, p.replication_lag_seconds)
-    return repl, repl_s
+                if p.replication_lag_seconds_method == "at_least":
+                    at_least.add_metric(labels, 1)
+    return repl, repl_s, at_least
 
 
 def link_budgets(links: list[str], state: MonitorState | None) -> Iterator[Family]:

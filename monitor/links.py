@@ -18,10 +18,11 @@ Every figure of a link describes one moment, stated with it (`observed_ms`):
   known" stays None, never 0, and says why (`reason`): not measured yet, or a source the monitor cannot read (whose
   last high-watermark is only a floor: a partition caught up by it may not be now).
 
-Figures are served for the moment they are read (`served_link`): between two rounds, a partition whose position has
-not moved since its round (by the workers' statuses read again when it is served) is the oldest record it waits for
-aged to now (or to its owner's newest status), growing a second per second through an outage; one that moved is
-measured at the fresh status.
+Figures are served for the moment they are read (`monitor.served.served_link`): between two rounds, a partition whose
+position has not moved since its round (by the workers' statuses read again when it is served) is the oldest record
+it waits for aged to now (or to its owner's newest status), growing a second per second through an outage; one that
+moved is measured at the fresh status. A partition whose oldest waiting record is not dated yet (the source stopped
+answering before it was) is at least as old as the time since a high-watermark above it was read (`"at_least"`).
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ from typing import Any
 
 from kernel.config import LinkConfig
 from kernel.worker_status import Gap, PartitionPosition, WorkerStatus, records_by_partition
-from monitor.dating import RecordTimes, age_seconds, appeared, interpolated_high, record_time
+from monitor.dating import RecordTimes, age_seconds, interpolated_high, on_source_by, record_time
 from monitor.evaluator import OffsetSample
-from monitor.moments import REPORTED_AFTER_READ, stale_high, unowned_high, unowned_moment
+from monitor.moments import stale_high, unowned_high, unowned_moment
 from monitor.snapshot import ClusterSnapshot
 
 __all__ = [
@@ -42,9 +43,10 @@ __all__ = [
     "LinkView",
     "SafePosition",
     "WorkerSighting",
+    "at_least_reason",
+    "highest",
     "link_view",
     "safe_positions",
-    "served_link",
 ]
 
 
@@ -129,6 +131,15 @@ class LinkView:
             return None
         return max((p.replication_lag_seconds or 0.0 for p in self.partitions), default=0.0)
 
+    @property
+    def replication_lag_seconds_at_least(self) -> bool:
+        """Whether the link's figure is only a lower bound: a partition's is (`"at_least"`: the source stopped answering
+        before its oldest waiting record was dated), so the link's true figure is at least as high."""
+        return self.replication_lag_seconds is not None and any(
+            p.replication_lag_seconds_method == "at_least" and p.replication_lag_seconds is not None
+            for p in self.partitions
+        )
+
 
 @dataclass(frozen=True)
 class WorkerSighting:
@@ -156,6 +167,11 @@ class SafePosition:
     # Why the high-watermark is only a floor (the last one read before the source stopped answering, or one older
     # than the status of a worker that has not fetched): caught up by it is not known, behind by it is at least.
     high_floor: str | None = None
+    # The earliest moment by which a high-watermark above `safe` had been read (a collection's end, or a live worker's
+    # status): the record at `safe` was on the source by then, so its age is at least the time since, while it is not
+    # dated (issue #67: the source stopped answering before it was). None: nothing read above `safe`.
+    behind_by_ms: int | None = None
+    behind_high: int | None = None  # the high-watermark read by then (it proves every offset below it)
 
     @property
     def lag_records(self) -> int | None:
@@ -241,7 +257,7 @@ def safe_positions(
     for key in sorted({*live, *acked, *committed}):
         group_committed = committed.get(key)
         best_acked = acked.get(key)
-        safe = _highest(best_acked, group_committed)
+        safe = highest(best_acked, group_committed)
         now_high = hwm[key].latest if key in hwm else None
         from_start = safe is None and link.start_from == "earliest" and key in hwm
         if from_start:
@@ -270,10 +286,11 @@ def safe_positions(
                 "worker",
                 position,
                 best_acked,
-                _highest(position.committed, group_committed),
+                highest(position.committed, group_committed),
                 target_topics.get(key),
                 # what the worker's consumer last saw is no fresher proof: it may not have fetched since either
                 unseen or stale_high(position, status, observed_hwm_ms, high_stale_after_ms),
+                *_behind_by(safe, [(position.high_watermark, _seen_by(status)), *_reads(key, source, previous)]),
             )
         else:
             from_worker = best_acked is not None and best_acked >= (group_committed or 0)
@@ -293,6 +310,7 @@ def safe_positions(
                 group_committed,
                 target_topics.get(key),
                 unseen or floor,
+                *_behind_by(safe, _reads(key, source, previous)),
             )
     return out
 
@@ -301,7 +319,39 @@ def _instance(status: WorkerStatus) -> str:
     return status.instance or f"#{status.worker}"  # a status of an older version: its number alone
 
 
-def _highest(*offsets: int | None) -> int | None:
+def _reads(key: tuple[str, int], *snapshots: ClusterSnapshot | None) -> list[tuple[int | None, int | None]]:
+    """The partition's high-watermark in each snapshot and by when it had been read: the end of its collection (one
+    cut short by a source going down ends late: the one before proves more)."""
+    return [
+        (s.partitions[key].latest, s.observed_ms + int(s.collect_seconds * 1000))
+        for s in snapshots
+        if s is not None and s.up and key in s.partitions
+    ]
+
+
+def at_least_reason(high_floor: str | None) -> str:
+    """Why a partition's figure in seconds is only a lower bound (`SafePosition.behind_by_ms`)."""
+    if high_floor is not None:
+        return f"{high_floor}: records and seconds at least this many"
+    return "the oldest record not on the target is not dated yet: at least as old as the last read that saw it"
+
+
+def _seen_by(status: WorkerStatus) -> int:
+    """By when the worker's consumer had seen the high-watermarks it states: its status's moment, or earlier, when it
+    lost sight of the source (`WorkerStatus.highs_stale_since_ms`)."""
+    return min(status.observed_ms, status.highs_stale_since_ms or status.observed_ms)
+
+
+def _behind_by(safe: int | None, proofs: Sequence[tuple[int | None, int | None]]) -> tuple[int | None, int | None]:
+    """The earliest of `proofs` (a high-watermark and when it had been read) by which the source held a record at
+    `safe` (a high-watermark above it): its moment and its high-watermark. Nones: none proves it."""
+    found = [
+        (at, high) for high, at in proofs if safe is not None and high is not None and at is not None and high > safe
+    ]
+    return min(found) if found else (None, None)
+
+
+def highest(*offsets: int | None) -> int | None:
     """The highest of the known offsets (None: none known)."""
     return max((o for o in offsets if o is not None), default=None)
 
@@ -444,10 +494,22 @@ def _partition_view(
             lag, seconds, method, written = 0, 0.0, None, None  # the first record not on the target came later
         else:
             seconds = age_seconds(position.observed_ms, written)
+            if seconds is None and (bound := on_source_by(history, position.safe, position.behind_by_ms)) is not None:
+                # not dated yet (the source may have stopped answering before it was): on the source by a read of
+                # its high-watermark, so at least that old (issue #67: "not known" for 12 s of a source broker's
+                # restart while the truth grew from 2 to 12 s)
+                written, method = bound, "at_least"
+                seconds = age_seconds(position.observed_ms, written) or None  # never a 0 while records wait
+                reason = at_least_reason(None)
             if seconds is None:
+                written, method = None, None
                 reason = "the time of the oldest record not on the target is not read yet"
         if position.high_floor is not None:
-            reason = f"{position.high_floor}: records at least this many"
+            reason = (
+                at_least_reason(position.high_floor)
+                if method == "at_least"
+                else f"{position.high_floor}: records at least this many"
+            )
     elif position.safe is None:
         reason = "not measured yet: no worker has acknowledged a record of it and the group has no commit on it"
     elif position.high_floor is not None:
@@ -476,124 +538,4 @@ def _partition_view(
         safe_offset=position.safe,
         waiting_since_ms=written if seconds else None,
         reason=reason,
-    )
-
-
-def served_link(
-    view: LinkView,
-    now_ms: int,
-    fresh: Mapping[tuple[str, int], SafePosition] | None,
-    history: Callable[[str, int], Sequence[OffsetSample]] = lambda _topic, _partition: (),
-) -> LinkView:
-    """The round's view as it stands at `now_ms`, the moment it is served: `fresh` are the link's positions from its
-    workers' statuses read again now (`safe_positions` against the round's source snapshot); None keeps the round's
-    figures. Per partition whose figures are known:
-    - its position has not moved since the round and records wait: the oldest of them, written at
-      `waiting_since_ms`, is still not on the target, so the lag is the fresh moment minus that — `now_ms` when no
-      live worker owns the partition (nobody can move it), else its owner's newest status, at most a status interval
-      (0.5 s) old: exact through an outage at any moment between rounds, growing with every status;
-    - it moved: measured at the fresh status, the oldest waiting record dated between the high-watermarks observed
-      (the group's window, the round's and the fresh one) and the round's dated record: "interpolated" until the
-      next round reads its time;
-    - caught up at the round and still at the same position: caught up at the fresh moment unless the source grew,
-      and then dated the same way — provided its live worker states the high-watermark it saw (else the round's read
-      is the only proof, and the round's figure stands at its own moment).
-    A figure not known at the round for want of its record's time is dated the same way; one not known for want of
-    the source stays unknown until a round sees it; one caught up by the round is unknown once the source stopped
-    answering since (the fresh positions say so: `SafePosition.high_floor`), and stands at the round's moment when
-    the partition was only released since (`monitor.moments.REPORTED_AFTER_READ`)."""
-    if fresh is None:
-        return view
-    partitions = tuple(
-        _served_partition(p, now_ms, fresh.get((p.topic, p.partition)), history(p.topic, p.partition))
-        for p in view.partitions
-    )
-    return replace(view, partitions=partitions, observed_ms=max(now_ms, view.observed_ms))
-
-
-def _served_partition(
-    p: LinkPartitionView, now_ms: int, fresh: SafePosition | None, history: Sequence[OffsetSample]
-) -> LinkPartitionView:
-    if (
-        fresh is not None
-        and fresh.high_floor is not None
-        and fresh.lag_records == 0
-        and (p.high_watermark is None or (fresh.safe or 0) >= p.high_watermark)  # the round knew no more
-    ):
-        if fresh.high_floor == REPORTED_AFTER_READ and p.replication_lag_records is not None:
-            # released since the round (a rebalance) while the source answers: nothing new is known of now, and the
-            # round's figure stands at its own moment until a round reads the source again (a fleet worker thawed
-            # from a SIGSTOP rejoined its group: three samples served no figure, issue #45)
-            return p
-        # caught up by the last high-watermark read, but that proves nothing now (see `high_floor`)
-        return replace(
-            p,
-            replication_lag_records=None,
-            replication_lag_seconds=None,
-            replication_lag_seconds_method=None,
-            observed_ms=max(now_ms, p.observed_ms or 0),
-            reason=f"{fresh.high_floor}: whether records wait is not known",
-        )
-    if (
-        fresh is None
-        or fresh.safe is None
-        or p.safe_offset is None
-        or p.replication_lag_records is None  # not known (a source not seen): stays so until a round knows
-        or p.observed_ms is None
-        or fresh.safe < p.safe_offset  # an older worker's word than the round's: nothing new
-    ):
-        return p
-    live = fresh.live
-    records = fresh.lag_records if fresh.lag_records is not None else p.replication_lag_records
-    now = replace(
-        p,
-        high_watermark=_highest(fresh.high_watermark, p.high_watermark),
-        consumed=live.consumed if live is not None else p.consumed,
-        acked=fresh.acked if fresh.acked is not None else p.acked,
-        in_flight_records=live.in_flight_records if live is not None else p.in_flight_records,
-        position_from=fresh.position_from,
-    )
-    moved = fresh.safe > p.safe_offset
-    if not moved and p.waiting_since_ms is not None and p.replication_lag_records > 0:  # the same record waits
-        # as of the fresh word: now when nobody mirrors it, else the owner's newest status (a stuck owner may get
-        # its acknowledgements the next instant: "now" would be a claim nobody made)
-        moment = max(fresh.observed_ms, p.observed_ms)
-        return replace(
-            now,
-            replication_lag_records=max(records, p.replication_lag_records),
-            replication_lag_seconds=max(0.0, (moment - p.waiting_since_ms) / 1000),
-            observed_ms=moment,
-        )
-    if fresh.observed_ms <= p.observed_ms and p.replication_lag_seconds is not None:
-        return p
-    waiting, method = None, None
-    if records == 0:
-        if live is not None and live.high_watermark is None:
-            # caught up only by the round's read of the source, seconds older than the fresh status: records the
-            # source took since wait unseen (seen: 13 records 2 s behind read as 0 at the statuses of a worker whose
-            # consumer had lost the source's broker and stated none). The round's figure stands, at its moment.
-            return p
-        seconds: float | None = 0.0
-    else:  # dated between the high-watermarks observed (the group's window, the round's, the fresh one) and the
-        # round's dated record: the high-watermark stood at it when it was written (an outage longer than the window:
-        # else a drain's first seconds served the round's figure, 43 s while the truth read 23, issue #41)
-        dated = [(p.waiting_since_ms, p.safe_offset)] if p.waiting_since_ms is not None else []
-        points = sorted(
-            [(s.observed_ms, s.high_watermark) for s in history]
-            + [(p.observed_ms, p.high_watermark), (fresh.observed_ms, fresh.high_watermark), *dated],
-            key=lambda point: point[0],
-        )
-        waiting = appeared(points, fresh.safe)
-        if waiting is None:
-            return p
-        seconds, method = max(0.0, (fresh.observed_ms - waiting) / 1000), "interpolated"
-    return replace(
-        now,
-        replication_lag_records=records,
-        replication_lag_seconds=seconds,
-        replication_lag_seconds_method=method,
-        observed_ms=max(fresh.observed_ms, p.observed_ms),
-        safe_offset=fresh.safe,
-        waiting_since_ms=waiting,
-        reason=None,
     )

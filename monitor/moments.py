@@ -3,14 +3,16 @@ the rules `monitor.links.safe_positions` applies to a partition a live worker re
 
 from __future__ import annotations
 
+import threading
+
 from kernel.worker_status import PartitionPosition, WorkerStatus
 
-__all__ = ["REPORTED_AFTER_READ", "stale_high", "unowned_high", "unowned_moment"]
+__all__ = ["REPORTED_AFTER_READ", "OnSourceBy", "stale_high", "unowned_high", "unowned_moment"]
 
 # Why a partition nobody mirrors is not known to be caught up though the source answers: its position came in a status
 # later than the high-watermark read, from a worker that did not say (or saw further than) where the source stood then
 # — a worker that has just released it in a rebalance, or died. The round's figure, if it had one, stands at its own
-# moment (`monitor.links._served_partition`); only a round that reads the source again measures it.
+# moment (`monitor.served._served_partition`); only a round that reads the source again measures it.
 REPORTED_AFTER_READ = "its position was reported after the last high-watermark read"
 
 
@@ -67,3 +69,32 @@ def stale_high(
     if age_s * 1000 <= stale_after_ms:
         return None
     return f"its worker has not fetched since its assignment and the high-watermark read is {age_s:.0f} s older"
+
+
+class OnSourceBy:
+    """What the monitor has seen of when records were on the source, kept across its rounds (pure; a lock for the
+    round's thread and the served views'): per link partition, offsets and the earliest moment each was proven on
+    the source by (a high-watermark above it read by then: `SafePosition.behind_by_ms`). A later round whose
+    snapshots are newer (or cut short by a source going down) proves less of the same record; the lower bound served
+    for a record not dated then stays what the first proof made it, and grows (issue #67)."""
+
+    def __init__(self) -> None:
+        self._proofs: dict[tuple[str, str, int], dict[int, int]] = {}
+        self._lock = threading.Lock()
+
+    def earliest(self, key: tuple[str, str, int], offset: int, high: int, at_ms: int) -> int:
+        """Note that the high-watermark of `key` (link, topic, partition) had reached `high` by `at_ms`; the earliest
+        moment any proof so far gives the record at `offset` on the source (a high-watermark above it). Proofs of
+        offsets at or below `offset` alone are dropped (a link's position only moves on)."""
+        with self._lock:
+            proofs = self._proofs.setdefault(key, {})
+            for reached in [h for h in proofs if h <= offset]:
+                del proofs[reached]
+            proofs[high] = min(at_ms, proofs.get(high, at_ms))
+            return min(at for reached, at in proofs.items() if reached > offset)
+
+    def forget(self, keep: set[tuple[str, str, int]]) -> None:
+        """Drop what is known of partitions no link has any more."""
+        with self._lock:
+            for key in [k for k in self._proofs if k not in keep]:
+                del self._proofs[key]

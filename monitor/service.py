@@ -30,9 +30,11 @@ from monitor.commit_follower import CommitFollower
 from monitor.dating import date_record
 from monitor.evaluator import EvaluatorConfig, OffsetSample
 from monitor.history import CanaryReading, Events, History, canary_transitions, transitions
-from monitor.links import LinkView, SafePosition, WorkerSighting, link_view, safe_positions, served_link
+from monitor.links import LinkView, SafePosition, WorkerSighting, link_view, safe_positions
+from monitor.moments import OnSourceBy
 from monitor.readiness import READY_WAIT_S, why_not_ready
 from monitor.record_times import Key, RecordTimeFetcher
+from monitor.served import served_link
 from monitor.state import MonitorState, evaluate_clusters, observe_snapshot
 from monitor.windows import OffsetWindows
 
@@ -214,6 +216,7 @@ class MonitorService:
         self.canary: Callable[[], Mapping[str, CanaryReading]] | None = None
         self._canary_before: Mapping[str, CanaryReading] | None = None
         self._served_lock = threading.Lock()
+        self._on_source_by = OnSourceBy()  # when waiting records were on the source, as the rounds proved it
         # served_links' last read of the statuses: the round it was for, when, the positions it found, for how long
         self._served: tuple[MonitorState, int, Mapping[str, Mapping[tuple[str, int], SafePosition]], int] | None = None
         self.publishing = False  # a round of the loop is under way: its state will be rendered (`on_publish`)
@@ -276,6 +279,7 @@ class MonitorService:
                 link.name: self._positions(link, sightings.get(link.name, ()), snapshots.get(link.source), now)
                 for link in self.links
             }
+            self._on_source_by.forget({(name, *key) for name, of_link in positions.items() for key in of_link})
             times, markers_only = self._times(self._wanted_record_times(snapshots, positions))
             record_times = self._dated(times, snapshots)
             _settled_while_unseen(self.links, self._dates, record_times, snapshots, positions)
@@ -330,12 +334,20 @@ class MonitorService:
                 source = dataclasses.replace(source, up=True, groups=last.groups if last is not None else {})
             else:
                 unseen, source, previous = source.error or "no answer", last, None
-        return safe_positions(
+        positions = safe_positions(
             link, sightings, source, now, previous, unseen_source=unseen, high_stale_after_ms=self._high_stale_ms
         )
+        return {  # the earliest proof of any round, not only this one's snapshots (OnSourceBy)
+            key: dataclasses.replace(
+                p, behind_by_ms=self._on_source_by.earliest((link.name, *key), p.safe, p.behind_high, p.behind_by_ms)
+            )
+            if p.behind_by_ms is not None and p.behind_high is not None and p.safe is not None
+            else p
+            for key, p in positions.items()
+        }
 
     def served_links(self) -> Mapping[str, LinkView]:
-        """The published round's link views brought to now (`monitor.links.served_link`): the workers' statuses read
+        """The published round's link views brought to now (`monitor.served.served_link`): the workers' statuses read
         again (a flood of requests reads them once: SERVED_REUSE_MS), every partition whose position has not moved
         since the round aged to now. The round's views when there is none yet or the statuses cannot be read."""
         state = self.state

@@ -55,6 +55,7 @@ PURE = {
     "monitor.own_alerts",
     "monitor.state",
     "monitor.links",
+    "monitor.served",
     "monitor.dating",
     "monitor.moments",
     "mirror.drift",

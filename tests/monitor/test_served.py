@@ -11,10 +11,14 @@ from typing import Any
 
 import pytest
 
+from dashboards.health import lag_seconds
 from kernel.config import ClusterConfig, LinkConfig, MonitorConfig
 from kernel.worker_status import WorkerStatus
 from monitor.evaluator import GroupEvaluation, OffsetSample, Status
-from monitor.links import LinkView, WorkerSighting, link_view, safe_positions, served_link
+from monitor.link_families import link_lags
+from monitor.links import LinkView, WorkerSighting, link_view, safe_positions
+from monitor.moments import OnSourceBy
+from monitor.served import served_link
 from monitor.service import SERVED_REUSE_MS, MonitorService
 from monitor.snapshot import ClusterSnapshot, GroupInfo, PartitionOffsets
 from monitor.state import GroupView, MonitorState
@@ -167,14 +171,15 @@ def test_caught_up_is_served_at_a_fresh_status_only_on_the_high_watermark_its_wo
     assert (served.observed_ms, served.replication_lag_records, served.replication_lag_seconds) == (T0 + 2_500, 0, 0.0)
 
 
-def test_without_fresh_statuses_or_a_known_figure_the_round_stands() -> None:
+def test_without_fresh_statuses_the_round_stands_and_without_a_date_the_read_that_saw_the_record_bounds_it() -> None:
     view = round_view([WorkerSighting(status(T0 - 200, 90, 200), True)])
     assert served_link(view, T0 + 1_000, None) == view
     unknown = link_view(LINK, sightings=[], snapshot=source(T0, 200), record_times={}, now_ms=T0)
     (p,) = unknown.partitions
     assert p.replication_lag_seconds is None and p.reason is not None  # 120 records wait, their age not read yet
     (served,) = served_link(unknown, T0 + 1_000, fresh([], T0 + 1_000)).partitions
-    assert served.replication_lag_seconds is None  # 80 was on the source at every observation: no date, no figure
+    # 80 was on the source at every observation, the first at T0: no date, but at least 1 s old a second later
+    assert (served.replication_lag_seconds, served.replication_lag_seconds_method) == (1.0, "at_least")
     history = [OffsetSample(70, T0 - 3_000, 60, True), OffsetSample(70, T0 - 1_000, 100, True)]
     (served,) = served_link(unknown, T0 + 1_000, fresh([], T0 + 1_000), lambda _t, _p: history).partitions
     assert (served.replication_lag_seconds, served.replication_lag_seconds_method) == (3.0, "interpolated")
@@ -231,6 +236,60 @@ def test_a_live_worker_is_no_proof_of_caught_up_while_the_source_is_unseen() -> 
     positions = safe_positions(LINK, [behind], last, T0, unseen_source="no answer for 3.0s")
     view = link_view(LINK, sightings=[behind], snapshot=last, record_times=TIMES, now_ms=T0, positions=positions)
     assert (view.replication_lag_records, view.replication_lag_seconds) == (110, 4.9)
+
+
+def test_a_waiting_record_not_yet_dated_is_at_least_as_old_as_the_last_read_that_saw_it() -> None:
+    """The source stopped answering (a broker's restart) after the snapshot of T0 - 4 s, whose collection took 0.2 s and
+    read 200; the worker acknowledged up to 150 since, and nobody dated record 150 before the source went quiet. It was
+    on the source by T0 - 3.8 s (200 > 150 was read by then): at least 3.7 s old at the status of T0 - 100 ms, growing
+    with every status, said a lower bound everywhere (the view, the link's figure, /metrics, the console) — issue #67:
+    "not known" for 12 s while the truth grew from 2 to 12 s."""
+    last = dataclasses.replace(source(T0 - 4_000, 200), collect_seconds=0.2)
+    worker = WorkerSighting(status(T0 - 100, 150, 150), True)
+    positions = safe_positions(LINK, [worker], last, T0, unseen_source="no answer for 4.0s")
+    view = link_view(LINK, sightings=[worker], snapshot=last, record_times=TIMES, now_ms=T0, positions=positions)
+    (p,) = view.partitions
+    assert (p.replication_lag_records, p.replication_lag_seconds, p.replication_lag_seconds_method) == (
+        50,
+        3.7,
+        "at_least",
+    )
+    assert p.reason == "cannot see the source (no answer for 4.0s): records and seconds at least this many"
+    assert (view.replication_lag_seconds, view.replication_lag_seconds_at_least) == (3.7, True)
+    later = WorkerSighting(status(T0 + 2_400, 150, 150), True)
+    served = served_link(view, T0 + 2_500, safe_positions(LINK, [later], last, T0 + 2_500, unseen_source="no answer"))
+    (q,) = served.partitions
+    assert (q.replication_lag_seconds, q.replication_lag_seconds_method) == (6.2, "at_least")
+    _, repl_s, at_least = link_lags({"l": served})
+    assert (repl_s.samples, at_least.samples) == (1, 1)
+    assert lag_seconds({"replication_lag_seconds": 6.2, "replication_lag_seconds_at_least": True}) == "at least 6.2 s"
+    seen = link_view(LINK, sightings=[worker], snapshot=last, record_times=TIMES, now_ms=T0)  # the source answers:
+    (p,) = seen.partitions  # record 150 not dated yet all the same
+    assert (p.replication_lag_seconds, p.replication_lag_seconds_method) == (3.7, "at_least")
+    assert (
+        p.reason == "the oldest record not on the target is not dated yet: at least as old as the last read that saw it"
+    )
+    dated = link_view(
+        LINK,
+        sightings=[worker],
+        snapshot=last,
+        record_times={**TIMES, ("source", "orders", 0, 150): T0 - 4_500},
+        now_ms=T0,
+    )
+    assert (dated.replication_lag_seconds, dated.replication_lag_seconds_at_least) == (4.4, False)  # dated: exact
+
+
+def test_the_earliest_proof_of_a_record_on_the_source_is_kept_across_rounds_until_the_link_passes_it() -> None:
+    """A round whose snapshots are newer (or cut short by a source going down) proves less of the same record: the
+    bound stays the first proof's, so a figure that is only a lower bound grows and never drops back."""
+    proofs = OnSourceBy()
+    key = ("l", "orders", 0)
+    assert proofs.earliest(key, 90, 200, T0 - 3_000) == T0 - 3_000
+    assert proofs.earliest(key, 150, 200, T0 - 1_000) == T0 - 3_000  # 200 was read by T0 - 3 s: so was 150
+    assert proofs.earliest(key, 150, 260, T0 - 500) == T0 - 3_000
+    assert proofs.earliest(key, 230, 260, T0 - 500) == T0 - 500  # past 200: only the read of 260 proves it
+    proofs.forget(set())
+    assert proofs.earliest(key, 230, 260, T0) == T0
 
 
 def test_a_link_with_no_position_known_says_it_is_not_measured_yet() -> None:
