@@ -290,7 +290,7 @@ def safe_positions(
                 target_topics.get(key),
                 # what the worker's consumer last saw is no fresher proof: it may not have fetched since either
                 unseen or stale_high(position, status, observed_hwm_ms, high_stale_after_ms),
-                *_behind_by(safe, [(position.high_watermark, _seen_by(status)), *_reads(key, source, previous)]),
+                *_behind_by(safe, [(position.high_watermark, status.observed_ms), *_reads(key, source, previous)]),
             )
         else:
             from_worker = best_acked is not None and best_acked >= (group_committed or 0)
@@ -334,12 +334,6 @@ def at_least_reason(high_floor: str | None) -> str:
     if high_floor is not None:
         return f"{high_floor}: records and seconds at least this many"
     return "the oldest record not on the target is not dated yet: at least as old as the last read that saw it"
-
-
-def _seen_by(status: WorkerStatus) -> int:
-    """By when the worker's consumer had seen the high-watermarks it states: its status's moment, or earlier, when it
-    lost sight of the source (`WorkerStatus.highs_stale_since_ms`)."""
-    return min(status.observed_ms, status.highs_stale_since_ms or status.observed_ms)
 
 
 def _behind_by(safe: int | None, proofs: Sequence[tuple[int | None, int | None]]) -> tuple[int | None, int | None]:
