@@ -123,22 +123,31 @@ class LinkView:
 
     @property
     def replication_lag_seconds(self) -> float | None:
-        """The largest partition's; None while a partition that is behind (or may be) has no known age, or none is
-        known: never 0 while records wait."""
-        if not self.partitions or any(
-            p.replication_lag_seconds is None and p.replication_lag_records != 0 for p in self.partitions
-        ):
-            return None
-        return max((p.replication_lag_seconds or 0.0 for p in self.partitions), default=0.0)
+        """The largest partition's; never 0 while records wait. While a partition that is behind (or may be) has no
+        known age, the largest known is only a lower bound (`replication_lag_seconds_at_least`), served when above 0
+        (a source broker's restart: a link seconds behind read "not known" for a partition caught up by the last
+        read, issue #67); None when there is none, or no partition is known."""
+        known = [p.replication_lag_seconds for p in self.partitions if p.replication_lag_seconds is not None]
+        if self._unknown_partitions:
+            return max(known) if known and max(known) > 0 else None
+        return max(known, default=0.0) if self.partitions else None
 
     @property
     def replication_lag_seconds_at_least(self) -> bool:
         """Whether the link's figure is only a lower bound: a partition's is (`"at_least"`: the source stopped answering
-        before its oldest waiting record was dated), so the link's true figure is at least as high."""
-        return self.replication_lag_seconds is not None and any(
-            p.replication_lag_seconds_method == "at_least" and p.replication_lag_seconds is not None
-            for p in self.partitions
+        before its oldest waiting record was dated), or a partition that may be behind has none: the link's true
+        figure is at least as high."""
+        return self.replication_lag_seconds is not None and (
+            self._unknown_partitions
+            or any(
+                p.replication_lag_seconds_method == "at_least" and p.replication_lag_seconds is not None
+                for p in self.partitions
+            )
         )
+
+    @property
+    def _unknown_partitions(self) -> bool:
+        return any(p.replication_lag_seconds is None and p.replication_lag_records != 0 for p in self.partitions)
 
 
 @dataclass(frozen=True)

@@ -271,7 +271,7 @@ def test_while_the_source_broker_is_down_a_link_behind_reads_a_lower_bound_that_
             seconds, method = p["replication_lag_seconds"], p["replication_lag_seconds_method"]
             assert seconds is not None and seconds > 0, json.dumps(p)  # never empty, never 0 while records wait
             assert seconds <= (p["observed_ms"] - started_ms) / 1000, p  # a floor of the truth, never above it
-            assert link["replication_lag_seconds"] is not None
+            assert link["replication_lag_seconds"] is not None, json.dumps(link["partitions"])
             if method == "at_least":
                 assert link["replication_lag_seconds_at_least"] and "at least" in p["reason"], p["reason"]
                 samples.append(seconds)

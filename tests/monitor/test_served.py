@@ -256,6 +256,16 @@ def test_a_waiting_record_not_yet_dated_is_at_least_as_old_as_the_last_read_that
     )
     assert p.reason == "cannot see the source (no answer for 4.0s): records and seconds at least this many"
     assert (view.replication_lag_seconds, view.replication_lag_seconds_at_least) == (3.7, True)
+    caught_up = dataclasses.replace(
+        p, partition=1, replication_lag_records=0, replication_lag_seconds=0.0, replication_lag_seconds_method=None
+    )
+    exact = dataclasses.replace(
+        view, partitions=(dataclasses.replace(p, replication_lag_seconds_method=None), caught_up)
+    )
+    assert (exact.replication_lag_seconds, exact.replication_lag_seconds_at_least) == (3.7, False)
+    unknown = dataclasses.replace(caught_up, replication_lag_records=None, replication_lag_seconds=None)
+    with_unknown = dataclasses.replace(exact, partitions=(exact.partitions[0], unknown))  # e.g. the canary's topic
+    assert (with_unknown.replication_lag_seconds, with_unknown.replication_lag_seconds_at_least) == (3.7, True)
     later = WorkerSighting(status(T0 + 2_400, 150, 150), True)
     served = served_link(view, T0 + 2_500, safe_positions(LINK, [later], last, T0 + 2_500, unseen_source="no answer"))
     (q,) = served.partitions
