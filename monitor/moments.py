@@ -82,13 +82,15 @@ class OnSourceBy:
         self._proofs: dict[tuple[str, str, int], dict[int, int]] = {}
         self._lock = threading.Lock()
 
-    def earliest(self, key: tuple[str, str, int], offset: int, high: int, at_ms: int) -> int:
+    def earliest(self, key: tuple[str, str, int], offset: int, high: int, at_ms: int, now_high: int | None) -> int:
         """Note that the high-watermark of `key` (link, topic, partition) had reached `high` by `at_ms`; the earliest
         moment any proof so far gives the record at `offset` on the source (a high-watermark above it). Proofs of
-        offsets at or below `offset` alone are dropped (a link's position only moves on)."""
+        offsets at or below `offset` alone are dropped (a link's position only moves on), and proofs above the
+        high-watermark known now (`now_high`): a high-watermark never goes back, so they are of a topic since deleted
+        and created again under the same name, whose records are not this one's."""
         with self._lock:
             proofs = self._proofs.setdefault(key, {})
-            for reached in [h for h in proofs if h <= offset]:
+            for reached in [h for h in proofs if h <= offset or (now_high is not None and h > now_high)]:
                 del proofs[reached]
             proofs[high] = min(at_ms, proofs.get(high, at_ms))
             return min(at for reached, at in proofs.items() if reached > offset)

@@ -339,7 +339,10 @@ class MonitorService:
         )
         return {  # the earliest proof of any round, not only this one's snapshots (OnSourceBy)
             key: dataclasses.replace(
-                p, behind_by_ms=self._on_source_by.earliest((link.name, *key), p.safe, p.behind_high, p.behind_by_ms)
+                p,
+                behind_by_ms=self._on_source_by.earliest(
+                    (link.name, *key), p.safe, p.behind_high, p.behind_by_ms, p.high_watermark
+                ),
             )
             if p.behind_by_ms is not None and p.behind_high is not None and p.safe is not None
             else p

@@ -294,12 +294,14 @@ def test_the_earliest_proof_of_a_record_on_the_source_is_kept_across_rounds_unti
     bound stays the first proof's, so a figure that is only a lower bound grows and never drops back."""
     proofs = OnSourceBy()
     key = ("l", "orders", 0)
-    assert proofs.earliest(key, 90, 200, T0 - 3_000) == T0 - 3_000
-    assert proofs.earliest(key, 150, 200, T0 - 1_000) == T0 - 3_000  # 200 was read by T0 - 3 s: so was 150
-    assert proofs.earliest(key, 150, 260, T0 - 500) == T0 - 3_000
-    assert proofs.earliest(key, 230, 260, T0 - 500) == T0 - 500  # past 200: only the read of 260 proves it
+    assert proofs.earliest(key, 90, 200, T0 - 3_000, 200) == T0 - 3_000
+    assert proofs.earliest(key, 150, 200, T0 - 1_000, 200) == T0 - 3_000  # 200 was read by T0 - 3 s: so was 150
+    assert proofs.earliest(key, 150, 260, T0 - 500, 260) == T0 - 3_000
+    assert proofs.earliest(key, 230, 260, T0 - 500, 260) == T0 - 500  # past 200: only the read of 260 proves it
+    # the topic deleted and created again: its high-watermark is 40 now, and 260's proof is of the old one
+    assert proofs.earliest(key, 10, 40, T0, 40) == T0
     proofs.forget(set())
-    assert proofs.earliest(key, 230, 260, T0) == T0
+    assert proofs.earliest(key, 230, 260, T0, 260) == T0
 
 
 def test_a_link_with_no_position_known_says_it_is_not_measured_yet() -> None:
