@@ -61,7 +61,7 @@ class Committer:
             self.consumer.close()
 
 
-@pytest.mark.alone(seconds=155)  # its time in the alone phase (tests/conftest.py shares them out)
+@pytest.mark.alone(seconds=154)  # its time in the alone phase (tests/conftest.py shares them out)
 def test_stopped_consumers_are_never_ok_and_stop_within_a_minute_while_a_60s_committer_and_an_idle_group_are_ok(
     clusters_config: MirrorwatchConfig, make_topic: Callable[..., str], unique: Callable[[str], str]
 ) -> None:
