@@ -73,8 +73,8 @@ def stale_high(
 
 class OnSourceBy:
     """What the monitor has seen of when records were on the source, kept across its rounds (pure; a lock for the
-    round's thread and the served views'): per link partition, offsets and the earliest moment each was proven on
-    the source by (a high-watermark above it read by then: `SafePosition.behind_by_ms`). A later round whose
+    round's thread and the served views'): per link partition, high-watermarks read and the earliest moment each had
+    been read by (every record below it was on the source then: `SafePosition.behind_by_ms`). A later round whose
     snapshots are newer (or cut short by a source going down) proves less of the same record; the lower bound served
     for a record not dated then stays what the first proof made it, and grows (issue #67)."""
 
