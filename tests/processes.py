@@ -4,6 +4,7 @@ worker on a thread of the test, and configs for the session's clusters."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -36,12 +37,21 @@ def wait_for_http(url: str, *, timeout_s: float = 60, description: str) -> None:
 def session_document(
     clusters_config: MirrorwatchConfig, links: list[dict[str, Any]] | None = None, **sections: Any
 ) -> dict[str, Any]:
-    """A config document (as YAML would hold it) for the session's clusters with these links and sections."""
+    """A config document (as YAML would hold it) for the session's clusters with these links and sections.
+
+    Its canary topic is the test's own (the same in every document of one test) unless the test names one: a link
+    mirrors the canary topic of its config whenever it exists on the source, and a test that ran the canary under the
+    default name on the worker's shared pair made every later link there mirror that topic as well (a partition 0 of
+    another topic in their views: two tests failed on it, flaky29)."""
     clusters: dict[str, Any] = {}
     for alias, cluster in clusters_config.clusters.items():
         clusters[alias] = {"bootstrap_servers": cluster.bootstrap_servers}
         if cluster.properties:  # secured clusters (`--security`): their client settings, as the test's own file
             clusters[alias]["properties"] = reveal(cluster.properties)
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
+    if test and "topic" not in (sections.get("canary") or {}):
+        own = f"mirrorwatch.canary-{hashlib.sha1(test.encode()).hexdigest()[:10]}"
+        sections = {**sections, "canary": {**(sections.get("canary") or {}), "topic": own}}
     return {"clusters": clusters, "links": links or [], **sections}
 
 
