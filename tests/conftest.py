@@ -38,7 +38,8 @@ from kernel.config import MirrorwatchConfig, load_config
 from kernel.kafka import create_topics, new_admin
 from localkafka.local import ALIASES, LocalClusters
 from localkafka.local_security import MODES
-from tests.processes import MirrorProcess, session_document
+from tests.kafka_helpers import remove_made
+from tests.processes import MirrorProcess, canary_topic_of, session_document
 from tests.prometheus import prometheus_server
 from tests.schedule import balanced, longest_files_first
 
@@ -362,13 +363,20 @@ def _clusters_left_up(request: pytest.FixtureRequest) -> Iterator[None]:
     used the clusters, a broker found down is started again and one found stopped (SIGSTOP) is thawed, and the test
     errors in its teardown saying so."""
     yield
-    if "local_clusters" not in request.fixturenames or request.config.getoption("--clusters"):
+    if "local_clusters" not in request.fixturenames:
         return
     try:
         clusters: LocalClusters = request.getfixturevalue("local_clusters")
+        config: MirrorwatchConfig = request.getfixturevalue("clusters_config")
     except Exception:  # they never started: the test has already failed saying why
         return
-    mended = mend(clusters)
+    mended = [] if request.config.getoption("--clusters") else mend(clusters)
+    # What the test made goes with it (`kafka_helpers.remove_made`): names from `unique`, and its canary topic.
+    made = re.compile(
+        rf"-{re.escape(test_in_names(request))}-[0-9a-f]{{8}}|^{re.escape(canary_topic_of(request.node.nodeid))}$"
+    )
+    for line in remove_made(config.clusters, made):
+        print(f"left on the clusters after the test: {line}", file=sys.stderr)
     if mended:
         pytest.fail(f"the test left its clusters broken ({'; '.join(mended)})")
 
@@ -409,10 +417,15 @@ def clusters_config(local_clusters: LocalClusters) -> MirrorwatchConfig:
     return load_config(local_clusters.config_path)
 
 
+def test_in_names(request: pytest.FixtureRequest) -> str:
+    """The test as `unique` names carry it."""
+    return re.sub(r"[^A-Za-z0-9]+", "-", request.node.name)[:60].strip("-")
+
+
 @pytest.fixture
 def unique(request: pytest.FixtureRequest) -> Callable[[str], str]:
     """Names no other test (or earlier run against the same clusters) uses: `<prefix>-<test>-<random>`."""
-    test = re.sub(r"[^A-Za-z0-9]+", "-", request.node.name)[:60].strip("-")
+    test = test_in_names(request)
 
     def make(prefix: str) -> str:
         return f"{prefix}-{test}-{uuid.uuid4().hex[:8]}"

@@ -50,9 +50,13 @@ def session_document(
             clusters[alias]["properties"] = reveal(cluster.properties)
     test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
     if test and "topic" not in (sections.get("canary") or {}):
-        own = f"mirrorwatch.canary-{hashlib.sha1(test.encode()).hexdigest()[:10]}"
-        sections = {**sections, "canary": {**(sections.get("canary") or {}), "topic": own}}
+        sections = {**sections, "canary": {**(sections.get("canary") or {}), "topic": canary_topic_of(test)}}
     return {"clusters": clusters, "links": links or [], **sections}
+
+
+def canary_topic_of(test: str) -> str:
+    """The canary topic of a test's configs (`session_document`), by its node id."""
+    return f"mirrorwatch.canary-{hashlib.sha1(test.encode()).hexdigest()[:10]}"
 
 
 def session_config(
