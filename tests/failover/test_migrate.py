@@ -186,7 +186,9 @@ def test_mirrormaker_2_both_ways_twice_is_what_it_wrote_after_its_last_offset_fl
             "emit.checkpoints.enabled = false",
             "emit.heartbeats.enabled = false",
             "sync.group.offsets.enabled = false",
-            "offset.flush.interval.ms = 3000",
+            # a worker setting: MirrorMaker 2 takes it for the herder of the flow into `target` only with that
+            # prefix (MirrorMakerConfig.workerConfig); unprefixed it is ignored and offsets flush every 60 s
+            "target.offset.flush.interval.ms = 3000",
         ],
     )
     with running_mm2(tmp_path, "first", lines) as mm2:
