@@ -361,7 +361,8 @@ def _clusters_left_up(request: pytest.FixtureRequest) -> Iterator[None]:
     """A test that kills or freezes a broker and fails before it restarts or thaws it would leave this worker's every
     later test waiting on a dead broker to its own timeouts (a phase that crawls to its limit): after each test that
     used the clusters, a broker found down is started again and one found stopped (SIGSTOP) is thawed, and the test
-    errors in its teardown saying so."""
+    errors in its teardown saying so. Then what the test made there goes with it (`kafka_helpers.remove_made`), so
+    that the worker's shared pair is as small for its last test as for its first."""
     yield
     if "local_clusters" not in request.fixturenames:
         return

@@ -393,6 +393,20 @@ def test_an_idle_transactional_topic_reads_caught_up_for_the_link_and_for_an_app
     assert all(p.lag_seconds == 0 for _, _, e in views for p in e.partitions), views
 
 
+def collect_until_ready(service: MonitorService, client: TestClient) -> None:
+    """Rounds until `/readyz` says ready, which is once a round holds every cluster's answer: under the loaded suite a
+    collection of the worker's shared pair can outlast a round's wait (half an interval) and join the round after it
+    (flaky30: 503 after two rounds)."""
+
+    def ready_or_another_round() -> bool:
+        if client.get("/readyz").status_code == 200:
+            return True
+        service.collect()
+        return False
+
+    wait_until(ready_or_another_round, timeout_s=60, interval_s=0, description="a round holding every cluster")
+
+
 def test_the_http_api_speaks_burrow_v3_and_prometheus(
     clusters_config: MirrorwatchConfig,
     make_topic: Callable[..., str],
@@ -424,14 +438,7 @@ def test_the_http_api_speaks_burrow_v3_and_prometheus(
         commit(consumer, topic, 5)
         for _ in range(2):
             service.collect()
-        # Ready once a round holds both clusters' answers: under the loaded suite a collection of the worker's shared
-        # pair can outlast a round's wait (half an interval) and join the round after it (flaky30: 503 after two).
-        wait_until(
-            lambda: client.get("/readyz").status_code == 200 or (service.collect() and False),
-            timeout_s=60,
-            interval_s=0,
-            description="a round holding both clusters' answers",
-        )
+        collect_until_ready(service, client)
     finally:
         consumer.close()
     assert client.get("/healthz").json() == {"status": "ok"}
