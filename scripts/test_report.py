@@ -10,6 +10,9 @@ Imports: the standard library only (it runs before and without the virtualenv to
     python3 scripts/test_report.py flakiness RUN_DIR [RUN_DIR ...]
         over several runs of the whole suite (scripts/flakiness.sh), how often each test failed: every test that
         failed at least once, then the count of tests that never did
+    python3 scripts/test_report.py lines DIR [--tests N] [--lines N]
+        where the slowest tests' seconds went, line by line (sampled with MIRRORWATCH_TEST_LINES=DIR,
+        tests/line_profile.py): per test, its own line and the helper's line below it that it stood on longest
 """
 
 from __future__ import annotations
@@ -153,6 +156,22 @@ def flakiness(runs: list[Path]) -> int:
     return 1 if failures else 0
 
 
+def lines(directory: Path, tests: int, per_test: int) -> int:
+    seconds: dict[str, dict[tuple[str, str], float]] = defaultdict(lambda: defaultdict(float))
+    for path in sorted(directory.glob("lines-*.json")):
+        for row in json.loads(path.read_text(encoding="utf-8")):
+            seconds[row["test"]][(row["outer"], row["inner"])] += row["seconds"]
+    if not seconds:
+        print(f"no lines-*.json in {directory} (run pytest with MIRRORWATCH_TEST_LINES={directory})")
+        return 1
+    totals = sorted(((sum(lines.values()), test) for test, lines in seconds.items()), reverse=True)
+    for total, test in totals[:tests]:
+        print(f"{total:7.1f}  {test}")
+        for (outer, inner), spent in sorted(seconds[test].items(), key=lambda item: -item[1])[:per_test]:
+            print(f"  {spent:6.1f}  {outer}" + (f"  <  {inner}" if inner != outer else ""))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -161,7 +180,13 @@ def main(argv: list[str] | None = None) -> int:
     one.add_argument("--budget", type=Path, default=Path(__file__).resolve().parents[1] / "tests" / "durations.json")
     many = commands.add_parser("flakiness", help="per test, how many of the runs it failed in")
     many.add_argument("runs", type=Path, nargs="+")
+    where = commands.add_parser("lines", help="the slowest tests' seconds, line by line (tests/line_profile.py)")
+    where.add_argument("directory", type=Path)
+    where.add_argument("--tests", type=int, default=SLOWEST)
+    where.add_argument("--lines", type=int, default=8)
     args = parser.parse_args(argv)
+    if args.command == "lines":
+        return lines(args.directory, args.tests, args.lines)
     if args.command == "durations":
         return durations(args.directory, args.budget)
     return flakiness(args.runs)
