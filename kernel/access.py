@@ -28,7 +28,7 @@ from kernel.config import ROLES, ClusterConfig, MirrorwatchConfig, Role, reveal
 from kernel.errors import MirrorwatchError
 from kernel.kafka import new_admin
 
-__all__ = ["ClusterRefusedError", "Refusal", "refusal", "require_access"]
+__all__ = ["ClusterRefusedError", "Refusal", "refusal", "require_access", "sasl_principal"]
 
 PROBE_BUDGET_S = 10.0
 # librdkafka's codes for a connection that was refused for its credentials, not lost.
@@ -60,11 +60,23 @@ class ClusterRefusedError(MirrorwatchError):
         super().__init__(f"{count} refused mirrorwatch's client settings:\n" + "\n".join(map(str, refusals)))
 
 
+def sasl_principal(properties: dict[str, str]) -> str | None:
+    """Who SASL client settings (secrets revealed or not) say they are: `sasl.username`; for OAUTHBEARER the
+    principal of librdkafka's unsecured token (`principal=` in sasl.oauthbearer.config) or the OIDC client id (the
+    broker's principal is the token's `sub` claim, which an identity provider usually makes the client id)."""
+    if "sasl.username" in properties:
+        return properties["sasl.username"]
+    unsecured = re.search(r"(?:^|\s)principal=(\S+)", properties.get("sasl.oauthbearer.config", ""))
+    if unsecured is not None and properties.get("enable.sasl.oauthbearer.unsecure.jwt", "").lower() == "true":
+        return unsecured.group(1)
+    return properties.get("sasl.oauthbearer.client.id")
+
+
 def _attempt(cluster: ClusterConfig, code: int) -> str:
     properties = reveal(cluster.properties)
     if code == _AUTHENTICATION:
         mechanism = properties.get("sasl.mechanism", properties.get("sasl.mechanisms", "GSSAPI"))
-        user = properties.get("sasl.username")
+        user = sasl_principal(properties)
         return f"SASL authentication ({mechanism}{f' as {user!r}' if user else ''})"
     trust = properties.get("ssl.ca.location")
     certificate = "ssl.certificate.location" in properties or "ssl.certificate.pem" in properties

@@ -41,6 +41,7 @@ from kernel.wait import WaitTimeout, wait_until
 from localkafka.jars import KAFKA, class_archive_options, require_java, resolve_jars
 from localkafka.lean import LEAN_JVM, LEAN_PROPERTIES
 from localkafka.local_security import LocalSecurity, load_security, prepare_security, security_paths, write_private
+from localkafka.oidc import start_provider, stop_provider
 
 __all__ = [
     "ALIASES",
@@ -296,6 +297,8 @@ class LocalClusters:
         java = require_java()
         jars = resolve_jars(KAFKA, progress=self._progress)
         security = prepare_security(self.state_dir, self._security_mode)
+        if security.mode == "oidc":  # its identity provider first: the brokers fetch its keys as they start
+            start_provider(self.state_dir, security.oidc_port, tie_to_parent=tie_to_parent)
         state = self._load_state()
         started: list[tuple[LocalCluster, subprocess.Popen[bytes] | None]] = []
         for alias in aliases:
@@ -373,6 +376,7 @@ class LocalClusters:
             *HEAP,
             *class_archive_options(jars),  # the broker's classes mapped, not loaded and verified anew (class_archive)
             *self._jvm_options,
+            *self.security.jvm_options(),
             "-XX:+UseG1GC",
             "-XX:MaxGCPauseMillis=20",
             "-XX:+ExitOnOutOfMemoryError",
@@ -456,7 +460,7 @@ class LocalClusters:
             "#   links:",
             "#     - {name: source-to-target, source: source, target: target, topics: {include: ['orders\\..*']}}",
         ]
-        if security.sasl:
+        if security.environment():
             lines.append(f"# The password comes from the environment: set -a; . {security.env_file}; set +a")
         lines.append("clusters:")
         for cluster in self.clusters():
@@ -519,6 +523,8 @@ class LocalClusters:
             state.get(cluster.alias, {}).pop("pid", None)
         if state:
             self._save_state(state)
+        if all(self._pid_of(cluster) is None for cluster in self.clusters()):
+            done += filter(None, [stop_provider(self.state_dir)])  # the oidc mode's, once no broker needs it
         return done
 
     def purge(self) -> list[str]:

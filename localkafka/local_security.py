@@ -5,6 +5,13 @@
     sasl_ssl         SASL (SCRAM-SHA-512 and PLAIN) over TLS
     ssl              TLS, no client authentication
     mtls             TLS with client certificates (the principal is the certificate's subject, `User:CN=<name>`)
+    oauthbearer      SASL/OAUTHBEARER without TLS, Kafka's unsecured JWS tokens (KIP-255: the client names its own
+                     principal, the token's `sub`; the broker requires the scope `kafka`): how Kafka and librdkafka
+                     test OAUTHBEARER, never for real use
+    oidc             SASL/OAUTHBEARER over TLS with signed tokens (KIP-768): a local OpenID Connect provider
+                     (localkafka.oidc, started by `local up`) issues RS256 JWTs by the client-credentials grant, the
+                     brokers check them against its keys (OAuthBearerValidatorCallbackHandler); each principal is an
+                     OAuth client whose secret is its password, the token's `sub` its client id
 
 Everything lives under the state dir, made once and kept across restarts:
 
@@ -33,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernel.errors import LocalClusterError
+from kernel.processes import free_port
 
 __all__ = [
     "CLIENT_PRINCIPAL",
@@ -47,14 +55,21 @@ __all__ = [
     "write_private",
 ]
 
-MODES = ("plaintext", "sasl_plaintext", "sasl_ssl", "ssl", "mtls")
+MODES = ("plaintext", "sasl_plaintext", "sasl_ssl", "ssl", "mtls", "oauthbearer", "oidc")
 PROTOCOLS = {
     "plaintext": "PLAINTEXT",
     "sasl_plaintext": "SASL_PLAINTEXT",
     "sasl_ssl": "SASL_SSL",
     "ssl": "SSL",
     "mtls": "SSL",
+    "oauthbearer": "SASL_PLAINTEXT",
+    "oidc": "SASL_SSL",
 }
+OAUTH_MODES = ("oauthbearer", "oidc")
+OAUTH_SCOPE = "kafka"  # the scope the brokers require of a token, and every local client asks for
+OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+OAUTH_HANDLERS = "org.apache.kafka.common.security.oauthbearer.OAuthBearer{}CallbackHandler"  # Login, Validator
+TOKEN_SECONDS_ENV = "MIRRORWATCH_LOCAL_TOKEN_SECONDS"  # an oidc mode's token lifetime when it is made (default 3600)
 CLIENT_PRINCIPAL = "mirrorwatch"
 # Principals of their own for the components (`clusters.X.clients.<role>`), without ACLs until granted.
 ROLE_PRINCIPALS = ("mirror", "monitor", "canary")
@@ -75,6 +90,8 @@ class LocalSecurity:
     client_password: str = ""
     keystore_password: str = ""
     role_passwords: tuple[tuple[str, str], ...] = ()
+    oidc_port: int = 0  # the oidc mode's provider (localkafka.oidc) on 127.0.0.1
+    token_seconds: int = 3600  # ... and its tokens' lifetime
 
     @property
     def protocol(self) -> str:
@@ -83,6 +100,31 @@ class LocalSecurity:
     @property
     def sasl(self) -> bool:
         return self.protocol.startswith("SASL_")
+
+    @property
+    def mechanism(self) -> str:
+        """The SASL mechanism of the brokers' listener and every local client (SASL modes only)."""
+        return "OAUTHBEARER" if self.mode in OAUTH_MODES else MECHANISM
+
+    @property
+    def scram(self) -> bool:
+        """Users with passwords (SCRAM, PLAIN): the sasl_* modes."""
+        return self.sasl and self.mode not in OAUTH_MODES
+
+    @property
+    def oidc_issuer(self) -> str:
+        return f"http://127.0.0.1:{self.oidc_port}"
+
+    def oidc_clients(self) -> dict[str, str]:
+        """The provider's OAuth clients: every principal, its password as its secret."""
+        return {BROKER_PRINCIPAL: self.broker_password, **self.users()}
+
+    def jvm_options(self) -> list[str]:
+        """Options the brokers' JVMs need: Kafka 4 fetches tokens and keys only from URLs the JVM allows."""
+        if self.mode != "oidc":
+            return []
+        urls = f"{self.oidc_issuer}/token,{self.oidc_issuer}/jwks"
+        return [f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={urls}"]
 
     @property
     def tls(self) -> bool:
@@ -142,7 +184,41 @@ class LocalSecurity:
             "allow.everyone.if.no.acl.found=false",
             "super.users=" + ";".join(map(self.principal, (BROKER_PRINCIPAL, "ANONYMOUS", CLIENT_PRINCIPAL))),
         ]
-        if self.sasl:
+        if self.mode == "oauthbearer":
+            # the unsecured validator (the listener's default for OAUTHBEARER): an unsigned token whose `sub` is the
+            # principal, refused without the scope; the brokers log in to each other with such a token too
+            lines += [
+                "sasl.enabled.mechanisms=OAUTHBEARER",
+                "sasl.mechanism.inter.broker.protocol=OAUTHBEARER",
+                f"listener.name.secure.oauthbearer.sasl.jaas.config={OAUTH_MODULE} required"
+                f' unsecuredLoginStringClaim_sub="{BROKER_PRINCIPAL}" unsecuredLoginListClaim_scope="|{OAUTH_SCOPE}"'
+                f' unsecuredValidatorRequiredScope="{OAUTH_SCOPE}";',
+            ]
+        elif self.mode == "oidc":
+            # signed tokens checked against the provider's keys, its issuer and audience; the brokers log in to each
+            # other as its client `broker`; a session lasts no longer than its token (connections.max.reauth.ms:
+            # KIP-368 re-authentication). The validator named: Kafka 4.1.1's default (DefaultJwtValidator, made
+            # without a key resolver) checks a token's claims but not its signature, issuer or audience, and took a
+            # token signed by any key (tried); BrokerJwtValidator fetches the provider's keys and checks all three
+            prefix = "listener.name.secure.oauthbearer."
+            lines += [
+                "sasl.enabled.mechanisms=OAUTHBEARER",
+                "sasl.mechanism.inter.broker.protocol=OAUTHBEARER",
+                f"{prefix}sasl.jaas.config={OAUTH_MODULE} required ;",
+                f"{prefix}sasl.server.callback.handler.class={OAUTH_HANDLERS.format('Validator')}",
+                f"{prefix}sasl.login.callback.handler.class={OAUTH_HANDLERS.format('Login')}",
+                f"{prefix}sasl.oauthbearer.token.endpoint.url={self.oidc_issuer}/token",
+                f"{prefix}sasl.oauthbearer.client.credentials.client.id={BROKER_PRINCIPAL}",
+                f"{prefix}sasl.oauthbearer.client.credentials.client.secret={self.broker_password}",
+                f"{prefix}sasl.oauthbearer.scope={OAUTH_SCOPE}",
+                # read by its plain name only (ConfigurationUtils.getConfiguredInstance), not under the prefix
+                "sasl.oauthbearer.jwt.validator.class=org.apache.kafka.common.security.oauthbearer.BrokerJwtValidator",
+                f"{prefix}sasl.oauthbearer.jwks.endpoint.url={self.oidc_issuer}/jwks",
+                f"{prefix}sasl.oauthbearer.expected.audience={OAUTH_SCOPE}",
+                f"{prefix}sasl.oauthbearer.expected.issuer={self.oidc_issuer}",
+                "connections.max.reauth.ms=3600000",
+            ]
+        elif self.sasl:
             scram = "org.apache.kafka.common.security.scram.ScramLoginModule"
             plain = "org.apache.kafka.common.security.plain.PlainLoginModule"
             broker = f'username="{BROKER_PRINCIPAL}" password="{self.broker_password}"'
@@ -169,7 +245,7 @@ class LocalSecurity:
 
     def format_args(self) -> list[str]:
         """kafka-storage format arguments that create the SCRAM users (KIP-900)."""
-        if not self.sasl:
+        if not self.scram:
             return []
         users = {BROKER_PRINCIPAL: self.broker_password, **self.users()}
         return [arg for u, p in users.items() for arg in ("--add-scram", f"{MECHANISM}=[name={u},password={p}]")]
@@ -183,7 +259,23 @@ class LocalSecurity:
         if self.mode == "plaintext":
             return {}
         properties = {"security.protocol": self.protocol}
-        if self.sasl:
+        if self.mode == "oauthbearer":  # librdkafka makes and refreshes the unsigned token itself
+            properties |= {
+                "sasl.mechanism": "OAUTHBEARER",
+                "enable.sasl.oauthbearer.unsecure.jwt": "true",
+                "sasl.oauthbearer.config": f"principal={principal} scope={OAUTH_SCOPE}",
+            }
+        elif self.mode == "oidc":  # librdkafka asks the provider for a token, and again before it expires
+            secret = self.users()[principal] if reveal else "${" + password_env(principal) + "}"
+            properties |= {
+                "sasl.mechanism": "OAUTHBEARER",
+                "sasl.oauthbearer.method": "oidc",
+                "sasl.oauthbearer.client.id": principal,
+                "sasl.oauthbearer.client.secret": secret,
+                "sasl.oauthbearer.token.endpoint.url": f"{self.oidc_issuer}/token",
+                "sasl.oauthbearer.scope": OAUTH_SCOPE,
+            }
+        elif self.sasl:
             password = self.users()[principal] if reveal else "${" + password_env(principal) + "}"
             properties |= {"sasl.mechanism": MECHANISM, "sasl.username": principal, "sasl.password": password}
         if self.tls:
@@ -198,7 +290,8 @@ class LocalSecurity:
     def environment(self) -> dict[str, str]:
         """What a process using the generated config (or a component principal's settings) needs in its
         environment."""
-        return {password_env(u): p for u, p in self.users().items() if p} if self.sasl else {}
+        secrets_in_env = self.scram or self.mode == "oidc"
+        return {password_env(u): p for u, p in self.users().items() if p} if secrets_in_env else {}
 
 
 def password_env(principal: str) -> str:
@@ -208,7 +301,7 @@ def password_env(principal: str) -> str:
 
 def security_paths(state_dir: Path) -> list[Path]:
     """Everything `prepare_security` may have made in a state dir (what `local down --purge` removes)."""
-    return [state_dir / _FILE, state_dir / "client.env", state_dir / "tls"]
+    return [state_dir / _FILE, state_dir / "client.env", state_dir / "tls", state_dir / "oidc", state_dir / "oidc.pid"]
 
 
 def load_security(state_dir: Path) -> LocalSecurity:
@@ -230,6 +323,8 @@ def load_security(state_dir: Path) -> LocalSecurity:
         client_password=str(data.get("client_password", "")),
         keystore_password=str(data.get("keystore_password", "")),
         role_passwords=tuple((str(u), str(p)) for u, p in dict(data.get("role_passwords", {})).items()),
+        oidc_port=int(data.get("oidc_port", 0)),
+        token_seconds=int(data.get("token_seconds", 3600)),
     )
 
 
@@ -255,6 +350,8 @@ def prepare_security(state_dir: Path, mode: str | None) -> LocalSecurity:
         client_password=secrets.token_urlsafe(18),
         keystore_password=secrets.token_urlsafe(18),
         role_passwords=tuple((role, secrets.token_urlsafe(18)) for role in ROLE_PRINCIPALS),
+        oidc_port=free_port() if mode == "oidc" else 0,
+        token_seconds=_token_seconds(),
     )
     state_dir.mkdir(parents=True, exist_ok=True)
     if security.tls:
@@ -268,14 +365,23 @@ def prepare_security(state_dir: Path, mode: str | None) -> LocalSecurity:
                 "client_password": security.client_password,
                 "keystore_password": security.keystore_password,
                 "role_passwords": dict(security.role_passwords),
+                "oidc_port": security.oidc_port,
+                "token_seconds": security.token_seconds,
             },
             indent=2,
         )
         + "\n",
     )
-    if security.sasl:
+    if security.environment():
         write_private(security.env_file, "".join(f"{name}={value}\n" for name, value in security.environment().items()))
     return security
+
+
+def _token_seconds() -> int:
+    raw = os.environ.get(TOKEN_SECONDS_ENV) or "3600"
+    if not raw.isdigit() or int(raw) < 10:
+        raise LocalClusterError(f"{TOKEN_SECONDS_ENV}={raw!r}: a token's lifetime in whole seconds, 10 or more")
+    return int(raw)
 
 
 def write_private(path: Path, text: str) -> None:

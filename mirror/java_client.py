@@ -6,6 +6,12 @@ cluster must work with the spark engine as it does with the python one:
     librdkafka                                  Java client
     sasl.mechanisms / sasl.mechanism            sasl.mechanism
     sasl.username + sasl.password               sasl.jaas.config (PlainLoginModule or ScramLoginModule)
+    enable.sasl.oauthbearer.unsecure.jwt=true   sasl.jaas.config (OAuthBearerLoginModule with unsecuredLogin*
+      + sasl.oauthbearer.config                 options: the same principal, scope and lifetime)
+    sasl.oauthbearer.method=oidc                sasl.login.callback.handler.class=OAuthBearerLoginCallbackHandler
+      + sasl.oauthbearer.client.id, .secret,    + sasl.jaas.config (OAuthBearerLoginModule with clientId,
+        .scope, .extensions                       clientSecret, scope and extension_<name>); the token endpoint
+                                                  URL has the same name in both
     ssl.ca.location / ssl.ca.pem                ssl.truststore.type=PEM + ssl.truststore.location / .certificates
     ssl.certificate.location + ssl.key.location ssl.keystore.type=PEM + ssl.keystore.certificate.chain / .key
     (or ssl.certificate.pem + ssl.key.pem)      (the PEM text, read from the files)
@@ -41,7 +47,16 @@ _TRANSLATED = {
     "ssl.key.location",
     "ssl.key.pem",
     "ssl.endpoint.identification.algorithm",
+    "enable.sasl.oauthbearer.unsecure.jwt",
+    "sasl.oauthbearer.config",
+    "sasl.oauthbearer.method",
+    "sasl.oauthbearer.client.id",
+    "sasl.oauthbearer.client.secret",
+    "sasl.oauthbearer.scope",
+    "sasl.oauthbearer.extensions",
 }
+OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+OIDC_LOGIN_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
 
 
 def _jaas_quoted(value: str) -> str:
@@ -72,6 +87,24 @@ def java_properties(properties: dict[str, str], read_text: Callable[[Path], str]
         password = _jaas_quoted(properties.get("sasl.password", ""))
         out["sasl.jaas.config"] = f"{module} required username={user} password={password};"
 
+    if properties.get("enable.sasl.oauthbearer.unsecure.jwt", "false").lower() == "true":
+        out["sasl.jaas.config"] = _unsecured_jaas(properties.get("sasl.oauthbearer.config", ""))
+    elif properties.get("sasl.oauthbearer.method", "default").lower() == "oidc":
+        options = [
+            f"{option}={_jaas_quoted(properties[name])}"
+            for option, name in (
+                ("clientId", "sasl.oauthbearer.client.id"),
+                ("clientSecret", "sasl.oauthbearer.client.secret"),
+                ("scope", "sasl.oauthbearer.scope"),
+            )
+            if name in properties
+        ]
+        for extension in filter(None, properties.get("sasl.oauthbearer.extensions", "").split(",")):
+            extension_name, _, value = extension.partition("=")
+            options.append(f"extension_{extension_name.strip()}={_jaas_quoted(value.strip())}")
+        out["sasl.login.callback.handler.class"] = OIDC_LOGIN_HANDLER
+        out["sasl.jaas.config"] = f"{OAUTH_MODULE} required {' '.join(options)};"
+
     def read(name: str) -> str:
         try:
             return read_text(Path(properties[name]))
@@ -93,6 +126,26 @@ def java_properties(properties: dict[str, str], read_text: Callable[[Path], str]
     if algorithm is not None:
         out["ssl.endpoint.identification.algorithm"] = "" if algorithm == "none" else algorithm
     return out
+
+
+def _unsecured_jaas(config: str) -> str:
+    """librdkafka's unsecured token settings (`principal=P scope=A,B lifeSeconds=N extension_K=V`) as the Java
+    login module's options for the same token."""
+    options: list[str] = []
+    for part in config.split():
+        name, _, value = part.partition("=")
+        if name == "principal":
+            options.append(f"unsecuredLoginStringClaim_sub={_jaas_quoted(value)}")
+        elif name == "scope":
+            options.append(f"unsecuredLoginListClaim_scope={_jaas_quoted('|' + value.replace(',', '|'))}")
+        elif name == "lifeSeconds":
+            options.append(f"unsecuredLoginLifetimeSeconds={_jaas_quoted(value)}")
+        elif name.startswith("extension_"):
+            options.append(f"unsecuredLoginExtension_{name.removeprefix('extension_')}={_jaas_quoted(value)}")
+        else:
+            problem = f"{part!r} is not one of principal=, scope=, lifeSeconds=, extension_<name>= (librdkafka's terms)"
+            raise ConfigError([ConfigProblem("properties.sasl.oauthbearer.config", problem)])
+    return f"{OAUTH_MODULE} required {' '.join(options)};"
 
 
 def java_kafka_options(prefix: str, cluster: ClusterConfig) -> dict[str, str]:

@@ -46,6 +46,7 @@ JAVA_ONLY = frozenset(
         "partitioner.class",
         "retry.backoff.max.ms",
         "security.providers",
+        "sasl.login.callback.handler.class",  # OAuthBearerLoginCallbackHandler: sasl.oauthbearer.method=oidc here
     }
 )
 # Settings mirrorwatch owns because its guarantees rest on them.
@@ -179,14 +180,31 @@ def _tls_from_java(stores: dict[str, str], label: str) -> dict[str, str]:
 
 
 def _from_jaas(value: str, label: str) -> dict[str, str]:
+    """A JAAS login as librdkafka's settings: PLAIN/SCRAM's username and password; OAuthBearerLoginModule's OIDC
+    client (clientId, clientSecret, scope: its token endpoint URL has the same name in both clients, and the login
+    callback handler class that goes with it is the Java client's only) or its unsecured token (KIP-255)."""
     found = dict(re.findall(r'(\w+)\s*=\s*"([^"]*)"', value))
+    if "OAuthBearerLoginModule" in value and "clientId" in found:
+        oidc = {"sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc"}
+        for option, name in (("clientId", "client.id"), ("clientSecret", "client.secret"), ("scope", "scope")):
+            if option in found:
+                oidc[f"sasl.oauthbearer.{name}"] = found[option]
+        return oidc
+    if "OAuthBearerLoginModule" in value and "unsecuredLoginStringClaim_sub" in found:
+        config = f"principal={found['unsecuredLoginStringClaim_sub']}"
+        scope = found.get("unsecuredLoginListClaim_scope", "")
+        if scope:
+            config += " scope=" + ",".join(filter(None, scope[1:].split(scope[0])))
+        return {"sasl.mechanism": "OAUTHBEARER", "enable.sasl.oauthbearer.unsecure.jwt": "true",
+                "sasl.oauthbearer.config": config}  # fmt: skip
     if "username" not in found or "password" not in found:
         raise ConfigError(
             [
                 ConfigProblem(
                     f"{label}: sasl.jaas.config",
-                    "only PLAIN/SCRAM login modules with username and password can be mapped to "
-                    "librdkafka; set sasl.username and sasl.password instead",
+                    "only PLAIN/SCRAM login modules with username and password, and OAuthBearerLoginModule with "
+                    "clientId or unsecuredLoginStringClaim_sub, can be mapped to librdkafka; set sasl.username and "
+                    "sasl.password (or librdkafka's sasl.oauthbearer.* settings) instead",
                 )
             ]
         )

@@ -27,6 +27,7 @@ import click
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AclOperation, AdminClient, ConfigResource, NewTopic
 
+from kernel.access import sasl_principal
 from kernel.acl import Permission, grant_line, required
 from kernel.config import ClusterConfig, MirrorwatchConfig, reveal
 from kernel.kafka import COORDINATOR_NOT_READY, error_of, error_text, new_admin
@@ -57,11 +58,13 @@ class Finding:
 
 
 def principal_of(cluster: ClusterConfig) -> str:
-    """The principal the component's settings authenticate as, as kafka-acls.sh wants it: `User:<sasl.username>`,
-    or `User:<the certificate's subject>` (the broker's ssl.principal.mapping.rules may shorten it, e.g. to the CN)."""
+    """The principal the component's settings authenticate as, as kafka-acls.sh wants it: `User:<sasl.username>`
+    (OAUTHBEARER: the token's subject, `kernel.access.sasl_principal`), or `User:<the certificate's subject>` (the
+    broker's ssl.principal.mapping.rules may shorten it, e.g. to the CN)."""
     properties = reveal(cluster.properties)
-    if properties.get("security.protocol", "PLAINTEXT").upper().startswith("SASL") and "sasl.username" in properties:
-        return f"User:{properties['sasl.username']}"
+    user = sasl_principal(properties)
+    if properties.get("security.protocol", "PLAINTEXT").upper().startswith("SASL") and user:
+        return f"User:{user}"
     certificate = properties.get("ssl.certificate.location")
     if certificate:
         try:
@@ -75,7 +78,7 @@ def principal_of(cluster: ClusterConfig) -> str:
             return "User:" + out.strip().removeprefix("subject=").strip()
         except (OSError, subprocess.SubprocessError):
             pass
-    return "User:ANONYMOUS" if "sasl.username" not in properties and not certificate else "User:<principal>"
+    return "User:ANONYMOUS" if not user and not certificate else "User:<principal>"
 
 
 def _topic_operations(admin: AdminClient, names: Sequence[str]) -> dict[str, set[int] | KafkaError]:

@@ -131,7 +131,7 @@ def local_up(state_dir: Path, security: str | None) -> None:
     clusters = LocalClusters(state_dir, security=security)
     clusters.up()
     click.echo(f"config: {clusters.config_path}")
-    if clusters.security.sasl:
+    if clusters.security.environment():
         click.echo(f"its password comes from the environment: set -a; . {clusters.security.env_file}; set +a")
     click.echo(f"stop them with: mirrorwatch local down --state-dir {clusters.state_dir}")
 

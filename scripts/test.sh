@@ -5,9 +5,8 @@
 #      (`--dist loadfile`), the longest files first (tests/conftest.py; `--no-loadscope-reorder`: else pytest-xdist
 #      orders files by their number of tests), each worker with a pair of local clusters of its own: a test that
 #      kills or freezes a broker only ever hits its own pair; beside it, from 300 s into it (MIRRORWATCH_SECURED_AFTER),
-#   2. the `secured` subset again on a SASL_SSL pair and on a mutual-TLS pair (tests/conftest.py says which tests run
-#      on which): two more processes with a pair each, in what CPU the 3-worker phase leaves (by its tests' process
-#      trees it is busy 69 % of the time; after it, the two took 238 s more, beside it 92-130 s more);
+#   2. the `secured` subset again on a SASL_SSL, an OAUTHBEARER, a mutual-TLS and an OIDC pair (tests/conftest.py
+#      says which tests run on which): two more processes at a time, in two chains, each with a pair of its own;
 #   3. the tests marked `alone` (they judge what happens against a clock: the monitor against the truth through
 #      incidents, statuses within a minute of a stop), three pytest processes side by side (MIRRORWATCH_ALONE_WORKERS,
 #      default 3), each with a pair of clusters of its own and a share of the tests whose seconds add up to about a
@@ -35,6 +34,9 @@ fi
 
 results=.test-results
 rm -rf "$results" && mkdir -p "$results"
+# where each test's seconds went, line by line, for every phase (tests/line_profile.py; a sample every 0.25 s):
+# `python3 scripts/test_report.py lines .test-results/lines` prints the slowest tests' lines
+export MIRRORWATCH_TEST_LINES="$PWD/$results/lines"
 failed=()
 took() {  # took WHAT STARTED-AT
     echo "== $1 took $(($(date +%s) - $2)) s"
@@ -51,24 +53,35 @@ phase() {  # phase NAME LIMIT COMMAND...
 # cores busy (95-99 % each minute at fa48f82, with the secured phases beside it from its start), its later minutes wait
 # on clocks more (41-92 %): started there, the secured tests take CPU the 3-worker phase leaves instead of CPU it needs
 # (their limit is its)
+# Four secured modes in two chains, one pair of brokers each at a time: SASL_SSL (SCRAM) then OAUTHBEARER's unsecured
+# tokens, mutual TLS then OIDC's signed tokens (their provider, localkafka.oidc, and tokens of 20 s that every test's
+# clients refresh as they run)
 secured_after=${MIRRORWATCH_SECURED_AFTER:-300}
 secured_at=$(date +%s)
 secured_pids=()
-for mode in sasl_ssl mtls; do
-    (sleep "$secured_after" && phase "$mode" 2100 .venv/bin/pytest -m secured --security "$mode" \
-        --junitxml="$results/$mode.xml" --durations=5) > "$results/$mode.log" 2>&1 &
+for chain in "sasl_ssl oauthbearer" "mtls oidc"; do
+    (
+        sleep "$secured_after"
+        for mode in $chain; do
+            phase "$mode" 2100 .venv/bin/pytest -m secured --security "$mode" --junitxml="$results/$mode.xml" \
+                --durations=5 > "$results/$mode.log" 2>&1 || echo "$mode" >> "$results/secured.failed"
+        done
+    ) &
     secured_pids+=($!)
 done
 at=$(date +%s)
-echo "== pytest ($workers workers): everything but the tests marked alone; beside it, from ${secured_after} s into it, -m secured on a sasl_ssl and an mtls pair"
+echo "== pytest ($workers workers): everything but the tests marked alone; beside it, from ${secured_after} s into it, -m secured on a sasl_ssl then an oauthbearer pair, and on an mtls then an oidc pair"
 phase main 2100 .venv/bin/pytest -n "$workers" --dist loadfile --no-loadscope-reorder -m "not alone" --junitxml="$results/main.xml" --durations=10 || failed+=(main)
 took "the $workers-worker phase" "$at"
-for i in 0 1; do
-    mode=$([ "$i" -eq 0 ] && echo sasl_ssl || echo mtls)
-    wait "${secured_pids[$i]}" || failed+=("$mode")
+wait "${secured_pids[@]}"
+for mode in sasl_ssl oauthbearer mtls oidc; do
     echo "== pytest -m secured --security $mode (beside the $workers-worker phase)"
     cat "$results/$mode.log"
 done
+if [ -e "$results/secured.failed" ]; then
+    mapfile -t secured_failed < "$results/secured.failed"
+    failed+=("${secured_failed[@]}")
+fi
 took "the secured phases (from the start of the $workers-worker phase)" "$secured_at"
 
 at=$(date +%s)

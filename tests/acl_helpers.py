@@ -26,7 +26,17 @@ from localkafka.local_security import ROLE_PRINCIPALS
 
 __all__ = ["binding", "grant", "grant_required", "revoke", "run_check", "with_component_principals"]
 
-_IDENTITY = ("sasl.username", "sasl.password", "ssl.certificate.location", "ssl.key.location")
+# what says who a client is, per mode: a user and password, a certificate, an unsecured token's principal (its scope
+# with it), an OAuth client and its secret
+_IDENTITY = (
+    "sasl.username",
+    "sasl.password",
+    "ssl.certificate.location",
+    "ssl.key.location",
+    "sasl.oauthbearer.config",
+    "sasl.oauthbearer.client.id",
+    "sasl.oauthbearer.client.secret",
+)
 _RESOURCES = {
     "topic": ResourceType.TOPIC,
     "group": ResourceType.GROUP,

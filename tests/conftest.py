@@ -37,8 +37,9 @@ from _pytest.capture import EncodedFile, FDCapture
 from kernel.config import MirrorwatchConfig, load_config
 from kernel.kafka import create_topics, new_admin
 from localkafka.local import ALIASES, LocalClusters
-from localkafka.local_security import MODES
+from localkafka.local_security import MODES, TOKEN_SECONDS_ENV
 from tests.kafka_helpers import remove_made
+from tests.line_profile import LineSampler
 from tests.processes import MirrorProcess, canary_topic_of, session_document
 from tests.prometheus import prometheus_server
 from tests.schedule import balanced, longest_files_first
@@ -51,6 +52,9 @@ from tests.schedule import balanced, longest_files_first
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 if TEST_JVM_OPTIONS not in os.environ.get("JAVA_TOOL_OPTIONS", ""):
     os.environ["JAVA_TOOL_OPTIONS"] = f"{os.environ.get('JAVA_TOOL_OPTIONS', '')} {TEST_JVM_OPTIONS}".strip()
+
+
+TEST_TOKEN_SECONDS = 20  # the oidc pair's token lifetime: librdkafka asks for the next one at 80 % of it
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -91,6 +95,9 @@ def pytest_configure(config: pytest.Config) -> None:
     else:
         _keep_captured_stderr(config)
     _dump_stacks_on_sigusr1(config)
+    if os.environ.get("MIRRORWATCH_TEST_LINES") and not config.getoption("numprocesses", default=None):
+        # where each test's seconds go, line by line (tests/line_profile.py): in each process that runs tests
+        config.pluginmanager.register(LineSampler(Path(os.environ["MIRRORWATCH_TEST_LINES"])), "mirrorwatch-lines")
     workers = config.getoption("numprocesses", default=None)
     if config.getoption("--clusters") and isinstance(workers, int) and workers > 1:
         raise pytest.UsageError(
@@ -100,7 +107,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # The secured subset (`-m secured --security MODE`, scripts/test.sh): a test marked `secured` runs on every secured
-# mode, one marked `secured("sasl_ssl")` on the modes it names only. What differs between the modes is how a client
+# mode, one marked `secured("sasl_ssl")` on the modes it names only (and on plaintext, as every test does), one marked
+# `secured("oidc", only=True)` on the modes it names and nowhere else (token refreshes: there is nothing to refresh
+# elsewhere). What differs between the modes is how a client
 # authenticates and so who its principal is (SCRAM's user, the certificate's name): the clients of each kind (python,
 # Spark, MirrorMaker 1's properties), the local pair and whatever names principals (check, ACL sync) run on both;
 # what only uses a client runs on one.
@@ -111,7 +120,8 @@ def _deselect_other_modes(config: pytest.Config, items: list[pytest.Item]) -> No
     for item in items:
         marker = item.get_closest_marker("secured")
         named = marker.args if marker is not None else ()
-        (other if mode != "plaintext" and named and mode not in named else kept).append(item)
+        only = marker is not None and marker.kwargs.get("only", False)  # a fact of those modes alone (not plaintext)
+        (other if (mode != "plaintext" or only) and named and mode not in named else kept).append(item)
     if other:
         config.hook.pytest_deselected(items=other)
         items[:] = kept
@@ -345,6 +355,8 @@ def local_clusters(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
         yield clusters
         return
     security = request.config.getoption("--security")
+    if security == "oidc":  # tokens that expire every 20 s: every test on the oidc pair runs across refreshes (#65)
+        os.environ.setdefault(TOKEN_SECONDS_ENV, str(TEST_TOKEN_SECONDS))
     clusters = LocalClusters(
         tmp_path_factory.mktemp("clusters"), progress=lambda _line: None, security=security, lean=True
     )

@@ -298,7 +298,8 @@ def test_the_alone_phase_gives_each_process_a_balanced_share_and_a_secured_test_
     tmp_path: Path,
 ) -> None:
     """`--share K/3` over `alone(seconds=N)` tests: each of the three runs the share `balanced` chose (the most loaded
-    as small as can be), together every test once; `secured("sasl_ssl")` is not run on mtls."""
+    as small as can be), together every test once; `secured("sasl_ssl")` is not run on mtls, `secured("oidc",
+    only=True)` on oidc alone (not on plaintext either)."""
     seconds = [20, 150, 90, 60, 190, 110, 40]
     alone = [194, 154, 154, 146, 140, 111, 92, 55]  # the alone phase's tests three at a time, seconds
     chosen = balanced(alone, 3)
@@ -310,6 +311,7 @@ def test_the_alone_phase_gives_each_process_a_balanced_share_and_a_secured_test_
         + "def test_untimed(): pass\n"
         + "@pytest.mark.secured\ndef test_both(): pass\n"
         + '@pytest.mark.secured("sasl_ssl")\ndef test_sasl_only(): pass\n'
+        + '@pytest.mark.secured("oidc", only=True)\ndef test_oidc_alone(): pass\n'
     )
     shares = [
         sorted(int(line.split("::test_")[1]) for line in out.splitlines() if "::test_" in line)
@@ -322,7 +324,9 @@ def test_the_alone_phase_gives_each_process_a_balanced_share_and_a_secured_test_
     assert max(sum(seconds[i] for i in share) for share in shares) == 230  # 190+40 | 150+60+20 | 90+110
     on = {
         mode: inner_pytest(tmp_path, "-m", "secured", "--security", mode, "--co", "-q", str(tmp_path / "test_timed.py"))
-        for mode in ("sasl_ssl", "mtls")
+        for mode in ("sasl_ssl", "mtls", "oidc", "plaintext")
     }
     assert "test_sasl_only" in on["sasl_ssl"] and "test_both" in on["sasl_ssl"], on
     assert "test_sasl_only" not in on["mtls"] and "test_both" in on["mtls"], on
+    assert "test_oidc_alone" in on["oidc"] and "test_both" in on["oidc"] and "test_sasl_only" not in on["oidc"], on
+    assert "test_sasl_only" in on["plaintext"] and "test_oidc_alone" not in on["plaintext"], on

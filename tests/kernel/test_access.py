@@ -18,6 +18,19 @@ def test_a_sasl_refusal_names_the_mechanism_and_user_never_the_password() -> Non
     assert _attempt(_cluster(), KafkaError._AUTHENTICATION) == "SASL authentication (GSSAPI)"
 
 
+def test_an_oauthbearer_refusal_names_the_tokens_principal_never_the_client_secret() -> None:
+    unsecured = {"enable.sasl.oauthbearer.unsecure.jwt": "true", "sasl.oauthbearer.config": "scope=k principal=mirror"}
+    cluster = _cluster(**{"sasl.mechanism": "OAUTHBEARER", **unsecured})
+    assert _attempt(cluster, KafkaError._AUTHENTICATION) == "SASL authentication (OAUTHBEARER as 'mirror')"
+    oidc = {
+        "sasl.oauthbearer.method": "oidc",
+        "sasl.oauthbearer.client.id": "m",
+        "sasl.oauthbearer.client.secret": "s3",
+    }
+    cluster = _cluster(**{"sasl.mechanism": "OAUTHBEARER", **oidc})
+    assert _attempt(cluster, KafkaError._AUTHENTICATION) == "SASL authentication (OAUTHBEARER as 'm')"
+
+
 def test_a_tls_refusal_names_what_was_trusted_and_whether_a_certificate_was_shown() -> None:
     assert _attempt(_cluster(), KafkaError._SSL) == "the TLS handshake (trusting the system's CAs)"
     cluster = _cluster(**{"ssl.ca.location": "/ca.pem", "ssl.certificate.location": "/c.pem", "ssl.key.location": "k"})

@@ -30,14 +30,59 @@ def test_plaintext_is_what_the_local_clusters_always_were(tmp_path: Path) -> Non
 def test_a_secured_listener_with_the_authorizer_denying_what_no_acl_allows(tmp_path: Path, mode: str) -> None:
     security = LocalSecurity(mode, tmp_path, "brokerpw", "clientpw", "storepw")
     server = _properties(security.server_properties(9092, 9093))
-    protocol = {"sasl_plaintext": "SASL_PLAINTEXT", "sasl_ssl": "SASL_SSL", "ssl": "SSL", "mtls": "SSL"}[mode]
+    protocols = {"sasl_plaintext": "SASL_PLAINTEXT", "sasl_ssl": "SASL_SSL", "ssl": "SSL", "mtls": "SSL"}
+    protocol = protocols | {"oauthbearer": "SASL_PLAINTEXT", "oidc": "SASL_SSL"}
     assert server["listeners"] == "SECURE://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"
-    assert server["listener.security.protocol.map"] == f"SECURE:{protocol},CONTROLLER:PLAINTEXT"
+    assert server["listener.security.protocol.map"] == f"SECURE:{protocol[mode]},CONTROLLER:PLAINTEXT"
     assert server["authorizer.class.name"] == "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
     assert server["allow.everyone.if.no.acl.found"] == "false"
     assert ("ssl.client.auth" in server) == (mode == "mtls")
-    assert ("ssl.keystore.location" in server) == mode.endswith(("ssl", "mtls"))
-    assert ("sasl.enabled.mechanisms" in server) == mode.startswith("sasl")
+    assert ("ssl.keystore.location" in server) == mode.endswith(("ssl", "mtls", "oidc"))
+    assert server.get("sasl.enabled.mechanisms") == {"oauthbearer": "OAUTHBEARER", "oidc": "OAUTHBEARER"}.get(
+        mode, "SCRAM-SHA-512,PLAIN" if mode.startswith("sasl") else None
+    )
+
+
+def test_oauthbearer_tokens_name_their_principal_and_carry_the_scope_the_brokers_require(tmp_path: Path) -> None:
+    security = LocalSecurity("oauthbearer", tmp_path, "brokerpw", "clientpw", "storepw", (("mirror", "m"),))
+    server = _properties(security.server_properties(9092, 9093))
+    jaas = server["listener.name.secure.oauthbearer.sasl.jaas.config"]
+    assert 'unsecuredLoginStringClaim_sub="broker"' in jaas and 'unsecuredValidatorRequiredScope="kafka"' in jaas
+    assert server["sasl.mechanism.inter.broker.protocol"] == "OAUTHBEARER"
+    assert security.client_properties(principal="mirror") == {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "OAUTHBEARER",
+        "enable.sasl.oauthbearer.unsecure.jwt": "true",
+        "sasl.oauthbearer.config": "principal=mirror scope=kafka",
+    }
+    assert security.format_args() == [] and security.environment() == {}  # no users, no passwords
+
+
+def test_oidc_clients_ask_the_local_provider_with_their_secret_from_the_environment(tmp_path: Path) -> None:
+    roles = (("mirror", "m"),)
+    security = LocalSecurity("oidc", tmp_path, "brokerpw", "clientpw", "storepw", roles, oidc_port=4444)
+    server = _properties(security.server_properties(9092, 9093))
+    prefix = "listener.name.secure.oauthbearer."
+    assert server[prefix + "sasl.oauthbearer.jwks.endpoint.url"] == "http://127.0.0.1:4444/jwks"
+    assert server[prefix + "sasl.oauthbearer.expected.issuer"] == "http://127.0.0.1:4444"
+    assert server[prefix + "sasl.oauthbearer.client.credentials.client.secret"] == "brokerpw"
+    # Kafka 4.1.1's default validator does not check signatures: the one that does, by its plain name
+    assert server["sasl.oauthbearer.jwt.validator.class"].endswith(".BrokerJwtValidator")
+    assert security.jvm_options() == [
+        "-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=http://127.0.0.1:4444/token,http://127.0.0.1:4444/jwks"
+    ]
+    assert security.client_properties(principal="mirror") == {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.method": "oidc",
+        "sasl.oauthbearer.client.id": "mirror",
+        "sasl.oauthbearer.client.secret": "${MIRRORWATCH_LOCAL_MIRROR_PASSWORD}",
+        "sasl.oauthbearer.token.endpoint.url": "http://127.0.0.1:4444/token",
+        "sasl.oauthbearer.scope": "kafka",
+        "ssl.ca.location": str(tmp_path / "tls" / "ca.crt"),
+    }
+    assert security.environment() == {PASSWORD_ENV: "clientpw", "MIRRORWATCH_LOCAL_MIRROR_PASSWORD": "m"}
+    assert security.oidc_clients() == {"broker": "brokerpw", "mirrorwatch": "clientpw", "mirror": "m"}
 
 
 def test_sasl_users_are_made_at_format_and_the_client_password_is_an_environment_reference(tmp_path: Path) -> None:

@@ -108,3 +108,49 @@ def test_spark_options_carry_the_prefix_and_the_revealed_secret() -> None:
     assert options["kafka.bootstrap.servers"] == "b:9093"
     assert options["kafka.sasl.jaas.config"].endswith('username="u" password="pw";')
     assert "kafka.sasl.password" not in options and "kafka.sasl.username" not in options
+
+
+def test_librdkafkas_unsecured_oauthbearer_token_becomes_the_java_login_modules_same_token() -> None:
+    java = java_properties(
+        {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "OAUTHBEARER",
+            "enable.sasl.oauthbearer.unsecure.jwt": "true",
+            "sasl.oauthbearer.config": "principal=mirror scope=kafka,other lifeSeconds=60 extension_traceId=123",
+        }
+    )
+    assert java == {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required"
+        ' unsecuredLoginStringClaim_sub="mirror" unsecuredLoginListClaim_scope="|kafka|other"'
+        ' unsecuredLoginLifetimeSeconds="60" unsecuredLoginExtension_traceId="123";',
+    }
+    with pytest.raises(ConfigError) as caught:
+        java_properties({"enable.sasl.oauthbearer.unsecure.jwt": "true", "sasl.oauthbearer.config": "subject=x"})
+    assert caught.value.problems[0].path == "properties.sasl.oauthbearer.config"
+
+
+def test_librdkafkas_oidc_client_becomes_the_java_clients_login_handler_with_the_same_client() -> None:
+    java = java_properties(
+        {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "OAUTHBEARER",
+            "sasl.oauthbearer.method": "oidc",
+            "sasl.oauthbearer.client.id": "mirror",
+            "sasl.oauthbearer.client.secret": 'se"cret',
+            "sasl.oauthbearer.scope": "kafka",
+            "sasl.oauthbearer.extensions": "logicalCluster=lkc-1,identityPoolId=pool-2",
+            "sasl.oauthbearer.token.endpoint.url": "https://idp/token",
+        }
+    )
+    assert java == {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.token.endpoint.url": "https://idp/token",
+        "sasl.login.callback.handler.class": "org.apache.kafka.common.security.oauthbearer."
+        "OAuthBearerLoginCallbackHandler",
+        "sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required"
+        ' clientId="mirror" clientSecret="se\\"cret" scope="kafka" extension_logicalCluster="lkc-1"'
+        ' extension_identityPoolId="pool-2";',
+    }

@@ -198,3 +198,35 @@ def test_java_pem_and_pkcs12_stores_become_librdkafkas_settings(
     properties = reveal(config.clusters["source"].properties)
     assert properties == {"security.protocol": "SSL", "sasl.username": "u", "sasl.password": "p", **librdkafka}
     assert not [w for w in warnings if "ssl." in w]
+
+
+@pytest.mark.parametrize(
+    ("jaas", "librdkafka"),
+    [
+        (
+            'clientId="mirror" clientSecret="s3cret" scope="kafka";',
+            {"sasl.oauthbearer.method": "oidc", "sasl.oauthbearer.client.id": "mirror",
+             "sasl.oauthbearer.client.secret": "s3cret", "sasl.oauthbearer.scope": "kafka"},
+        ),
+        (
+            'unsecuredLoginStringClaim_sub="mirror" unsecuredLoginListClaim_scope=",kafka,other";',
+            {"enable.sasl.oauthbearer.unsecure.jwt": "true", "sasl.oauthbearer.config": "principal=mirror scope=kafka,other"},
+        ),
+    ],
+)  # fmt: skip
+def test_an_oauthbearer_login_becomes_librdkafkas_oidc_client_or_unsecured_token(
+    tmp_path: Path, jaas: str, librdkafka: dict[str, str]
+) -> None:
+    consumer = tmp_path / "c.properties"
+    consumer.write_text(
+        "bootstrap.servers=h:1\ngroup.id=g\nsecurity.protocol=SASL_SSL\nsasl.mechanism=OAUTHBEARER\n"
+        "sasl.login.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler\n"
+        "sasl.oauthbearer.token.endpoint.url=https://idp/token\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required " + jaas + "\n"
+    )
+    config, warnings = config_from_mm1(options(consumer_config=consumer))
+    expected = {"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER", **librdkafka}
+    expected["sasl.oauthbearer.token.endpoint.url"] = "https://idp/token"
+    assert reveal(config.clusters["source"].properties) == expected
+    assert [w for w in warnings if "sasl.login.callback.handler.class" in w]  # said, not passed to librdkafka
+    assert "s3cret" not in repr(config)

@@ -12,6 +12,7 @@ import pytest
 from kernel.config import ClusterConfig, MirrorwatchConfig, reveal
 from kernel.processes import free_port
 from kernel.wait import wait_until
+from mirror.java_client import java_properties
 from tests.kafka_helpers import (
     Record,
     by_partition,
@@ -32,13 +33,18 @@ DATA = Path(__file__).parent / "data"
 
 
 def java_security(cluster: ClusterConfig, tmp_path: Path) -> str:
-    """The cluster's client security as a Java client's properties file says it (`sasl.jaas.config`, PEM
-    truststore and keystore), for a session on secured clusters (`--security`); nothing on plaintext ones."""
+    """The cluster's client security as a Java client's properties file says it (`sasl.jaas.config`, an OAuth
+    login's handler and token endpoint, PEM truststore and keystore), for a session on secured clusters
+    (`--security`); nothing on plaintext ones."""
     given = reveal(cluster.properties)
     if not given:
         return ""
     lines = [f"security.protocol={given['security.protocol']}"]
-    if "sasl.username" in given:
+    if given.get("sasl.mechanism") == "OAUTHBEARER":  # the product's own mapping, which the spark engine uses
+        java = java_properties(given)
+        names = ("sasl.mechanism", "sasl.jaas.config", "sasl.login.callback.handler.class")
+        lines += [f"{name}={java[name]}" for name in (*names, "sasl.oauthbearer.token.endpoint.url") if name in java]
+    elif "sasl.username" in given:
         module = "org.apache.kafka.common.security.scram.ScramLoginModule"
         lines += [
             f"sasl.mechanism={given['sasl.mechanism']}",
