@@ -121,7 +121,8 @@ def _state_dir_option(f: Any) -> Any:
 @click.option(
     "--security",
     type=click.Choice(MODES),
-    help="How new clusters are secured (SCRAM-SHA-512/PLAIN users, a throwaway CA, StandardAuthorizer) "
+    help="How new clusters are secured (SCRAM-SHA-512/PLAIN users, a throwaway CA, StandardAuthorizer; oauthbearer: "
+    "Kafka's unsecured tokens; oidc: signed tokens from a local OpenID Connect provider it starts) "
     "[default: plaintext, or what the state dir's clusters were made with].",
 )
 def local_up(state_dir: Path, security: str | None) -> None:
@@ -534,7 +535,13 @@ def run(config_path: Path) -> None:
     show_default=True,
     help="Sample records per second per cluster.",
 )
-def demo(state_dir: Path | None, duration: float | None, rate: float) -> None:
+@click.option(
+    "--security",
+    type=click.Choice(MODES),
+    help="Secure the demo's clusters as `local up --security` does (e.g. oidc: tokens from a local OpenID Connect "
+    "provider, refreshed as they expire) [default: plaintext, or what its state dir's clusters were made with].",
+)
+def demo(state_dir: Path | None, duration: float | None, rate: float, security: str | None) -> None:
     """Two local clusters, sample orders mirrored source -> target, the monitor, the canary and the HTTP API.
 
     Prints progress with the link's replication lag and the canary's end-to-end latency, and where the HTTP API
@@ -546,7 +553,10 @@ def demo(state_dir: Path | None, duration: float | None, rate: float) -> None:
 
     stop = _stop_event()
     options = DemoOptions(
-        state_dir=state_dir or default_state_dir().parent / "demo", duration_s=duration, records_per_second=rate
+        state_dir=state_dir or default_state_dir().parent / "demo",
+        duration_s=duration,
+        records_per_second=rate,
+        security=security,
     )
     log = _log_to_file(options.state_dir / "demo.log")
     click.echo(f"logs: {log} (every component's lines; errors show here too); Ctrl-C stops everything")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import secrets
 import socket
 import subprocess
@@ -52,6 +53,7 @@ class DemoOptions:
     topic: str = "demo.orders"
     partitions: int = 3
     progress_every_s: float = 5.0
+    security: str | None = None  # new clusters' mode (`local up --security`); None: the state dir's, or plaintext
 
 
 @dataclass
@@ -72,12 +74,21 @@ def _sample_order(n: int) -> tuple[bytes, bytes]:
     return key, value
 
 
-def demo_config(clusters_config: MirrorwatchConfig, topic: str, written_to: Path | None = None) -> MirrorwatchConfig:
+def demo_config(
+    clusters_config: MirrorwatchConfig,
+    topic: str,
+    written_to: Path | None = None,
+    secured: tuple[dict[str, Any], dict[str, str]] = ({}, {}),
+) -> MirrorwatchConfig:
     """The local clusters plus the demo link, as a user would write it in YAML (and with `written_to`, written there:
-    the commands an operator runs beside the demo, e.g. `mirrorwatch link pause`, read it)."""
+    the commands an operator runs beside the demo, e.g. `mirrorwatch link pause`, read it). `secured`: secured
+    clusters' client properties as the generated config has them (each secret as `${VAR}`) and the environment that
+    holds those variables."""
+    properties, environment = secured
     document: dict[str, Any] = {
         "clusters": {
-            alias: {"bootstrap_servers": c.bootstrap_servers} for alias, c in clusters_config.clusters.items()
+            alias: {"bootstrap_servers": c.bootstrap_servers} | ({"properties": properties} if properties else {})
+            for alias, c in clusters_config.clusters.items()
         },
         "links": [
             {
@@ -99,14 +110,14 @@ def demo_config(clusters_config: MirrorwatchConfig, topic: str, written_to: Path
     if written_to is not None:
         written_to.write_text(yaml.safe_dump(document, sort_keys=False))
         written_to.chmod(0o600)  # the probes' signing key is in it
-    return parse_config(document, source="the demo", env={})
+    return parse_config(document, source="the demo", env=environment)
 
 
 def run_demo(options: DemoOptions, stop: threading.Event, out: Callable[[str], None] = print) -> int:
     """Run until `stop` is set or the duration ends; 0 when every order produced to the source was read back from
     the target through the mirror. Everything started is stopped in reverse order, also on errors."""
     with contextlib.ExitStack() as started:
-        clusters = LocalClusters(options.state_dir, progress=out)
+        clusters = LocalClusters(options.state_dir, progress=out, security=options.security)
 
         def clusters_down() -> None:
             for line in clusters.down():
@@ -115,7 +126,10 @@ def run_demo(options: DemoOptions, stop: threading.Event, out: Callable[[str], N
         started.callback(clusters_down)
         clusters.up(tie_to_parent=True)
         written = options.state_dir / "demo.yaml"
-        config = demo_config(load_config(clusters.config_path), options.topic, written)
+        environment = clusters.security.environment()  # secured: the passwords or client secrets, for every client
+        os.environ.update(environment)
+        secured = (clusters.security.client_properties(), environment)
+        config = demo_config(load_config(clusters.config_path), options.topic, written, secured)
         source, target = config.clusters["source"], config.clusters["target"]
         create_topics(new_admin(source, "source"), {options.topic: options.partitions})
         # The wiring of `mirrorwatch run`: the link on a thread here, the canary, the monitor, the HTTP API. A link
@@ -135,6 +149,8 @@ def run_demo(options: DemoOptions, stop: threading.Event, out: Callable[[str], N
             f"--config {written} --link {LINK}"
         )
         out(f"is a cutover safe now: mirrorwatch failover promote --config {written} --link {LINK} --dry-run")
+        if environment:
+            out(f"{written} takes its secrets from the environment: set -a; . {clusters.security.env_file}; set +a")
         traffic = _Traffic(
             producer=new_producer(source, "source", {"acks": "all", "enable.idempotence": True, "linger.ms": 5}),
             reader=new_consumer(target, "target", "mirrorwatch-demo-reader", {"auto.offset.reset": "earliest"}),

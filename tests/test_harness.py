@@ -27,7 +27,12 @@ REPO = Path(__file__).resolve().parents[1]
 
 def clean_environment(**extra: str) -> dict[str, str]:
     """This process's environment without what the harness gives its own phase (the inner run is not part of it)."""
-    own = ("MIRRORWATCH_TEST_PROGRESS", "MIRRORWATCH_TEST_STACKS", "MIRRORWATCH_TEST_CRASHED_FILE")
+    own = (
+        "MIRRORWATCH_TEST_PROGRESS",
+        "MIRRORWATCH_TEST_STACKS",
+        "MIRRORWATCH_TEST_CRASHED_FILE",
+        "MIRRORWATCH_TEST_LINES",
+    )
     return {**{k: v for k, v in os.environ.items() if k not in own}, "PYTHONPATH": str(REPO), **extra}
 
 

@@ -206,3 +206,4 @@ def test_a_link_mirrors_across_token_refreshes_losing_nothing(
     assert sorted(r.value or b"" for r in got) == sorted(f"r{i}".encode() for i in range(sent + 50))  # once each
     assert mirror.stop() == 0
     assert "uthentication" not in mirror.log(), mirror.log()[-3000:]  # never refused on the way
+    assert security.client_password not in mirror.log()  # the client secret never in a log line

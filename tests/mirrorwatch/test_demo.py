@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from kernel.wait import WaitTimeout, wait_until
+from localkafka.oidc import provider_running
 from tests.dashboards.browser import Browser, headless_chromium
 from tests.localkafka.test_local import _kafka_pids
 from tests.processes import get_json, wait_for_http
@@ -26,10 +27,24 @@ from tests.processes import get_json, wait_for_http
 pytestmark = pytest.mark.integration
 
 
-def test_demo_mirrors_sample_traffic_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
+@pytest.mark.secured("oidc")  # on the oidc phase the demo makes its own clusters with tokens from a provider of theirs
+def test_demo_mirrors_sample_traffic_and_stops_cleanly_on_ctrl_c(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     state_dir = tmp_path / "demo"
+    secured = request.config.getoption("--security") == "oidc"
     demo = subprocess.Popen(
-        [sys.executable, "-m", "mirrorwatch.cli", "demo", "--state-dir", str(state_dir), "--rate", "50"],
+        [
+            sys.executable,
+            "-m",
+            "mirrorwatch.cli",
+            "demo",
+            "--state-dir",
+            str(state_dir),
+            "--rate",
+            "50",
+            f"--security={request.config.getoption('--security')}",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -98,11 +113,7 @@ def test_demo_mirrors_sample_traffic_and_stops_cleanly_on_ctrl_c(tmp_path: Path)
     assert_logged_apart(seen, stderr, state_dir)
     assert "mirroring 'demo.orders' from source" in output
     assert any(" records, " in line and "replication lag" in line for line in seen if line.startswith("["))
-    assert output.splitlines()[-3].endswith(
-        "read from the target through the mirror: every order arrived on the target"
-    )
-    assert "source: stopped (pid" in output and "target: stopped (pid" in output
-    assert _kafka_pids(state_dir) == []
+    _ended_with_its_verdict_then_stopped_everything(seen, state_dir, secured)
 
 
 def assert_logged_apart(seen: list[str], stderr: str, state_dir: Path) -> None:
@@ -169,11 +180,32 @@ def _text_with(browser: Browser, tab: str, wanted: tuple[str, ...]) -> str | Non
     return text if all(w in text for w in wanted) else None
 
 
+def _ended_with_its_verdict_then_stopped_everything(seen: list[str], state_dir: Path, secured: bool) -> None:
+    """The verdict, then what it stopped: the brokers and, on the oidc mode, their identity provider; nothing left."""
+    verdict = max(i for i, line in enumerate(seen) if line.endswith("every order arrived on the target"))
+    assert seen[verdict].endswith("read from the target through the mirror: every order arrived on the target")
+    assert [line.split(":")[0] for line in seen[verdict + 1 :]] == ["source", "target", *(["oidc"] * secured)], seen
+    assert all(": stopped (pid " in line for line in seen[verdict + 1 :]), seen
+    assert _kafka_pids(state_dir) == [] and provider_running(state_dir) is None
+
+
+def _as_printed_environment(seen: list[str]) -> dict[str, str]:
+    """The environment an operator's commands get by doing what the demo printed for secured clusters
+    (`set -a; . DIR/client.env; set +a`: the secrets its demo.yaml names as `${VAR}`); this process's otherwise."""
+    said = next((line for line in seen if " takes its secrets from the environment: set -a; . " in line), None)
+    if said is None:
+        return dict(os.environ)
+    env_file = Path(said.split("set -a; . ", 1)[1].split(";", 1)[0])
+    pairs = [line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line]
+    return {**os.environ, **dict(pairs)}
+
+
 def _check_pause_and_resume(api: str, seen: list[str]) -> None:
     """The command the demo prints pauses its running link (the monitor says so) and resumes it; the demo's verdict
     (every order produced arrived on the target) then covers the pause. Its cutover check refuses: producers write."""
     printed = next(line for line in seen if line.startswith("pause, resume, budget, read the link: "))
     config = printed.split("--config ")[1].split()[0]
+    env = _as_printed_environment(seen)
 
     def link(command: str) -> str:
         done = subprocess.run(
@@ -182,6 +214,7 @@ def _check_pause_and_resume(api: str, seen: list[str]) -> None:
             text=True,
             timeout=120,
             check=False,
+            env=env,
         )
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
@@ -195,6 +228,7 @@ def _check_pause_and_resume(api: str, seen: list[str]) -> None:
         text=True,
         timeout=120,
         check=False,
+        env=env,
     )
     assert refused.returncode == 1 and "step 1/5 quiet: REFUSED: producers still write" in refused.stdout, (
         refused.stdout + refused.stderr
