@@ -62,8 +62,9 @@ class ClusterRefusedError(MirrorwatchError):
 
 def sasl_principal(properties: dict[str, str]) -> str | None:
     """Who SASL client settings (secrets revealed or not) say they are: `sasl.username`; for OAUTHBEARER the
-    principal of librdkafka's unsecured token (`principal=` in sasl.oauthbearer.config) or the OIDC client id (the
-    broker's principal is the token's `sub` claim, which an identity provider usually makes the client id)."""
+    principal of librdkafka's unsecured token (`principal=` in sasl.oauthbearer.config) or the OIDC client id. The
+    broker's principal is the token's `sub` claim: the client id for the local provider's tokens (and Okta's), an
+    object id for Keycloak's and Entra's unless the brokers name another claim (`sasl.oauthbearer.sub.claim.name`)."""
     if "sasl.username" in properties:
         return properties["sasl.username"]
     unsecured = re.search(r"(?:^|\s)principal=(\S+)", properties.get("sasl.oauthbearer.config", ""))

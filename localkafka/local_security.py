@@ -102,11 +102,6 @@ class LocalSecurity:
         return self.protocol.startswith("SASL_")
 
     @property
-    def mechanism(self) -> str:
-        """The SASL mechanism of the brokers' listener and every local client (SASL modes only)."""
-        return "OAUTHBEARER" if self.mode in OAUTH_MODES else MECHANISM
-
-    @property
     def scram(self) -> bool:
         """Users with passwords (SCRAM, PLAIN): the sasl_* modes."""
         return self.sasl and self.mode not in OAUTH_MODES

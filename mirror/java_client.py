@@ -143,7 +143,9 @@ def _unsecured_jaas(config: str) -> str:
         elif name.startswith("extension_"):
             options.append(f"unsecuredLoginExtension_{name.removeprefix('extension_')}={_jaas_quoted(value)}")
         else:
-            problem = f"{part!r} is not one of principal=, scope=, lifeSeconds=, extension_<name>= (librdkafka's terms)"
+            problem = (
+                "holds a setting other than principal=, scope=, lifeSeconds=, extension_<name>= (librdkafka's terms)"
+            )
             raise ConfigError([ConfigProblem("properties.sasl.oauthbearer.config", problem)])
     return f"{OAUTH_MODULE} required {' '.join(options)};"
 

@@ -65,6 +65,10 @@ ASSIGNORS = {
     "org.apache.kafka.clients.consumer.StickyAssignor": "cooperative-sticky",
 }
 SHARED_PREFIXES = ("security.", "sasl.", "ssl.")
+OIDC_CLIENT = {
+    "sasl.oauthbearer.client.credentials.client.id": "sasl.oauthbearer.client.id",
+    "sasl.oauthbearer.client.credentials.client.secret": "sasl.oauthbearer.client.secret",
+}
 
 
 @dataclass(frozen=True)
@@ -121,6 +125,9 @@ def _translate(
                     "(cooperative-sticky, mirrorwatch's default, does not)"
                 )
             own[name] = ",".join(names)
+            continue
+        if name in OIDC_CLIENT:  # Kafka 4.1's names of the OIDC client: librdkafka's older ones
+            shared |= {OIDC_CLIENT[name]: value, "sasl.oauthbearer.method": "oidc"}
             continue
         if name == "sasl.jaas.config":
             shared.update(_from_jaas(value, label))
@@ -197,6 +204,8 @@ def _from_jaas(value: str, label: str) -> dict[str, str]:
             config += " scope=" + ",".join(filter(None, scope[1:].split(scope[0])))
         return {"sasl.mechanism": "OAUTHBEARER", "enable.sasl.oauthbearer.unsecure.jwt": "true",
                 "sasl.oauthbearer.config": config}  # fmt: skip
+    if "OAuthBearerLoginModule" in value:  # Kafka 4.1's way: the client in sasl.oauthbearer.client.credentials.*
+        return {"sasl.mechanism": "OAUTHBEARER"}
     if "username" not in found or "password" not in found:
         raise ConfigError(
             [

@@ -528,18 +528,13 @@ def run(config_path: Path) -> None:
     help="Where the demo's clusters live [default: the local state dir's sibling 'demo'].",
 )
 @click.option("--duration", type=click.FloatRange(min=1), default=None, help="Stop after this many seconds.")
-@click.option(
-    "--rate",
-    type=click.FloatRange(min=0.1, max=10_000),
-    default=20,
-    show_default=True,
-    help="Sample records per second per cluster.",
-)
+@click.option("--rate", type=click.FloatRange(min=0.1, max=10_000), default=20, show_default=True,
+              help="Sample records per second per cluster.")  # fmt: skip
 @click.option(
     "--security",
     type=click.Choice(MODES),
     help="Secure the demo's clusters as `local up --security` does (e.g. oidc: tokens from a local OpenID Connect "
-    "provider, refreshed as they expire) [default: plaintext, or what its state dir's clusters were made with].",
+    "provider, refreshed as they expire) [default: plaintext, or what its clusters were made with].",
 )
 def demo(state_dir: Path | None, duration: float | None, rate: float, security: str | None) -> None:
     """Two local clusters, sample orders mirrored source -> target, the monitor, the canary and the HTTP API.
@@ -552,12 +547,7 @@ def demo(state_dir: Path | None, duration: float | None, rate: float, security: 
     from mirrorwatch.demo import DemoOptions, run_demo
 
     stop = _stop_event()
-    options = DemoOptions(
-        state_dir=state_dir or default_state_dir().parent / "demo",
-        duration_s=duration,
-        records_per_second=rate,
-        security=security,
-    )
+    options = DemoOptions(state_dir or default_state_dir().parent / "demo", duration, rate, security=security)
     log = _log_to_file(options.state_dir / "demo.log")
     click.echo(f"logs: {log} (every component's lines; errors show here too); Ctrl-C stops everything")
     sys.exit(run_demo(options, stop, out=click.echo))

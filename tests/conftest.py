@@ -107,12 +107,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # The secured subset (`-m secured --security MODE`, scripts/test.sh): a test marked `secured` runs on every secured
-# mode, one marked `secured("sasl_ssl")` on the modes it names only (and on plaintext, as every test does), one marked
+# mode, one marked `secured("oidc")` on the modes it names only (and on plaintext, as every test does), one marked
 # `secured("oidc", only=True)` on the modes it names and nowhere else (token refreshes: there is nothing to refresh
-# elsewhere). What differs between the modes is how a client
-# authenticates and so who its principal is (SCRAM's user, the certificate's name): the clients of each kind (python,
-# Spark, MirrorMaker 1's properties), the local pair and whatever names principals (check, ACL sync) run on both;
-# what only uses a client runs on one.
+# elsewhere). What differs between the modes is how a client authenticates and so who its principal is (SCRAM's user,
+# the certificate's name, the token's subject): the clients of each kind (python, Spark, MirrorMaker 1's properties),
+# the local pair and whatever names principals (check, ACL sync) run on every mode; what only uses a client runs on
+# the token modes (docs/development.md says which).
 def _deselect_other_modes(config: pytest.Config, items: list[pytest.Item]) -> None:
     mode = config.getoption("--security")
     kept: list[pytest.Item] = []

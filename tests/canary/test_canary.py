@@ -74,7 +74,7 @@ def link_view(canary: CanaryService) -> LinkView:
     return view
 
 
-@pytest.mark.secured("sasl_ssl", "oidc")  # a client like any other on mtls, oauthbearer (tests/conftest.py)
+@pytest.mark.secured("oidc")  # a client like any other: with signed tokens (tests/conftest.py)
 def test_probes_through_a_stopped_and_restarted_mirror(
     canary: CanaryService,
     canary_config: Path,

@@ -51,7 +51,7 @@ from tests.processes import MirrorProcess, session_document
 pytestmark = pytest.mark.integration
 
 
-@pytest.mark.secured("sasl_ssl", "oidc")  # a client like any other on mtls, oauthbearer (tests/conftest.py)
+@pytest.mark.secured("oauthbearer", "oidc")  # a client like any other: with tokens (tests/conftest.py)
 def test_a_group_fails_over_and_reads_exactly_what_it_had_not_read(
     clusters_config: MirrorwatchConfig,
     make_topic: Callable[..., str],

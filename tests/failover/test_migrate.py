@@ -84,7 +84,7 @@ def link(name: str, topic: str, group: str, **fields: Any) -> dict[str, Any]:
     }
 
 
-@pytest.mark.secured("sasl_ssl", "oidc")  # a client like any other on mtls, oauthbearer (tests/conftest.py)
+@pytest.mark.secured("oauthbearer", "oidc")  # a client like any other: with tokens (tests/conftest.py)
 def test_mirrormaker_1_takeover_continues_from_its_group_with_nothing_missing_or_twice(
     clusters_config: MirrorwatchConfig,
     make_topic: Callable[..., str],

@@ -1,5 +1,5 @@
-"""The session's clusters are secured as `--security` says (CI runs the `secured` tests on a sasl_ssl and an mtls
-pair, and on an oauthbearer and an oidc pair): a client without the generated settings, or with a wrong password,
+"""The session's clusters are secured as `--security` says (CI runs the `secured` tests on a sasl_ssl, an mtls, an
+oauthbearer and an oidc pair): a client without the generated settings, or with a wrong password,
 secret, scope, audience or an expired token, gets nothing; the generated config works and holds no secret."""
 
 from __future__ import annotations

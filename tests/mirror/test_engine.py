@@ -355,7 +355,7 @@ def test_same_cluster_link_with_a_prefix_mirrors_once_and_does_not_chain(
     assert f"source.source.{topic}" not in mirror.log()
 
 
-@pytest.mark.secured("sasl_ssl", "oidc")  # a client like any other on mtls, oauthbearer (tests/conftest.py)
+@pytest.mark.secured("oauthbearer", "oidc")  # a client like any other: with tokens (tests/conftest.py)
 def test_exactly_once_survives_sigkills_with_each_record_once(
     clusters_config: MirrorwatchConfig,
     make_topic: Callable[..., str],

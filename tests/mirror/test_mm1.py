@@ -209,6 +209,12 @@ def test_java_pem_and_pkcs12_stores_become_librdkafkas_settings(
              "sasl.oauthbearer.client.secret": "s3cret", "sasl.oauthbearer.scope": "kafka"},
         ),
         (
+            ";\nsasl.oauthbearer.client.credentials.client.id=mirror\n"  # Kafka 4.1's names
+            "sasl.oauthbearer.client.credentials.client.secret=s3cret\nsasl.oauthbearer.scope=kafka",
+            {"sasl.oauthbearer.method": "oidc", "sasl.oauthbearer.client.id": "mirror",
+             "sasl.oauthbearer.client.secret": "s3cret", "sasl.oauthbearer.scope": "kafka"},
+        ),
+        (
             'unsecuredLoginStringClaim_sub="mirror" unsecuredLoginListClaim_scope=",kafka,other";',
             {"enable.sasl.oauthbearer.unsecure.jwt": "true", "sasl.oauthbearer.config": "principal=mirror scope=kafka,other"},
         ),

@@ -41,7 +41,7 @@ from tests.acl_helpers import binding, grant, grant_required, revoke, run_check,
 from tests.kafka_helpers import Record, produce, read_all
 from tests.processes import MirrorProcess, get_json, running_worker, session_config
 
-pytestmark = [pytest.mark.integration, pytest.mark.secured]  # on a sasl_ssl and an mtls pair too
+pytestmark = [pytest.mark.integration, pytest.mark.secured]  # on every secured pair too
 
 EXCLUDED = r"segment\.ms"
 
@@ -69,7 +69,7 @@ def _set(admin: AdminClient, topic: str, configs: dict[str, str]) -> None:
         future.result(timeout=30)
 
 
-@pytest.mark.secured("sasl_ssl", "oidc")  # a client like any other on mtls, oauthbearer (tests/conftest.py)
+@pytest.mark.secured("oidc")  # a client like any other: with signed tokens (tests/conftest.py)
 def test_a_running_link_makes_its_copies_configs_and_partitions_the_sources_and_leaves_what_it_excludes(
     clusters_config: MirrorwatchConfig, make_topic: Callable[..., str], unique: Callable[[str], str]
 ) -> None:
@@ -149,7 +149,7 @@ def _command(command: str, path: Path, *args: str) -> tuple[int, str]:
     return done.returncode, done.stdout
 
 
-@pytest.mark.secured("sasl_ssl", "oidc")  # a client like any other on mtls, oauthbearer (tests/conftest.py)
+@pytest.mark.secured("oidc")  # a client like any other: with signed tokens (tests/conftest.py)
 def test_the_drift_report_lists_exactly_the_differences_made_and_nothing_of_a_pair_in_step(
     clusters_config: MirrorwatchConfig,
     make_topic: Callable[..., str],
@@ -384,7 +384,7 @@ def test_acl_sync_lets_an_application_read_not_write_the_copy_follows_a_removal_
     assert (code, json.loads(said)) == (0, {link["name"]: []}), said
 
 
-@pytest.mark.secured("sasl_ssl", "oidc")  # a client like any other on mtls, oauthbearer (tests/conftest.py)
+@pytest.mark.secured("oidc")  # a client like any other: with signed tokens (tests/conftest.py)
 def test_deletion_sync_deletes_only_the_copies_it_made_after_the_grace_and_a_dry_run_deletes_nothing(
     clusters_config: MirrorwatchConfig,
     make_topic: Callable[..., str],

@@ -84,7 +84,7 @@ def observe_source_after(service: MonitorService, moment_ms: float) -> int:
     return service.state.clusters["source"].observed_ms  # type: ignore[union-attr]
 
 
-@pytest.mark.secured("sasl_ssl", "oidc")  # a client like any other on mtls, oauthbearer (tests/conftest.py)
+@pytest.mark.secured("oidc")  # a client like any other: with signed tokens (tests/conftest.py)
 def test_groups_are_evaluated_stop_stall_rewind_catching_up_idle_and_lag_seconds(
     clusters_config: MirrorwatchConfig,
     make_topic: Callable[..., str],
