@@ -38,13 +38,14 @@ import uuid
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
-
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from typing import TYPE_CHECKING, Any
 
 from kernel.errors import LocalClusterError
 from kernel.processes import die_with_parent
+
+if TYPE_CHECKING:  # the key's type; cryptography itself is imported where a key is made or used (`local down`, every
+    # command that imports localkafka.local, pays nothing for it: 60 ms a process start)
+    from cryptography.hazmat.primitives.asymmetric import rsa
 
 __all__ = ["AUDIENCE", "IdentityProvider", "load_key", "provider_running", "start_provider", "stop_provider"]
 
@@ -59,6 +60,9 @@ def _b64(data: bytes) -> str:
 
 def load_key(state_dir: Path) -> rsa.RSAPrivateKey:
     """The provider's signing key, made the first time (RSA 2048, PEM, only the owner may read it)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
     path = state_dir / "oidc" / "key.pem"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -203,6 +207,9 @@ class IdentityProvider:
         return 200, {"access_token": self.sign(claims), "token_type": "Bearer", "expires_in": lifetime}
 
     def sign(self, claims: Mapping[str, Any]) -> str:
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import padding
+
         header = _b64(json.dumps({"alg": "RS256", "typ": "JWT", "kid": KEY_ID}).encode())
         payload = _b64(json.dumps(dict(claims)).encode())
         signature = self._key.sign(f"{header}.{payload}".encode(), padding.PKCS1v15(), hashes.SHA256())
