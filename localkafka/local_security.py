@@ -336,7 +336,8 @@ def prepare_security(state_dir: Path, mode: str | None) -> LocalSecurity:
     if made:
         raise LocalClusterError(
             f"the clusters in {state_dir} were made with --security {current.mode}; "
-            f"run 'mirrorwatch local purge --state-dir {state_dir}' first to make them again with --security {mode}"
+            f"run 'mirrorwatch local down --purge --state-dir {state_dir}' first to make them again with "
+            f"--security {mode}"
         )
     security = LocalSecurity(
         mode,

@@ -189,7 +189,9 @@ def test_the_component_principals_exist_without_being_super_users(tmp_path: Path
 
 def test_another_mode_for_clusters_already_made_is_refused_naming_purge(tmp_path: Path) -> None:
     prepare_security(tmp_path, "sasl_plaintext")
-    with pytest.raises(LocalClusterError, match=r"made with --security sasl_plaintext; run 'mirrorwatch local purge"):
+    with pytest.raises(
+        LocalClusterError, match=r"made with --security sasl_plaintext; run 'mirrorwatch local down --purge"
+    ):
         prepare_security(tmp_path, "mtls")
     (tmp_path / "plain").mkdir()
     (tmp_path / "plain" / "state.json").write_text("{}")  # clusters made before --security existed: plaintext
