@@ -67,6 +67,7 @@ PROTOCOLS = {
 }
 OAUTH_MODES = ("oauthbearer", "oidc")
 OAUTH_SCOPE = "kafka"  # the scope the brokers require of a token, and every local client asks for
+OAUTH_AUDIENCE = "kafka"  # the audience the oidc mode's brokers expect, and its provider puts in every token
 OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 OAUTH_HANDLERS = "org.apache.kafka.common.security.oauthbearer.OAuthBearer{}CallbackHandler"  # Login, Validator
 TOKEN_SECONDS_ENV = "MIRRORWATCH_LOCAL_TOKEN_SECONDS"  # an oidc mode's token lifetime when it is made (default 3600)
@@ -209,7 +210,7 @@ class LocalSecurity:
                 # read by its plain name only (ConfigurationUtils.getConfiguredInstance), not under the prefix
                 "sasl.oauthbearer.jwt.validator.class=org.apache.kafka.common.security.oauthbearer.BrokerJwtValidator",
                 f"{prefix}sasl.oauthbearer.jwks.endpoint.url={self.oidc_issuer}/jwks",
-                f"{prefix}sasl.oauthbearer.expected.audience={OAUTH_SCOPE}",
+                f"{prefix}sasl.oauthbearer.expected.audience={OAUTH_AUDIENCE}",
                 f"{prefix}sasl.oauthbearer.expected.issuer={self.oidc_issuer}",
                 "connections.max.reauth.ms=3600000",
             ]

@@ -47,9 +47,8 @@ if TYPE_CHECKING:  # the key's type; cryptography itself is imported where a key
     # command that imports localkafka.local, pays nothing for it: 60 ms a process start)
     from cryptography.hazmat.primitives.asymmetric import rsa
 
-__all__ = ["AUDIENCE", "IdentityProvider", "load_key", "provider_running", "start_provider", "stop_provider"]
+__all__ = ["IdentityProvider", "load_key", "provider_running", "start_provider", "stop_provider"]
 
-AUDIENCE = "kafka"
 KEY_ID = "mirrorwatch-local-1"
 _PID = "oidc.pid"
 
@@ -80,8 +79,9 @@ def load_key(state_dir: Path) -> rsa.RSAPrivateKey:
 
 
 class IdentityProvider:
-    """The token endpoint, on a thread of this process (`serve`) until `close`. `clients`: id -> secret; `scopes`:
-    what any client may ask for; `lifetime_s`: a token's, from its issue (negative: issued already expired)."""
+    """The token endpoint, on a thread of this process (`serve`) until `close`. `clients`: id -> secret; `audience`:
+    what every token says it is for; `scopes`: what any client may ask for (the first when it asks for none);
+    `lifetime_s`: a token's, from its issue (negative: issued already expired)."""
 
     def __init__(
         self,
@@ -89,8 +89,8 @@ class IdentityProvider:
         issuer: str,
         clients: Mapping[str, str],
         *,
-        audience: str = AUDIENCE,
-        scopes: tuple[str, ...] = ("kafka",),
+        audience: str,
+        scopes: tuple[str, ...],
         lifetime_s: float = 3600,
         port: int = 0,
         clock: Callable[[], float] = time.time,
@@ -137,7 +137,6 @@ class IdentityProvider:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self._server.daemon_threads = True
-        self._thread: threading.Thread | None = None
 
     @property
     def port(self) -> int:
@@ -148,8 +147,7 @@ class IdentityProvider:
         return f"http://127.0.0.1:{self.port}/token"
 
     def serve(self) -> IdentityProvider:
-        self._thread = threading.Thread(target=self._server.serve_forever, name="oidc-provider", daemon=True)
-        self._thread.start()
+        threading.Thread(target=self._server.serve_forever, name="oidc-provider", daemon=True).start()
         return self
 
     def close(self) -> None:
@@ -287,7 +285,7 @@ def stop_provider(state_dir: Path) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from localkafka.local_security import load_security
+    from localkafka.local_security import OAUTH_AUDIENCE, OAUTH_SCOPE, load_security
 
     parser = argparse.ArgumentParser(description="The local clusters' OIDC token endpoint (localkafka.oidc).")
     parser.add_argument("--state-dir", type=Path, required=True)
@@ -298,6 +296,8 @@ def main(argv: list[str] | None = None) -> int:
         load_key(args.state_dir),
         security.oidc_issuer,
         security.oidc_clients(),
+        audience=OAUTH_AUDIENCE,
+        scopes=(OAUTH_SCOPE,),
         lifetime_s=security.token_seconds,
         port=args.port,
         say=lambda line: print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} oidc: {line}", flush=True),

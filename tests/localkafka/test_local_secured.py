@@ -20,8 +20,9 @@ from confluent_kafka.admin import AdminClient
 from kernel.access import refusal
 from kernel.config import ClusterConfig, MirrorwatchConfig
 from kernel.processes import free_port
+from kernel.wait import wait_until
 from localkafka.local import LocalClusters
-from localkafka.local_security import LocalSecurity
+from localkafka.local_security import OAUTH_AUDIENCE, OAUTH_SCOPE, LocalSecurity
 from localkafka.oidc import IdentityProvider, load_key
 from tests.kafka_helpers import Record, produce, read_all
 from tests.processes import MirrorProcess
@@ -98,7 +99,7 @@ def _rogue(security: LocalSecurity, key_dir: Path | None = None, **changes: Any)
     """A provider of the test's own that signs as the clusters' issuer with their key (or one of `key_dir`), its
     tokens changed."""
     key = load_key(key_dir or security.state_dir)
-    settings: dict[str, Any] = {"lifetime_s": 3600} | changes
+    settings: dict[str, Any] = {"audience": OAUTH_AUDIENCE, "scopes": (OAUTH_SCOPE,), "lifetime_s": 3600} | changes
     return IdentityProvider(key, security.oidc_issuer, security.oidc_clients(), **settings)
 
 
@@ -198,9 +199,16 @@ def test_a_link_mirrors_across_token_refreshes_losing_nothing(
     assert len(read_all(target, "target", topic, expected=sent, timeout_s=60)) == sent
     # a lifetime with no client of the test's own: only the link's clients can have asked for tokens in it
     issued_before = log.read_text().count("issued a token to 'mirrorwatch'")
-    time.sleep(security.token_seconds + 2)
-    issued = log.read_text().count("issued a token to 'mirrorwatch'") - issued_before
-    assert issued >= 2, f"the link's consumer and producer asked for {issued} token(s) in {security.token_seconds} s"
+
+    def issued() -> int:
+        return log.read_text().count("issued a token to 'mirrorwatch'") - issued_before
+
+    wait_until(  # within one lifetime (each client asks again at 80 % of its token's), not a fixed sleep
+        lambda: issued() >= 2,
+        timeout_s=security.token_seconds + 2,
+        interval_s=0.5,
+        description="the link's consumer and producer to ask for tokens again (no client of the test's own runs)",
+    )
     produce(source, "source", topic, [Record(value=f"r{sent + i}".encode(), partition=i % 3) for i in range(50)])
     got = read_all(target, "target", topic, expected=sent + 50, timeout_s=60)
     assert sorted(r.value or b"" for r in got) == sorted(f"r{i}".encode() for i in range(sent + 50))  # once each

@@ -30,7 +30,14 @@ def _unb64(text: str) -> bytes:
 def provider(tmp_path: Path) -> Iterator[tuple[IdentityProvider, list[str]]]:
     said: list[str] = []
     idp = IdentityProvider(
-        load_key(tmp_path), "http://issuer", {"mirror": "s3cret:/+"}, lifetime_s=60, clock=lambda: NOW, say=said.append
+        load_key(tmp_path),
+        "http://issuer",
+        {"mirror": "s3cret:/+"},
+        audience="kafka",
+        scopes=("kafka",),
+        lifetime_s=60,
+        clock=lambda: NOW,
+        say=said.append,
     )
     yield idp.serve(), said
     idp.close()
