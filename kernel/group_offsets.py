@@ -305,6 +305,12 @@ class _Fetcher:
                     return answer
             except (EOFError, OSError):
                 raise self._lost("the child asking its consumer groups ended") from None
+            except BaseException:
+                # interrupted while the child works on this ask (a signal's exception, a test's time-out): its answer
+                # would come to the next ask, in place of that one's, so this child goes now
+                self.end_child()
+                self._lost("the ask in progress was interrupted")
+                raise
             raise self._lost(
                 f"the child asking its consumer groups gave no answer within {timeout_s + ANSWER_MARGIN_S:g} s"
             )

@@ -57,6 +57,24 @@ def test_a_crashed_child_is_an_answer_that_says_so_and_the_next_ask_gets_a_new_o
     answer = group_offsets.committed_offsets(nowhere, "nowhere", ["g1", "g2"], timeout_s=2)
     assert set(answer) == {"g1", "g2"} and all(isinstance(a, FetchError) for a in answer.values()), answer
     assert asking._process.pid != child
+    # an ask interrupted while the child works on it (a signal's exception; CI saw a test's time-out do it): that
+    # child goes, or its late answer (for g3) would be taken as the next ask's (for g4)
+    interrupted = asking._process.pid
+
+    def interrupt(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 1.0)
+        with pytest.raises(KeyboardInterrupt):
+            group_offsets.committed_offsets(nowhere, "nowhere", ["g3"], timeout_s=3)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert not _alive(interrupted)
+    answer = group_offsets.committed_offsets(nowhere, "nowhere", ["g4"], timeout_s=4)
+    assert set(answer) == {"g4"}, answer
     asking.close()
 
 

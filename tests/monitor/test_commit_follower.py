@@ -162,8 +162,14 @@ def test_a_follower_still_reading_its_history_does_not_hold_collections(
         asking.join(timeout=30)  # before the fix: an hour
         assert answer == [None] and not follower.caught_up
         # a collection meanwhile reads the commits through the admin API
-        snapshot = collect_cluster(
-            admin, "source", int(time.time() * 1000), cluster=source, timeout_s=3600, follower=follower
+        snapshot = collect_cluster(  # within 60 s: a collection's requests are bounded by its time (CI once saw a
+            # describe with an hour allowed go unanswered past the test's own time-out)
+            admin,
+            "source",
+            int(time.time() * 1000),
+            cluster=source,
+            timeout_s=60,
+            follower=follower,
         )
         assert snapshot.commits_from == "admin-api" and dict(snapshot.groups[group].offsets) == {(topic, 0): 0}
     finally:
