@@ -10,15 +10,22 @@
 # Nothing is built again when an image of that tag holds the same sources (a label carries their digest): the tests
 # call this and pay for one build per change of the sources. Prints the tag and the image's size.
 #
-#   bash scripts/image.sh [--spark]
+#   bash scripts/image.sh [--spark] [--base]
+#
+# --base: only the base (step 1), then exit; `make setup` makes it, so that neither the tests nor a first `make image`
+# wait on mmdebstrap (80-100 s of the suite's main phase on a fresh machine, flaky37).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 say() { printf 'image: %s\n' "$*" >&2; }
 
-variant="" extras="" packages="python3,python3-venv,ca-certificates,tini"
-if [ "${1:-}" = "--spark" ]; then
-    variant="-spark" extras="[spark]" packages="$packages,openjdk-17-jre-headless,procps"
-fi
+variant="" extras="" packages="python3,python3-venv,ca-certificates,tini" base_only=""
+for arg in "$@"; do
+    case "$arg" in
+        --spark) variant="-spark" extras="[spark]" packages="$packages,openjdk-17-jre-headless,procps" ;;
+        --base) base_only=1 ;;
+        *) say "unknown argument $arg (bash scripts/image.sh [--spark] [--base])"; exit 2 ;;
+    esac
+done
 export CONTAINERS_CONF=$PWD/deploy/image/containers.conf
 version=$(.venv/bin/python -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')
 tag="localhost/mirrorwatch:$version$variant"
@@ -34,7 +41,7 @@ sources() {
 }
 digest=$({ sources; echo requirements.lock deploy/image/Containerfile scripts/image.sh; } | sort \
     | xargs sha256sum | { cat; echo "$packages $extras"; } | sha256sum | cut -c1-16)
-if podman image exists "$tag" \
+if [ -z "$base_only" ] && podman image exists "$tag" \
     && [ "$(podman image inspect --format '{{ index .Labels "io.mirrorwatch.sources" }}' "$tag")" = "$digest" ]; then
     say "$tag is up to date (sources $digest)"
     echo "$tag"
@@ -61,6 +68,9 @@ if ! podman image exists "$base"; then
         mv "$cache/base-$base_id.tar.part" "$cache/base-$base_id.tar"
     fi
     podman import --quiet "$cache/base-$base_id.tar" "$base" >/dev/null
+fi
+if [ -n "$base_only" ]; then
+    exit 0
 fi
 
 work=$(mktemp -d -t mirrorwatch-image-XXXXXX)

@@ -6,6 +6,7 @@
 #   3. the Kafka jars and Spark's Kafka connector jars from Maven Central into the jar cache;
 #   4. the Go tools in .tools/bin: helm (HELM_VERSION, from the Go module proxy) and deploy/helm/check, the chart's
 #      manifests checked against Kubernetes' API types (a first build of helm takes minutes; later ones are cached).
+#   5. the container image's Debian base (scripts/image.sh --base), made once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -78,3 +79,7 @@ if [ ! -x "$tools/manifestcheck" ] || [ "$(cat "$tools/.manifestcheck" 2>/dev/nu
   (cd deploy/helm/check && go build -o "$tools/manifestcheck" .)
   echo "$check_want" > "$tools/.manifestcheck"
 fi
+
+# the container image's Debian base (mmdebstrap, then podman import; kept by its package list): made here, once, so
+# that the image's test builds only mirrorwatch's layers on it (scripts/image.sh --base)
+bash scripts/image.sh --base

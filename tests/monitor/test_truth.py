@@ -93,7 +93,7 @@ def assert_truthful(
             )
 
 
-@pytest.mark.alone(seconds=194)  # its time in the alone phase (tests/conftest.py shares them out)
+@pytest.mark.alone(seconds=201)  # its time in the alone phase (tests/conftest.py shares them out)
 def test_lag_and_alerts_are_true_through_mirror_crash_and_freeze_and_target_crash_and_freeze(
     local_clusters: LocalClusters,
     owns_clusters: bool,
@@ -142,7 +142,7 @@ def test_lag_and_alerts_are_true_through_mirror_crash_and_freeze_and_target_cras
         assert row["alerts_at_end"] == [], f"{name}: alerts still firing after the recovery: {row}"
 
 
-@pytest.mark.alone(seconds=100)  # its time in the alone phase (tests/conftest.py shares them out)
+@pytest.mark.alone(seconds=104)  # its time in the alone phase (tests/conftest.py shares them out)
 def test_lag_is_true_in_one_process_run(local_clusters: LocalClusters, owns_clusters: bool, tmp_path: Path) -> None:
     """`mirrorwatch run` (the engine's positions read in memory): the same, but for the freeze of the mirror, which
     freezes the monitor with it."""
@@ -173,7 +173,7 @@ def test_lag_is_true_in_one_process_run(local_clusters: LocalClusters, owns_clus
     )
 
 
-@pytest.mark.alone(seconds=140)  # its time in the alone phase (tests/conftest.py shares them out)
+@pytest.mark.alone(seconds=167)  # its time in the alone phase (tests/conftest.py shares them out)
 def test_lag_is_true_with_the_spark_engine(local_clusters: LocalClusters, owns_clusters: bool, tmp_path: Path) -> None:
     """The spark engine (local Spark, the real Kafka connector, a 0.5 s trigger) publishes the end offsets of each
     finished micro-batch from its driver: the same facts through a driver SIGKILL and restart (Spark starting again

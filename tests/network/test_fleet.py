@@ -33,7 +33,7 @@ RATE = 500
 WORKERS = 3
 
 
-@pytest.mark.alone(seconds=146)  # its time in the alone phase (tests/conftest.py shares them out)
+@pytest.mark.alone(seconds=132)  # its time in the alone phase (tests/conftest.py shares them out)
 def test_three_workers_on_three_hosts_are_measured_truly_by_a_monitor_on_a_fourth(apart: Apart, tmp_path: Path) -> None:
     with apart.client_hosts(WORKERS + 1) as hosts:
         *fleet, monitor_host = hosts
