@@ -400,7 +400,11 @@ class ProgressReader:
                 if not self._partitions:
                     self._stop.wait(0.5)
                     continue
-                self._take(self._consumer.consume(num_messages=1000, timeout=0.2))
+                # what is fetched, without waiting (with a timeout consume() waits for a full batch: a small topic's
+                # reading took its 0.2 s every time, a `failover` command's start included); else the first record
+                consumer = self._consumer
+                batch = consumer.consume(num_messages=1000, timeout=0) or consumer.consume(num_messages=1, timeout=0.2)
+                self._take(batch)
         except Exception:  # a bug or an unexpected client failure: the status files remain
             log.exception("%s: cluster %r: reading the progress topic failed", self.who, self.alias)
         finally:
