@@ -90,7 +90,11 @@ def test_monitor_scale_smoke_both_ways_list_every_group_in_every_scrape_once_rea
 # on the cluster's workers is tests/mirror/test_spark_cluster.py's; here, beside two other workers' tests on 2 cores,
 # the cluster once took over 150 s to copy 600 records (issue #69).
 THROUGHPUT_PEERS = ("python-1", "python-2", "spark", "kcat", "mm2")
-LATENCY_PEERS = ("python-1", "kcat", "mm2")
+# The latency harness (its steady sender, its reader in a process of its own, the trickle that drains a peer's
+# buffers) is the same for every peer, and each peer is started and stopped by throughput's peer_command and
+# stop_peer, which the throughput smoke runs for MirrorMaker 2: here a python engine and a pipe (a JVM's start, ~20 s
+# of a CPU-bound phase, proved nothing more)
+LATENCY_PEERS = ("python-1", "kcat")
 
 
 def test_every_peer_variant_has_the_command_it_stands_for(clusters_config: MirrorwatchConfig, tmp_path: Path) -> None:
@@ -170,7 +174,7 @@ def test_evaluator_scale_smoke(local_clusters: LocalClusters, tmp_path: Path) ->
     assert result["collection"]["groups_collected"] == 15 and result["evaluation"]["sweep_seconds"] > 0
 
 
-def test_latency_smoke_each_way_of_running_a_peer_delivers_each_measured_record_once(
+def test_latency_smoke_a_python_peer_and_a_pipe_deliver_each_measured_record_once(
     local_clusters: LocalClusters, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["--rates", "200", "--seconds", "2", "--repeat", "1", "--peers", ",".join(LATENCY_PEERS)]
@@ -179,7 +183,7 @@ def test_latency_smoke_each_way_of_running_a_peer_delivers_each_measured_record_
     assert all(r["sent"] == 400 and r["received"] == 400 and r["duplicates"] == 0 for r in runs)
     assert all(0 < r["p50_ms"] <= r["p99_ms"] <= r["p999_ms"] <= r["max_ms"] for r in runs)
     printed = capsys.readouterr().out
-    assert "| records/s | peer |" in printed and "python-1 / mm2 at 200/s = " in printed
+    assert "| records/s | peer |" in printed and "python-1 / kcat at 200/s = " in printed
 
 
 def test_failover_scale_smoke(

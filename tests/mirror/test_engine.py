@@ -58,6 +58,7 @@ def source_offsets_on_target(records: list[ReadRecord]) -> dict[int, list[int]]:
 
 @pytest.mark.secured
 def test_records_are_mirrored_with_key_value_headers_timestamp_partition_and_order(
+    request: pytest.FixtureRequest,
     clusters_config: MirrorwatchConfig,
     local_clusters: LocalClusters,
     make_topic: Callable[..., str],
@@ -68,7 +69,10 @@ def test_records_are_mirrored_with_key_value_headers_timestamp_partition_and_ord
     source, target = clusters_config.clusters["source"], clusters_config.clusters["target"]
     big = make_topic("source", 6)
     small = make_topic("source", 2)
-    n = 100_000
+    # 30,000 records, fifteen of the engine's batches of 2,000 (100,000 until flaky37, on every secured pair too: 142
+    # test-seconds over five phases, each read twice and compared in Python); on a secured pair what it shows is that
+    # the clients get through, which 5,000 show as well
+    n = 30_000 if request.config.getoption("--security") == "plaintext" else 5_000
     records = [
         Record(
             value=f"value-{i}".encode() * (1 + i % 5),
