@@ -169,6 +169,20 @@ def lines(directory: Path, tests: int, per_test: int) -> int:
         print(f"{total:7.1f}  {test}")
         for (outer, inner), spent in sorted(seconds[test].items(), key=lambda item: -item[1])[:per_test]:
             print(f"  {spent:6.1f}  {outer}" + (f"  <  {inner}" if inner != outer else ""))
+    cpu: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for path in sorted(directory.glob("cpu-*.json")):
+        for row in json.loads(path.read_text(encoding="utf-8")):
+            cpu[row["test"]][0] += row["own"]
+            cpu[row["test"]][1] += row["children"]
+    if cpu:
+        print(
+            f"== the {tests} costliest tests' CPU seconds: the test's process, the processes it started and waited for"
+        )
+        for own, children, test in sorted(((o, c, t) for t, (o, c) in cpu.items()), key=lambda r: -(r[0] + r[1]))[
+            :tests
+        ]:
+            print(f"{own + children:7.1f}  {own:6.1f} + {children:6.1f}  {test}")
+        print(f"total: {sum(o for o, _ in cpu.values()):.0f} + {sum(c for _, c in cpu.values()):.0f} CPU-s")
     return 0
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +20,7 @@ from kernel.wait import wait_until
 from localkafka.local import LocalClusters
 from tests.conftest import _is_stopped, after_crash_loadfile, mend
 from tests.kafka_helpers import Record, produce, read_all
+from tests.line_profile import LineSampler
 from tests.processes import MirrorProcess
 from tests.schedule import balanced, longest_files_first
 
@@ -337,3 +339,30 @@ def test_the_alone_phase_gives_each_process_a_balanced_share_and_a_secured_test_
     assert "test_sasl_only" not in on["mtls"] and "test_both" in on["mtls"], on
     assert "test_oidc_alone" in on["oidc"] and "test_both" in on["oidc"] and "test_sasl_only" not in on["oidc"], on
     assert "test_sasl_only" in on["plaintext"] and "test_oidc_alone" not in on["plaintext"], on
+
+
+def _waits_here() -> None:
+    time.sleep(1.5)
+
+
+def test_the_line_profile_says_where_a_test_waited_and_what_its_processes_burned(tmp_path: Path) -> None:
+    """`MIRRORWATCH_TEST_LINES` (tests/line_profile.py): a test's seconds by the line of tests/ it stood on, and its
+    CPU: its own process's and that of the processes it started and waited for; the report prints both."""
+    sampler = LineSampler(tmp_path)
+    test = "tests/test_x.py::test_waits_and_burns"
+    protocol = sampler.pytest_runtest_protocol(SimpleNamespace(nodeid=test))  # type: ignore[arg-type]
+    next(protocol)
+    _waits_here()
+    subprocess.run([sys.executable, "-c", "sum(range(30_000_000))"], check=True)  # ~1 CPU-s in a child
+    with pytest.raises(StopIteration):
+        next(protocol)
+    sampler.pytest_sessionfinish()
+    report = subprocess.run(
+        [sys.executable, "scripts/test_report.py", "lines", str(tmp_path)], check=True, cwd=REPO, capture_output=True,
+        text=True,
+    ).stdout  # fmt: skip
+    waited = [line for line in report.splitlines() if "tests/test_harness.py" in line and "_waits_here" in line]
+    assert waited and float(waited[0].split()[0]) >= 1.0, report
+    (cpu,) = [line for line in report.splitlines() if line.endswith(test) and "+" in line]
+    own, children = float(cpu.split()[1]), float(cpu.split()[3])
+    assert children > 0.3 and own < children, report
