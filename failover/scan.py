@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from failover.translate import SourcePartition, TargetLog
 from kernel.config import ClusterConfig
 from kernel.errors import KafkaClientError
-from kernel.kafka import error_text, headers_of, kafka_error, new_consumer
+from kernel.kafka import consume_ready, error_text, headers_of, kafka_error, new_consumer
 from kernel.provenance import provenance_source
 
 __all__ = [
@@ -217,10 +217,7 @@ def read_partitions(
         consumer.assign([TopicPartition(t, p, starts[(t, p)]) for t, p in sorted(todo)])
         scanned, last_progress, last_record = 0, time.monotonic(), time.monotonic()
         while todo:
-            # what librdkafka has fetched, without waiting (consume() with a timeout waits for a full batch: every
-            # scan shorter than one paid its whole second, a third of a `failover plan` on a small topic); nothing
-            # there: wait for the first record only
-            batch = consumer.consume(num_messages=10_000, timeout=0) or consumer.consume(num_messages=1, timeout=1.0)
+            batch = consume_ready(consumer, 10_000, 1.0)
             now = time.monotonic()
             if batch:
                 last_record = now

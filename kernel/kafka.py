@@ -12,7 +12,7 @@ import operator
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient
 
 from kernel.config import ClusterConfig
@@ -27,6 +27,7 @@ __all__ = [
     "WAN_DEFAULTS",
     "already_exists",
     "client_config",
+    "consume_ready",
     "create_topics",
     "denied",
     "error_of",
@@ -167,6 +168,13 @@ def new_consumer(cluster: ClusterConfig, alias: str, group_id: str, overrides: O
         return Consumer(client_config(cluster, alias, {"group.id": group_id, **(overrides or {})}))
     except KafkaException as exc:
         raise _rejected(exc, alias, "consumer") from None
+
+
+def consume_ready(consumer: Consumer, most: int, wait_s: float) -> list[Message]:
+    """Up to `most` of what the consumer has fetched, without waiting; when it has nothing, waits up to `wait_s` for
+    the first record only. (`consume(most, timeout)` waits for a full batch: a reader of a topic smaller than one
+    paid its whole timeout every call, a `failover` command's scan its second.)"""
+    return consumer.consume(num_messages=most, timeout=0) or consumer.consume(num_messages=1, timeout=wait_s)
 
 
 def new_admin(cluster: ClusterConfig, alias: str, overrides: Overrides = None) -> AdminClient:

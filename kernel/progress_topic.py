@@ -31,6 +31,7 @@ from kernel.kafka import (
     DENIED,
     QUICK_RECONNECT,
     WAN_DEFAULTS,
+    consume_ready,
     create_topics,
     denied,
     error_text,
@@ -400,11 +401,7 @@ class ProgressReader:
                 if not self._partitions:
                     self._stop.wait(0.5)
                     continue
-                # what is fetched, without waiting (with a timeout consume() waits for a full batch: a small topic's
-                # reading took its 0.2 s every time, a `failover` command's start included); else the first record
-                consumer = self._consumer
-                batch = consumer.consume(num_messages=1000, timeout=0) or consumer.consume(num_messages=1, timeout=0.2)
-                self._take(batch)
+                self._take(consume_ready(self._consumer, 1000, 0.2))
         except Exception:  # a bug or an unexpected client failure: the status files remain
             log.exception("%s: cluster %r: reading the progress topic failed", self.who, self.alias)
         finally:

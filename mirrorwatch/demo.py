@@ -127,9 +127,9 @@ def run_demo(options: DemoOptions, stop: threading.Event, out: Callable[[str], N
         clusters.up(tie_to_parent=True)
         written = options.state_dir / "demo.yaml"
         environment = clusters.security.environment()  # secured: the passwords or client secrets, for every client
-        os.environ.update(environment)
         secured = (clusters.security.client_properties(), environment)
-        config = demo_config(load_config(clusters.config_path), options.topic, written, secured)
+        generated = load_config(clusters.config_path, env={**os.environ, **environment})
+        config = demo_config(generated, options.topic, written, secured)
         source, target = config.clusters["source"], config.clusters["target"]
         create_topics(new_admin(source, "source"), {options.topic: options.partitions})
         # The wiring of `mirrorwatch run`: the link on a thread here, the canary, the monitor, the HTTP API. A link

@@ -178,9 +178,7 @@ def lines(directory: Path, tests: int, per_test: int) -> int:
         print(
             f"== the {tests} costliest tests' CPU seconds: the test's process, the processes it started and waited for"
         )
-        for own, children, test in sorted(((o, c, t) for t, (o, c) in cpu.items()), key=lambda r: -(r[0] + r[1]))[
-            :tests
-        ]:
+        for test, (own, children) in sorted(cpu.items(), key=lambda item: -sum(item[1]))[:tests]:
             print(f"{own + children:7.1f}  {own:6.1f} + {children:6.1f}  {test}")
         print(f"total: {sum(o for o, _ in cpu.values()):.0f} + {sum(c for _, c in cpu.values()):.0f} CPU-s")
     return 0
