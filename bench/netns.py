@@ -326,11 +326,13 @@ def clusters_apart(
     *,
     client: bool = False,
     delay_ms: Mapping[str, float] | None = None,
+    lean: bool = False,
 ) -> Iterator[Apart]:
     """The local clusters, each on a host of its own (`NetHost`), started, and at the end stopped and their hosts
     removed. `client`: a client host besides, with a door into each (`Apart.client`); `delay_ms`: per alias, a
     relay in front of that cluster's broker delaying every byte so much each way (the broker advertises the relay;
-    this host's clients only: doors do not route to it)."""
+    this host's clients only: doors do not route to it). `lean`: the test suite's cheaper brokers (localkafka.lean),
+    never for figures."""
     hosts: dict[str, NetHost] = {}
     made: ClientHost | None = None
     delays = dict(delay_ms or {})
@@ -345,6 +347,7 @@ def clusters_apart(
             state_dir,
             progress=lambda _line: None,
             placement={a: Placement(h.name, h.host, h.relay_address or None) for a, h in hosts.items()},
+            lean=lean,
         )
         try:
             clusters.up(aliases, tie_to_parent=True)

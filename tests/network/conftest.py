@@ -13,7 +13,7 @@ from bench.netns import Apart, clusters_apart, sweep
 @pytest.fixture(scope="package")
 def apart(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Apart]:
     sweep()  # what a killed run left
-    with clusters_apart(tmp_path_factory.mktemp("apart"), client=True) as made:
+    with clusters_apart(tmp_path_factory.mktemp("apart"), client=True, lean=True) as made:
         assert made.client is not None
         names = [n for h in made.hosts.values() for n in (h.name, h.router)]
         names += [made.client.name, *(d.router for d in made.client.doors.values())]
