@@ -15,10 +15,10 @@
 #      quarter (`--share K/4`, tests/conftest.py), nothing beside them at their own priority: each holds a few hundred
 #      records/s and mostly waits on its incidents' clocks (one at a time the phase took 960 s, two at a time 507-533
 #      s, three at a time 368-397 s, four at a time 294 s in flaky42, once the truth traffic went out in 50-ms batches
-#      and the network tests' brokers were the lean ones: the alone processes' CPU 620 -> 400 s). Three at a time the five-incident truth test once failed in both runs of two
-#      (MirrorwatchMirrorDown during a target broker's SIGKILL); a cause found since: a status slow to publish on the
-#      loaded machine rested nine times its own time, past the monitor's liveness limit (now capped at the beat,
-#      mirror.progress.status_rest_s).
+#      and the network tests' brokers were the lean ones: the alone processes' CPU 620 -> 400 s). Three at a time the
+#      five-incident truth test once failed in both runs of two (MirrorwatchMirrorDown during a target broker's
+#      SIGKILL); a cause found since: a status slow to publish on the loaded machine rested nine times its own time,
+#      past the monitor's liveness limit (now capped at the beat, mirror.progress.status_rest_s).
 # Why the priority (flaky37 and a main phase run alone at 9137cb6): the 3-worker phase alone took 896 s with a third of
 # the machine's CPU idle; with the secured phases beside it at the same priority 1,166 s (they hold ~600-700 CPU-s);
 # the secured phases themselves took 930 s of two chains when nothing else ran.

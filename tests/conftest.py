@@ -129,9 +129,10 @@ def _deselect_other_modes(config: pytest.Config, items: list[pytest.Item]) -> No
 
 # The alone phase (scripts/test.sh): N pytest processes side by side (4), each with a pair of its own, each given
 # `--share K/N`: the tests of share K, where `tests.schedule.balanced` puts each test marked `alone(seconds=N)` (what
-# it took in that phase, three or four at a time) so that the shares' seconds are about equal. (pytest-xdist's `--dist load`
-# hands them out in collection order two at a time per worker, the longest started last: three workers ran 372 s for
-# 348 s each; its loadgroup, which could pin them, does not group under pytest 9, whose node ids it cannot suffix.)
+# it took in that phase, three or four at a time) so that the shares' seconds are about equal. (pytest-xdist's
+# `--dist load` hands them out in collection order two at a time per worker, the longest started last: three workers
+# ran 372 s for 348 s each; its loadgroup, which could pin them, does not group under pytest 9, whose node ids it
+# cannot suffix.)
 def _share(config: pytest.Config, items: list[pytest.Item]) -> None:
     share = config.getoption("--share")
     if not share:
