@@ -161,6 +161,13 @@ def test_a_follower_still_reading_its_history_does_not_hold_collections(
         asking.start()
         asking.join(timeout=30)  # before the fix: an hour
         assert answer == [None] and not follower.caught_up
+        # the group listed first (a precondition, not the fact: flaky43 run 2 once listed the groups without the one
+        # just committed, and the collection then had no such group)
+        wait_until(
+            lambda: group in {g.group_id for g in admin.list_consumer_groups().result(timeout=10).valid},
+            timeout_s=30,
+            description=f"{group} listed",
+        )
         # a collection meanwhile reads the commits through the admin API
         snapshot = collect_cluster(  # within 60 s: a collection's requests are bounded by its time (CI once saw a
             # describe with an hour allowed go unanswered past the test's own time-out)
