@@ -44,9 +44,10 @@ class Traffic:
 def produce_truth(traffic: Traffic, rate: int, on_acked: Callable[[int, int], None], stop: threading.Event) -> None:
     """`rate` records/s round the partitions until `stop`, each value `<partition>:<sequence>`; `on_acked(partition,
     ms)` with the moment the source acknowledged each (in order within a partition)."""
-    # Batches of 50 ms (the Java producer's 5 ms made a produce request of one or two records every 5 ms: the source
-    # broker spent a quarter of a core on 500 records/s, half of it gone at 50 ms; on the suite's busy machine that CPU
-    # is what the rest waits for). The truth is the moment the source acknowledged a record, whatever the linger.
+    # Batches of 50 ms (5 ms, librdkafka's and Kafka 4's default, made a produce request of one or two records every
+    # 5 ms: the source broker spent a quarter of a core on 500 records/s, half of it gone at 50 ms; on the suite's busy
+    # machine that CPU is what the rest waits for). The truth is the moment the source acknowledged a record, whatever
+    # the linger.
     producer = Producer(
         {"bootstrap.servers": traffic.source, "acks": "all", "enable.idempotence": True, "linger.ms": LINGER_MS}
     )
